@@ -1,1 +1,28 @@
-fn main() {}
+//! The `agentrt` command line: one subcommand per job, each in `src/commands/<name>.rs` with its own
+//! `Args` (clap) and `run`. This file only dispatches.
+
+use clap::{Parser, Subcommand};
+
+mod commands;
+
+/// Train small language models, with reinforcement learning, to search and read a corpus through
+/// sandboxed WebAssembly tool code.
+#[derive(Parser)]
+#[command(name = "agentrt", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a Python program (.py) or a guest component (.wasm) in the sandbox and show every host call.
+    Exec(commands::exec::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Exec(args) => commands::exec::run(args),
+    }
+}
