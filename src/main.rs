@@ -18,11 +18,14 @@ struct Cli {
 enum Command {
     /// Run a Python program (.py) or a guest component (.wasm) in the sandbox and show every host call.
     Exec(commands::exec::Args),
+    /// Judge one response (offline rule judge or any OpenAI-compatible LLM) and print the verdict as JSON.
+    Judge(commands::judge::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Exec(args) => commands::exec::run(args),
+        Command::Judge(args) => commands::judge::run(args),
     }
 }

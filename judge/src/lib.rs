@@ -18,6 +18,8 @@
 //! Both judges grade the text inside `<answer>…</answer>` when the response has such a tag, and the
 //! whole response otherwise (see [`extract_answer`]).
 
+#![warn(missing_docs)]
+
 mod cache;
 mod error;
 mod openai;
