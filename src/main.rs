@@ -20,6 +20,8 @@ enum Command {
     Exec(commands::exec::Args),
     /// Judge one response (offline rule judge or any OpenAI-compatible LLM) and print the verdict as JSON.
     Judge(commands::judge::Args),
+    /// Sample a completion from the policy model (default: SmolLM2-135M-Instruct), optionally with a LoRA adapter.
+    Generate(commands::generate::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +29,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Exec(args) => commands::exec::run(args),
         Command::Judge(args) => commands::judge::run(args),
+        Command::Generate(args) => commands::generate::run(args),
     }
 }

@@ -1,1 +1,326 @@
-//! placeholder
+//! The policy: a small decoder LM that writes tool programs, with LoRA adapters trained by RL.
+//!
+//! Design. A [`Policy`] is a frozen base [`Decoder`](model::Decoder) (llama, qwen2 or qwen3, loaded from a
+//! GGUF file — dequantized to f32 — or a safetensors directory), its [`PolicyTokenizer`] (rebuilt from the
+//! GGUF's own metadata, so a GGUF alone is enough), the model's own [`ChatTemplate`], and optional
+//! [`AdapterSet`] LoRA adapters on q, k, v, o, gate, up, down — one, or two (*retain* and *forget*) with
+//! per-sample gradient routing. The decoder has two forwards computing the same function: a fused one with a
+//! KV cache for [sampling](Policy::sample), which returns the exact token ids and their log-probs so no turn
+//! is ever re-tokenised, and a differentiable one for [training](Policy::token_logprobs), built only from ops
+//! with a backward and with frozen projections whose backward computes dL/dx only. Adapters are saved in
+//! PEFT's format and can be merged into a full safetensors model. The trainer and the eval harness (root
+//! crate) use only this API; nothing here knows about the sandbox or the judge.
+
+pub mod adapter_io;
+pub mod chat_template;
+pub mod error;
+pub mod frozen_linear;
+pub mod lora;
+pub mod model;
+pub mod optim;
+pub mod sampling;
+pub mod testing;
+pub mod tokenizer;
+
+pub use chat_template::{ChatTemplate, Message};
+pub use error::{PolicyError, Result};
+pub use lora::{AdapterSet, LoraConfig, Target, Which};
+pub use model::{Arch, Decoder, ModelConfig, ModelWeights};
+pub use optim::{AdamW, AdamWConfig};
+pub use sampling::{Completion, FinishReason, SamplingParams};
+pub use tokenizer::PolicyTokenizer;
+
+pub use candle_core::{backprop::GradStore, Device, Tensor, Var};
+/// The random number generators `sample` takes, re-exported so callers need no version match.
+pub use rand;
+
+use candle_core::{DType, D};
+use std::path::{Path, PathBuf};
+
+/// Where a model comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// SmolLM2-135M-Instruct (GGUF), fetched and checked by `agentrt-assets`.
+    Default,
+    /// Qwen2.5-Coder-0.5B-Instruct (GGUF), fetched and checked by `agentrt-assets`.
+    Larger,
+    /// A `.gguf` file or a safetensors directory (`config.json`, `tokenizer.json`, `*.safetensors`).
+    Path(PathBuf),
+}
+
+impl ModelSource {
+    /// `default` / `smollm2-135m`, `qwen2.5-coder-0.5b`, or a path.
+    pub fn parse(s: &str) -> ModelSource {
+        match s {
+            "default" | "smollm2-135m" | "smollm2" => ModelSource::Default,
+            "qwen2.5-coder-0.5b" | "qwen" | "larger" => ModelSource::Larger,
+            p => ModelSource::Path(PathBuf::from(p)),
+        }
+    }
+
+    /// The file or directory to open, fetching a named asset first.
+    pub fn resolve(&self) -> Result<(PathBuf, String)> {
+        Ok(match self {
+            ModelSource::Default => {
+                let a = agentrt_assets::SMOLLM2_135M_INSTRUCT_GGUF;
+                (agentrt_assets::fetch(&a)?, a.hub_id.to_string())
+            }
+            ModelSource::Larger => {
+                let a = agentrt_assets::QWEN25_CODER_05B_INSTRUCT_GGUF;
+                (agentrt_assets::fetch(&a)?, "Qwen/Qwen2.5-Coder-0.5B-Instruct".to_string())
+            }
+            ModelSource::Path(p) => (p.clone(), p.display().to_string()),
+        })
+    }
+}
+
+/// Parses `cpu` or `cuda:N` (`cuda` = `cuda:0`).
+pub fn parse_device(s: &str) -> Result<Device> {
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        s if s == "cuda" || s.starts_with("cuda:") => {
+            let n: usize = s.strip_prefix("cuda:").unwrap_or("0").parse().map_err(|_| PolicyError::Invalid(format!("bad device `{s}`")))?;
+            Device::new_cuda(n).map_err(|e| {
+                PolicyError::Invalid(format!("device `{s}`: {e} (build with `--features cuda` for GPU support)"))
+            })
+        }
+        other => Err(PolicyError::Invalid(format!("unknown device `{other}`; use cpu or cuda:N"))),
+    }
+}
+
+/// A loaded model: decoder, tokenizer, chat template and (optionally) adapters.
+pub struct Policy {
+    pub decoder: Decoder,
+    pub tokenizer: PolicyTokenizer,
+    pub template: ChatTemplate,
+    pub adapters: Option<AdapterSet>,
+    /// The base model's name (hub id or path), written into saved adapters.
+    pub base_name: String,
+}
+
+impl Policy {
+    /// Loads a model (GGUF file or safetensors directory) onto `device`.
+    pub fn load(source: &ModelSource, device: &Device) -> Result<Policy> {
+        let (path, name) = source.resolve()?;
+        if path.is_dir() {
+            Self::load_safetensors_dir(&path, name, device)
+        } else {
+            Self::load_gguf(&path, name, device)
+        }
+    }
+
+    fn load_gguf(path: &Path, name: String, device: &Device) -> Result<Policy> {
+        let mut g = model::gguf::GgufFile::open(path)?;
+        let cfg = g.config()?;
+        let tokenizer = PolicyTokenizer::from_gguf(&g)?;
+        let template = match g.meta_str("tokenizer.chat_template") {
+            Some(src) => ChatTemplate::new(src, tokenizer.bos_token.clone(), tokenizer.eos_token.clone())?,
+            None => ChatTemplate::new(chat_template::CHATML, None, None)?,
+        };
+        let weights = g.weights(&cfg, device)?;
+        Self::from_parts(cfg, weights, tokenizer, template, name, device)
+    }
+
+    fn load_safetensors_dir(dir: &Path, name: String, device: &Device) -> Result<Policy> {
+        let cfg = model::safetensors::read_config(dir)?;
+        let tokenizer = PolicyTokenizer::from_file(&dir.join("tokenizer.json"))?;
+        let tc = dir.join("tokenizer_config.json");
+        let tc: serde_json::Value =
+            std::fs::read_to_string(&tc).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
+        let tok_str = |k: &str| match &tc[k] {
+            serde_json::Value::String(s) => Some(s.clone()),
+            v => v["content"].as_str().map(str::to_string),
+        };
+        let template = match tc["chat_template"].as_str() {
+            Some(src) => ChatTemplate::new(src, tok_str("bos_token"), tok_str("eos_token"))?,
+            None => ChatTemplate::new(chat_template::CHATML, None, None)?,
+        };
+        let weights = model::safetensors::read_weights(dir, &cfg, device)?;
+        Self::from_parts(cfg, weights, tokenizer, template, name, device)
+    }
+
+    /// Assembles a policy from its parts, checking that the tokenizer fits the model.
+    pub fn from_parts(
+        cfg: ModelConfig,
+        weights: ModelWeights,
+        tokenizer: PolicyTokenizer,
+        template: ChatTemplate,
+        base_name: String,
+        device: &Device,
+    ) -> Result<Policy> {
+        // The embedding may have more rows than the tokenizer has tokens (Qwen pads its vocabulary), never fewer.
+        if tokenizer.vocab_size() > weights.embed.dim(0)? {
+            return Err(PolicyError::VocabMismatch { tokenizer_vocab: tokenizer.vocab_size(), model_vocab: weights.embed.dim(0)? });
+        }
+        let decoder = Decoder::new(cfg, weights, device)?;
+        Ok(Policy { decoder, tokenizer, template, adapters: None, base_name })
+    }
+
+    /// The decoder's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.decoder.cfg
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        self.decoder.device()
+    }
+
+    /// The templated prompt for `messages`, ending where the assistant's reply begins, as token ids.
+    pub fn chat_prompt(&self, messages: &[Message]) -> Result<Vec<u32>> {
+        self.tokenizer.encode(&self.template.render(messages, true)?)
+    }
+
+    /// Fresh adapters (PEFT initialisation: the policy is unchanged until they train).
+    pub fn init_adapters(&mut self, config: LoraConfig) -> Result<()> {
+        self.adapters = Some(AdapterSet::new(config, self.config(), self.device())?);
+        Ok(())
+    }
+
+    /// Loads PEFT adapters written by [`Policy::save_adapters`] (or any PEFT LoRA directory).
+    pub fn load_adapters(&mut self, dir: &Path) -> Result<()> {
+        self.adapters = Some(AdapterSet::load_peft(dir, self.config(), self.device())?);
+        Ok(())
+    }
+
+    /// Saves the adapters in PEFT's format.
+    pub fn save_adapters(&self, dir: &Path) -> Result<()> {
+        let a = self.adapters.as_ref().ok_or_else(|| PolicyError::Invalid("no adapters to save".into()))?;
+        a.save_peft(dir, &self.base_name)
+    }
+
+    /// Inference scales of the retain and forget adapters: `(1, 0)` ablates the forget adapter.
+    pub fn set_adapter_scales(&mut self, retain: f64, forget: f64) {
+        if let Some(a) = &mut self.adapters {
+            a.scales = (retain, forget);
+        }
+    }
+
+    /// Every trainable tensor.
+    pub fn trainable_vars(&self) -> Vec<Var> {
+        self.adapters.as_ref().map(|a| a.vars()).unwrap_or_default()
+    }
+
+    /// Samples completions for templated prompts (see [`sampling`]).
+    pub fn sample(&self, prompts: &[Vec<u32>], params: &SamplingParams, rng: &mut impl rand::Rng) -> Result<Vec<Completion>> {
+        sampling::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng)
+    }
+
+    /// Differentiable per-token log-probs: entry `[b, t]` is `log p(seq_b[t+1] | seq_b[..=t])`, shape
+    /// `(B, T_max - 1)`, zero past a sequence's end. `routed[b]` routes sample `b`'s gradient to the forget
+    /// adapter only (empty slice: nothing routed).
+    pub fn token_logprobs(&self, seqs: &[Vec<u32>], routed: &[bool]) -> Result<Tensor> {
+        let t = seqs.iter().map(Vec::len).max().unwrap_or(0);
+        if t < 2 {
+            return Err(PolicyError::Invalid("sequences need at least two tokens".into()));
+        }
+        if !routed.is_empty() && routed.len() != seqs.len() {
+            return Err(PolicyError::Invalid(format!("{} routing flags for {} sequences", routed.len(), seqs.len())));
+        }
+        let b = seqs.len();
+        let mut flat = Vec::with_capacity(b * t);
+        let mut valid = Vec::with_capacity(b * (t - 1));
+        for s in seqs {
+            flat.extend(s);
+            flat.extend(std::iter::repeat_n(0u32, t - s.len()));
+            valid.extend((1..t).map(|i| if i < s.len() { 1f32 } else { 0f32 }));
+        }
+        let dev = self.device();
+        let tokens = Tensor::from_vec(flat, (b, t), dev)?;
+        let routed = if routed.iter().any(|&r| r) { Some(routed) } else { None };
+        let logits = self.decoder.forward_train(&tokens, self.adapters.as_ref(), routed)?;
+        // Targets are the next tokens; the last position gets a dummy target and is cut off afterwards (cutting
+        // the logits instead would copy all of them: gather needs contiguous input).
+        let targets = Tensor::cat(&[&tokens.narrow(1, 1, t - 1)?, &Tensor::zeros((b, 1), DType::U32, dev)?], 1)?;
+        // log p = logit[target] - logsumexp(logits); the max is a detached constant shift.
+        let m = logits.max_keepdim(D::Minus1)?.detach();
+        let lse = logits.broadcast_sub(&m)?.exp()?.sum_keepdim(D::Minus1)?.log()?.broadcast_add(&m)?;
+        let picked = logits.gather(&targets.unsqueeze(2)?.contiguous()?, 2)?;
+        let lp = (picked - lse)?.squeeze(2)?.narrow(1, 0, t - 1)?;
+        let valid = Tensor::from_vec(valid, (b, t - 1), dev)?;
+        Ok((lp * valid)?)
+    }
+
+    /// Differentiable sum of log-probs over the tokens the model wrote: `masks[b][i]` is true when token `i`
+    /// of sequence `b` is the model's (false for the prompt and for tool output). Shape `(B,)`.
+    pub fn sequence_logprobs(&self, seqs: &[Vec<u32>], masks: &[Vec<bool>], routed: &[bool]) -> Result<Tensor> {
+        let lp = self.token_logprobs(seqs, routed)?;
+        let w = Self::target_mask(seqs, masks, lp.dim(1)?, self.device())?;
+        Ok((lp * w)?.sum(1)?)
+    }
+
+    /// The `(B, T-1)` mask over targets from per-token masks over the sequences.
+    pub fn target_mask(seqs: &[Vec<u32>], masks: &[Vec<bool>], t1: usize, dev: &Device) -> Result<Tensor> {
+        if masks.len() != seqs.len() {
+            return Err(PolicyError::Invalid(format!("{} masks for {} sequences", masks.len(), seqs.len())));
+        }
+        let mut w = Vec::with_capacity(seqs.len() * t1);
+        for (s, m) in seqs.iter().zip(masks) {
+            if m.len() != s.len() {
+                return Err(PolicyError::Invalid(format!("mask of length {} for a sequence of {}", m.len(), s.len())));
+            }
+            w.extend((1..=t1).map(|i| if i < s.len() && m[i] { 1f32 } else { 0f32 }));
+        }
+        Ok(Tensor::from_vec(w, (seqs.len(), t1), dev)?)
+    }
+
+    /// Bounded-memory backward: runs forward and backward one sequence at a time, with
+    /// `loss(b, token_logprobs (1, T_b-1), target_mask (1, T_b-1))` giving a scalar per sequence, and returns
+    /// the summed gradients (parameters that got none, e.g. retain weights on routed samples, stay absent).
+    pub fn backward_per_sequence(
+        &self,
+        seqs: &[Vec<u32>],
+        masks: &[Vec<bool>],
+        routed: &[bool],
+        loss: impl Fn(usize, &Tensor, &Tensor) -> Result<Tensor>,
+    ) -> Result<GradStore> {
+        let vars = self.trainable_vars();
+        let mut total: Option<GradStore> = None;
+        for (i, s) in seqs.iter().enumerate() {
+            let r: &[bool] = if routed.is_empty() { &[] } else { &routed[i..=i] };
+            let lp = self.token_logprobs(std::slice::from_ref(s), r)?;
+            let m = Self::target_mask(std::slice::from_ref(s), std::slice::from_ref(&masks[i]), lp.dim(1)?, self.device())?;
+            let g = loss(i, &lp, &m)?.backward()?;
+            match &mut total {
+                None => total = Some(g),
+                Some(t) => {
+                    for v in &vars {
+                        if let Some(x) = g.get(v.as_tensor()) {
+                            let sum = match t.get(v.as_tensor()) {
+                                Some(y) => (y + x)?,
+                                None => x.clone(),
+                            };
+                            t.insert(v.as_tensor(), sum);
+                        }
+                    }
+                }
+            }
+        }
+        total.ok_or_else(|| PolicyError::Invalid("no sequences".into()))
+    }
+
+    /// Merges the adapters (at their current scales) into the base weights and writes a full safetensors
+    /// model directory (`config.json`, `model.safetensors`, `tokenizer.json`).
+    pub fn merge_and_export(&self, dir: &Path) -> Result<()> {
+        let w = match &self.adapters {
+            Some(a) => a.merge_into(&self.decoder.weights)?,
+            None => self.decoder.weights.clone(),
+        };
+        adapter_io::export_model(dir, self.config(), &w)?;
+        let p = dir.join("tokenizer.json");
+        self.tokenizer.inner.save(&p, false).map_err(|e| PolicyError::Tokenizer(format!("{}: {e}", p.display())))?;
+        let tc = serde_json::json!({
+            "chat_template": self.template.source,
+            "bos_token": self.template.bos_token,
+            "eos_token": self.template.eos_token,
+        });
+        let p = dir.join("tokenizer_config.json");
+        std::fs::write(&p, tc.to_string()).map_err(error::io_err(&p))?;
+        Ok(())
+    }
+
+    /// Converts any tensor to f32 on the CPU (helper for callers reading results).
+    pub fn to_cpu_f32(t: &Tensor) -> Result<Tensor> {
+        Ok(t.to_dtype(DType::F32)?.to_device(&Device::Cpu)?)
+    }
+}

@@ -1,0 +1,251 @@
+//! LoRA adapters on the seven projections, single or dual (retain + forget) with per-sample routing.
+//!
+//! A LoRA pair adds `scale · B·A·x` to a frozen projection (`A: (r, in)`, `B: (out, r)`, scale `alpha/r`,
+//! PEFT's layout and initialisation: `A` Kaiming-uniform, `B` zero).
+//!
+//! Dual adapters and routing: on a *routed* sample only the forget adapter may receive gradients, while the
+//! function computed stays exactly `W·x + s_r·B_r·A_r·x + s_f·B_f·A_f·x`. In one pass we use the rank-3r
+//! form `[B_r | B_f | B_r'] · (m ⊙ [A_r; A_f; A_r']·x)` where `A_r'`, `B_r'` are the retain weights
+//! *detached* and the per-row mask `m` is `[s_r, s_f, 0]` on ordinary rows and `[0, s_f, s_r]` on routed rows.
+//! The value is identical on every row; on routed rows the retain contribution flows only through the
+//! detached copy, so `x` still receives its full gradient but the retain parameters receive exactly none.
+
+use crate::model::ModelConfig;
+use candle_core::{DType, Device, Tensor, Var};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One projection LoRA may attach to; the names are PEFT's `target_modules`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Target {
+    #[serde(rename = "q_proj")]
+    Q,
+    #[serde(rename = "k_proj")]
+    K,
+    #[serde(rename = "v_proj")]
+    V,
+    #[serde(rename = "o_proj")]
+    O,
+    #[serde(rename = "gate_proj")]
+    Gate,
+    #[serde(rename = "up_proj")]
+    Up,
+    #[serde(rename = "down_proj")]
+    Down,
+}
+
+impl Target {
+    /// All seven projections.
+    pub const ALL: [Target; 7] = [Target::Q, Target::K, Target::V, Target::O, Target::Gate, Target::Up, Target::Down];
+
+    /// PEFT's module name (`q_proj`, ...).
+    pub fn peft_name(self) -> &'static str {
+        match self {
+            Target::Q => "q_proj",
+            Target::K => "k_proj",
+            Target::V => "v_proj",
+            Target::O => "o_proj",
+            Target::Gate => "gate_proj",
+            Target::Up => "up_proj",
+            Target::Down => "down_proj",
+        }
+    }
+
+    /// The HF module path under a layer (`self_attn.q_proj`, `mlp.up_proj`).
+    pub fn hf_path(self) -> &'static str {
+        match self {
+            Target::Q => "self_attn.q_proj",
+            Target::K => "self_attn.k_proj",
+            Target::V => "self_attn.v_proj",
+            Target::O => "self_attn.o_proj",
+            Target::Gate => "mlp.gate_proj",
+            Target::Up => "mlp.up_proj",
+            Target::Down => "mlp.down_proj",
+        }
+    }
+
+    /// Parses a PEFT module name.
+    pub fn from_peft(name: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.peft_name() == name)
+    }
+
+    /// `(in, out)` of this projection in a model.
+    pub fn dims(self, cfg: &ModelConfig) -> (usize, usize) {
+        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
+        let (q, kv) = (cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim);
+        match self {
+            Target::Q => (h, q),
+            Target::K | Target::V => (h, kv),
+            Target::O => (q, h),
+            Target::Gate | Target::Up => (h, i),
+            Target::Down => (i, h),
+        }
+    }
+}
+
+/// Rank, alpha, targets and whether a forget adapter rides along.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoraConfig {
+    pub rank: usize,
+    pub alpha: f64,
+    pub targets: Vec<Target>,
+    /// Two adapters (retain, forget) with per-sample gradient routing.
+    pub dual: bool,
+}
+
+impl Default for LoraConfig {
+    fn default() -> Self {
+        LoraConfig { rank: 16, alpha: 32.0, targets: Target::ALL.to_vec(), dual: false }
+    }
+}
+
+/// Which of the two adapters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Which {
+    Retain,
+    Forget,
+}
+
+impl Which {
+    /// The PEFT adapter name used on disk.
+    pub fn name(self) -> &'static str {
+        match self {
+            Which::Retain => "retain",
+            Which::Forget => "forget",
+        }
+    }
+}
+
+/// One LoRA pair: `A: (r, in)`, `B: (out, r)`, trainable.
+#[derive(Debug, Clone)]
+pub struct LoraPair {
+    pub a: Var,
+    pub b: Var,
+}
+
+/// The key of one adapted projection.
+pub type Site = (usize, Target);
+
+/// One adapter: a LoRA pair per adapted projection.
+#[derive(Debug, Clone, Default)]
+pub struct Adapter {
+    pub pairs: BTreeMap<Site, LoraPair>,
+}
+
+impl Adapter {
+    /// PEFT's initialisation: `A` Kaiming-uniform (a = sqrt(5), i.e. bound `1/sqrt(in)`), `B` zero.
+    pub fn new(cfg: &LoraConfig, model: &ModelConfig, device: &Device) -> candle_core::Result<Adapter> {
+        let mut pairs = BTreeMap::new();
+        for layer in 0..model.num_layers {
+            for &t in &cfg.targets {
+                let (i, o) = t.dims(model);
+                let bound = 1.0 / (i as f64).sqrt();
+                let a = Var::from_tensor(&Tensor::rand(-bound as f32, bound as f32, (cfg.rank, i), device)?)?;
+                let b = Var::from_tensor(&Tensor::zeros((o, cfg.rank), DType::F32, device)?)?;
+                pairs.insert((layer, t), LoraPair { a, b });
+            }
+        }
+        Ok(Adapter { pairs })
+    }
+
+    /// Every trainable tensor, `A` then `B` per site.
+    pub fn vars(&self) -> Vec<Var> {
+        self.pairs.values().flat_map(|p| [p.a.clone(), p.b.clone()]).collect()
+    }
+}
+
+/// The adapters on a policy: retain always, forget when dual; with inference scales.
+#[derive(Debug, Clone)]
+pub struct AdapterSet {
+    pub config: LoraConfig,
+    pub retain: Adapter,
+    pub forget: Option<Adapter>,
+    /// Multipliers on each adapter's `alpha/r`: `(1, 0)` ablates the forget adapter.
+    pub scales: (f64, f64),
+}
+
+impl AdapterSet {
+    /// Fresh adapters with PEFT's initialisation.
+    pub fn new(config: LoraConfig, model: &ModelConfig, device: &Device) -> candle_core::Result<AdapterSet> {
+        let retain = Adapter::new(&config, model, device)?;
+        let forget = if config.dual { Some(Adapter::new(&config, model, device)?) } else { None };
+        Ok(AdapterSet { config, retain, forget, scales: (1.0, 1.0) })
+    }
+
+    /// Sets every `B` to small random values (tests: with `B = 0`, `A` gets no gradient).
+    pub fn randomize_b(&self, std: f64) -> candle_core::Result<()> {
+        for ad in std::iter::once(&self.retain).chain(self.forget.iter()) {
+            for p in ad.pairs.values() {
+                p.b.set(&Tensor::randn(0f32, std as f32, p.b.shape(), p.b.device())?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// All trainable tensors (retain, then forget).
+    pub fn vars(&self) -> Vec<Var> {
+        let mut v = self.retain.vars();
+        if let Some(f) = &self.forget {
+            v.extend(f.vars());
+        }
+        v
+    }
+
+    /// `alpha / r`.
+    pub fn base_scale(&self) -> f64 {
+        self.config.alpha / self.config.rank as f64
+    }
+
+    /// The LoRA contribution at one site for `x: (n, in)`; `routed` gives per-row routing (len n) or none.
+    /// Returns `None` when the site has no adapter.
+    pub fn delta(&self, site: Site, x: &Tensor, routed: Option<&[bool]>) -> candle_core::Result<Option<Tensor>> {
+        let Some(r) = self.retain.pairs.get(&site) else { return Ok(None) };
+        let c = self.base_scale();
+        let (sr, sf) = (self.scales.0 * c, self.scales.1 * c);
+        let f = self.forget.as_ref().and_then(|f| f.pairs.get(&site));
+        let Some(f) = f.filter(|_| sf != 0.0 || routed.is_some_and(|m| m.iter().any(|&b| b))) else {
+            // Single adapter (or forget ablated with nothing routed): the plain rank-r form.
+            let h = x.matmul(&r.a.t()?)?;
+            return Ok(Some((h.matmul(&r.b.t()?)? * sr)?));
+        };
+        let rank = self.config.rank;
+        if routed.is_some_and(|m| m.iter().all(|&b| b)) {
+            // Every row routed: the retain weights enter only detached, so they get no gradient entry at all
+            // (an optimizer then skips them, rather than seeing a zero gradient).
+            let a = Tensor::cat(&[f.a.as_tensor(), &r.a.as_tensor().detach()], 0)?;
+            let b = Tensor::cat(&[f.b.as_tensor(), &r.b.as_tensor().detach()], 1)?;
+            let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sf as f32 } else { sr as f32 }).collect();
+            let col = Tensor::from_vec(col, (1, 2 * rank), x.device())?;
+            let h = x.matmul(&a.t()?)?.broadcast_mul(&col)?;
+            return Ok(Some(h.matmul(&b.t()?)?));
+        }
+        match routed.filter(|m| m.iter().any(|&b| b)) {
+            None => {
+                let a = Tensor::cat(&[r.a.as_tensor(), f.a.as_tensor()], 0)?;
+                let b = Tensor::cat(&[r.b.as_tensor(), f.b.as_tensor()], 1)?;
+                let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sr as f32 } else { sf as f32 }).collect();
+                let col = Tensor::from_vec(col, (1, 2 * rank), x.device())?;
+                let h = x.matmul(&a.t()?)?.broadcast_mul(&col)?;
+                Ok(Some(h.matmul(&b.t()?)?))
+            }
+            Some(mask) => {
+                let n = x.dim(0)?;
+                if mask.len() != n {
+                    candle_core::bail!("routing mask has {} rows, input has {n}", mask.len());
+                }
+                let a = Tensor::cat(&[r.a.as_tensor(), f.a.as_tensor(), &r.a.as_tensor().detach()], 0)?;
+                let b = Tensor::cat(&[r.b.as_tensor(), f.b.as_tensor(), &r.b.as_tensor().detach()], 1)?;
+                let mut m = Vec::with_capacity(n * 3 * rank);
+                for &routed_row in mask {
+                    let (live, dead) = if routed_row { (0.0, sr as f32) } else { (sr as f32, 0.0) };
+                    m.extend(std::iter::repeat_n(live, rank));
+                    m.extend(std::iter::repeat_n(sf as f32, rank));
+                    m.extend(std::iter::repeat_n(dead, rank));
+                }
+                let m = Tensor::from_vec(m, (n, 3 * rank), x.device())?;
+                let h = (x.matmul(&a.t()?)? * m)?;
+                Ok(Some(h.matmul(&b.t()?)?))
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The decoder's hyper-parameters, read from GGUF metadata or a Hugging Face `config.json`.
+
+use serde::{Deserialize, Serialize};
+
+/// Which decoder family: they differ only in q/k/v biases (qwen2) and q/k RMS norms (qwen3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+}
+
+impl Arch {
+    /// Parses a GGUF `general.architecture` or a HF `model_type`.
+    pub fn parse(name: &str) -> Option<Arch> {
+        match name {
+            "llama" | "LlamaForCausalLM" => Some(Arch::Llama),
+            "qwen2" | "Qwen2ForCausalLM" => Some(Arch::Qwen2),
+            "qwen3" | "Qwen3ForCausalLM" => Some(Arch::Qwen3),
+            _ => None,
+        }
+    }
+
+    /// The name HF uses as `model_type`.
+    pub fn hf_name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+        }
+    }
+
+    /// Qwen2 carries biases on q, k and v.
+    pub fn qkv_bias(self) -> bool {
+        self == Arch::Qwen2
+    }
+
+    /// Qwen3 RMS-normalises q and k per head before RoPE.
+    pub fn qk_norm(self) -> bool {
+        self == Arch::Qwen3
+    }
+}
+
+/// The shapes and constants of one decoder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    pub arch: Arch,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub max_position_embeddings: usize,
+    pub tie_word_embeddings: bool,
+}
+
+impl ModelConfig {
+    /// A small random-weight configuration for tests.
+    pub fn tiny(arch: Arch) -> ModelConfig {
+        ModelConfig {
+            arch,
+            vocab_size: 64,
+            hidden_size: 32,
+            intermediate_size: 48,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 8,
+            rms_norm_eps: 1e-5,
+            rope_theta: 10000.0,
+            max_position_embeddings: 256,
+            tie_word_embeddings: true,
+        }
+    }
+
+    /// The `config.json` a Hugging Face model directory carries (used by merge-and-export).
+    pub fn to_hf_json(&self) -> serde_json::Value {
+        let archs = match self.arch {
+            Arch::Llama => "LlamaForCausalLM",
+            Arch::Qwen2 => "Qwen2ForCausalLM",
+            Arch::Qwen3 => "Qwen3ForCausalLM",
+        };
+        serde_json::json!({
+            "architectures": [archs],
+            "model_type": self.arch.hf_name(),
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads,
+            "head_dim": self.head_dim,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "hidden_act": "silu",
+            "attention_bias": self.arch.qkv_bias(),
+            "torch_dtype": "float32",
+        })
+    }
+
+    /// Reads a HF `config.json`.
+    pub fn from_hf_json(v: &serde_json::Value) -> std::result::Result<ModelConfig, String> {
+        let model_type = v["model_type"].as_str().unwrap_or_default().to_string();
+        let arch = Arch::parse(&model_type).ok_or(model_type)?;
+        let get = |k: &str| v[k].as_u64().map(|x| x as usize);
+        let hidden = get("hidden_size").unwrap_or(0);
+        let heads = get("num_attention_heads").unwrap_or(1);
+        Ok(ModelConfig {
+            arch,
+            vocab_size: get("vocab_size").unwrap_or(0),
+            hidden_size: hidden,
+            intermediate_size: get("intermediate_size").unwrap_or(0),
+            num_layers: get("num_hidden_layers").unwrap_or(0),
+            num_heads: heads,
+            num_kv_heads: get("num_key_value_heads").unwrap_or(heads),
+            head_dim: get("head_dim").unwrap_or(hidden / heads.max(1)),
+            rms_norm_eps: v["rms_norm_eps"].as_f64().unwrap_or(1e-6),
+            rope_theta: v["rope_theta"].as_f64().unwrap_or(10000.0),
+            max_position_embeddings: get("max_position_embeddings").unwrap_or(4096),
+            tie_word_embeddings: v["tie_word_embeddings"].as_bool().unwrap_or(false),
+        })
+    }
+}

@@ -1,0 +1,262 @@
+//! The decoder forward, twice: a differentiable one for training and a fused one with a KV cache for
+//! sampling. Both compute the same function (a test checks the logits agree).
+//!
+//! The training path is built only from ops that have a backward in candle 0.11: its fused `rms_norm`,
+//! `softmax_last_dim` and `rope` have none, and gradients would silently stop there. Frozen projections go
+//! through [`frozen_linear`](crate::frozen_linear::frozen_linear), which skips the weight gradient.
+//!
+//! Grouped-query attention without copying k/v: the `rep` query heads that share a kv head are folded into
+//! the row dimension, `(B, kv, rep·T, hd) · (B, kv, hd, T)`, so one matmul serves the whole group.
+
+use super::config::ModelConfig;
+use super::weights::{LayerWeights, ModelWeights};
+use crate::frozen_linear::frozen_linear;
+use crate::lora::{AdapterSet, Target};
+use candle_core::{DType, Device, Tensor, D};
+
+/// A decoder: configuration, frozen weights and RoPE tables.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    pub cfg: ModelConfig,
+    pub weights: ModelWeights,
+    /// `(max_pos, hd/2)`, for the fused rope.
+    cos: Tensor,
+    sin: Tensor,
+}
+
+/// The keys and values seen so far, per layer, `(B, kv, T, hd)`.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    pub layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// Cached length.
+    pub fn len(&self) -> usize {
+        self.layers.first().and_then(|l| l.as_ref()).map(|(k, _)| k.dim(2).unwrap_or(0)).unwrap_or(0)
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Keeps only the given batch rows (finished sequences leave the batch).
+    pub fn select_rows(&mut self, rows: &Tensor) -> candle_core::Result<()> {
+        for (k, v) in self.layers.iter_mut().flatten() {
+            *k = k.index_select(rows, 0)?;
+            *v = v.index_select(rows, 0)?;
+        }
+        Ok(())
+    }
+}
+
+fn rms_norm_diff(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+    let var = x.sqr()?.mean_keepdim(D::Minus1)?;
+    x.broadcast_div(&(var + eps)?.sqrt()?)?.broadcast_mul(w)
+}
+
+fn softmax_diff(x: &Tensor) -> candle_core::Result<Tensor> {
+    // The max is a constant shift for numerical safety; detaching it changes no gradient.
+    let m = x.max_keepdim(D::Minus1)?.detach();
+    let e = x.broadcast_sub(&m)?.exp()?;
+    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
+}
+
+/// Rotate-half RoPE from differentiable ops; `cos`, `sin`: `(T, hd/2)`.
+fn rope_diff(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+    let hd = x.dim(D::Minus1)?;
+    let cos = Tensor::cat(&[cos, cos], D::Minus1)?;
+    let sin = Tensor::cat(&[sin, sin], D::Minus1)?;
+    let x1 = x.narrow(D::Minus1, 0, hd / 2)?;
+    let x2 = x.narrow(D::Minus1, hd / 2, hd / 2)?;
+    let rot = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+    x.broadcast_mul(&cos)?.broadcast_add(&rot.broadcast_mul(&sin)?)
+}
+
+impl Decoder {
+    /// Builds a decoder over `weights`.
+    pub fn new(cfg: ModelConfig, weights: ModelWeights, device: &Device) -> candle_core::Result<Decoder> {
+        let hd = cfg.head_dim;
+        let max_pos = cfg.max_position_embeddings.max(1);
+        let inv: Vec<f32> = (0..hd / 2).map(|i| 1.0 / (cfg.rope_theta.powf(2.0 * i as f64 / hd as f64)) as f32).collect();
+        let inv = Tensor::from_vec(inv, (1, hd / 2), device)?;
+        let pos = Tensor::arange(0u32, max_pos as u32, device)?.to_dtype(DType::F32)?.reshape((max_pos, 1))?;
+        let freqs = pos.broadcast_mul(&inv)?;
+        Ok(Decoder { cos: freqs.cos()?, sin: freqs.sin()?, cfg, weights })
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &Device {
+        self.weights.embed.device()
+    }
+
+    fn proj(
+        &self,
+        x: &Tensor,
+        layer: usize,
+        target: Target,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        adapters: Option<&AdapterSet>,
+        routed: Option<&[bool]>,
+        train: bool,
+    ) -> candle_core::Result<Tensor> {
+        let y = if train {
+            frozen_linear(x, w, b)?
+        } else {
+            let y = x.matmul(&w.t()?)?;
+            match b {
+                Some(b) => y.broadcast_add(b)?,
+                None => y,
+            }
+        };
+        match adapters.map(|a| a.delta((layer, target), x, routed)).transpose()?.flatten() {
+            Some(d) => y + d,
+            None => Ok(y),
+        }
+    }
+
+    fn rms(&self, x: &Tensor, w: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        if train {
+            rms_norm_diff(x, w, self.cfg.rms_norm_eps)
+        } else {
+            candle_nn::ops::rms_norm(x, w, self.cfg.rms_norm_eps as f32)
+        }
+    }
+
+    /// One block. `x: (B·T, H)`; `offset`: position of the first new token; `mask`: additive, broadcastable to
+    /// `(B, kv, rep·T, T_total)`; `cache`: this layer's cache (sampling only).
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &self,
+        li: usize,
+        l: &LayerWeights,
+        x: &Tensor,
+        (b, t): (usize, usize),
+        offset: usize,
+        mask: &Tensor,
+        adapters: Option<&AdapterSet>,
+        routed: Option<&[bool]>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        train: bool,
+    ) -> candle_core::Result<Tensor> {
+        let c = &self.cfg;
+        let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
+        let rep = nh / nkv;
+        let h = self.rms(x, &l.attn_norm, train)?;
+        let q = self.proj(&h, li, Target::Q, &l.q, l.q_bias.as_ref(), adapters, routed, train)?;
+        let k = self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train)?;
+        let v = self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train)?;
+        let mut q = q.reshape((b, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
+        let mut k = k.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+        let v = v.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+        if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+            q = self.rms(&q, qn, train)?;
+            k = self.rms(&k, kn, train)?;
+        }
+        let cos = self.cos.narrow(0, offset, t)?;
+        let sin = self.sin.narrow(0, offset, t)?;
+        let (q, k) = if train {
+            (rope_diff(&q, &cos, &sin)?, rope_diff(&k, &cos, &sin)?)
+        } else {
+            (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?)
+        };
+        let (k, v) = match cache {
+            Some(slot) => {
+                let kv = match slot.take() {
+                    Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
+                    None => (k, v),
+                };
+                *slot = Some(kv.clone());
+                kv
+            }
+            None => (k, v),
+        };
+        let tk = k.dim(2)?;
+        // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
+        let qg = q.reshape((b, nkv, rep * t, hd))?;
+        let scores = (qg.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?.broadcast_add(mask)?;
+        let p = if train { softmax_diff(&scores)? } else { candle_nn::ops::softmax_last_dim(&scores)? };
+        let _ = tk;
+        let att = p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?;
+        let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
+        let x = (x + o)?;
+        let h = self.rms(&x, &l.ffn_norm, train)?;
+        let g = self.proj(&h, li, Target::Gate, &l.gate, None, adapters, routed, train)?;
+        let u = self.proj(&h, li, Target::Up, &l.up, None, adapters, routed, train)?;
+        let a = (g.silu()? * u)?;
+        let d = self.proj(&a, li, Target::Down, &l.down, None, adapters, routed, train)?;
+        x + d
+    }
+
+    /// Causal additive mask for training, `(rep·T, T)`.
+    fn causal_mask(&self, t: usize) -> candle_core::Result<Tensor> {
+        let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
+        let mut m = Vec::with_capacity(rep * t * t);
+        for _ in 0..rep {
+            for i in 0..t {
+                m.extend((0..t).map(|j| if j <= i { 0f32 } else { f32::NEG_INFINITY }));
+            }
+        }
+        Tensor::from_vec(m, (rep * t, t), self.device())
+    }
+
+    /// The differentiable forward: `tokens: (B, T)` u32, right-padded; `routed`: per-sample routing (len B).
+    /// Returns logits `(B, T, V)`. Gradients reach the adapters' `Var`s only.
+    pub fn forward_train(&self, tokens: &Tensor, adapters: Option<&AdapterSet>, routed: Option<&[bool]>) -> candle_core::Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let rows: Option<Vec<bool>> = routed.map(|r| r.iter().flat_map(|&x| std::iter::repeat_n(x, t)).collect());
+        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
+        let mask = self.causal_mask(t)?;
+        for (li, l) in self.weights.layers.iter().enumerate() {
+            x = self.block(li, l, &x, (b, t), 0, &mask, adapters, rows.as_deref(), None, true)?;
+        }
+        let x = rms_norm_diff(&x, &self.weights.norm, self.cfg.rms_norm_eps)?;
+        frozen_linear(&x, self.weights.lm_head(), None)?.reshape((b, t, ()))
+    }
+
+    /// The fused forward with a KV cache: `tokens: (B, T_new)`, `pads[b]` left-padding of row `b` (its first
+    /// `pads[b]` cached+new positions are padding). Returns logits of the last position, `(B, V)`.
+    pub fn forward_cached(&self, tokens: &Tensor, pads: &[usize], cache: &mut KvCache, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let offset = cache.len();
+        if cache.layers.len() != self.cfg.num_layers {
+            cache.layers = vec![None; self.cfg.num_layers];
+        }
+        let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
+        let tk = offset + t;
+        // Row i (query position offset+i) may see key j when j <= offset+i and j is not padding; a padding
+        // query sees itself, so that no row is all -inf (a NaN there would poison later layers' keys).
+        let mut m = Vec::with_capacity(b * rep * t * tk);
+        for &pad in pads.iter().take(b) {
+            for _ in 0..rep {
+                for i in 0..t {
+                    let qi = offset + i;
+                    m.extend((0..tk).map(|j| if j <= qi && (j >= pad || j == qi) { 0f32 } else { f32::NEG_INFINITY }));
+                }
+            }
+        }
+        let mask = Tensor::from_vec(m, (b, 1, rep * t, tk), self.device())?;
+        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
+        for (li, l) in self.weights.layers.iter().enumerate() {
+            x = self.block(li, l, &x, (b, t), offset, &mask, adapters, None, Some(&mut cache.layers[li]), false)?;
+        }
+        let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
+        let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
+        x.matmul(&self.weights.lm_head().t()?)
+    }
+
+    /// The fused path over a whole sequence without cache reuse, logits `(B, T, V)` (tests compare it with
+    /// [`Decoder::forward_train`]).
+    pub fn forward_fused_all(&self, tokens: &Tensor, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let mask = self.causal_mask(t)?;
+        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
+        for (li, l) in self.weights.layers.iter().enumerate() {
+            x = self.block(li, l, &x, (b, t), 0, &mask, adapters, None, None, false)?;
+        }
+        let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
+        x.matmul(&self.weights.lm_head().t()?)?.reshape((b, t, ()))
+    }
+}

