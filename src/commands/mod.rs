@@ -2,3 +2,6 @@
 pub mod exec;
 pub mod judge;
 pub mod generate;
+pub mod eval;
+pub mod index;
+pub mod search;

@@ -1,0 +1,149 @@
+//! Who matches (part three): tantivy BM25 over sections, with an English analyzer.
+//!
+//! Documents are sections. Fields: `ord` (u64 fast field: the section's row in the catalog and in the
+//! vectors file), `page_title`, `title` (the section's heading or first words) and `body`, all three
+//! text fields analysed by `SimpleTokenizer → RemoveLong → LowerCaser → StopWords(en) → Stemmer(en)`.
+//! Queries are natural-language questions, so they are not parsed as tantivy query syntax (a `?` or a
+//! quote would be an error): the query is run through the same analyzer and every term becomes a SHOULD
+//! clause over the three fields, the page title boosted.
+
+use crate::catalog::Catalog;
+use crate::error::SearchError;
+use std::collections::HashSet;
+use std::path::Path;
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
+
+/// The tantivy directory's name inside a generation directory.
+pub const TANTIVY_DIR: &str = "tantivy";
+const ANALYZER: &str = "en_stem";
+/// Boost of a match in the page title over one in the body.
+const PAGE_TITLE_BOOST: f32 = 2.0;
+/// Boost of a match in the section title.
+const SECTION_TITLE_BOOST: f32 = 1.0;
+
+fn analyzer() -> TextAnalyzer {
+    let mut b = TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser).dynamic();
+    if let Some(stop) = StopWordFilter::new(Language::English) {
+        b = b.filter_dynamic(stop);
+    }
+    b.filter_dynamic(Stemmer::new(Language::English)).build()
+}
+
+struct Fields {
+    ord: Field,
+    page_title: Field,
+    title: Field,
+    body: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut sb = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let ord = sb.add_u64_field("ord", NumericOptions::default().set_fast());
+    let page_title = sb.add_text_field("page_title", text.clone());
+    let title = sb.add_text_field("title", text.clone());
+    let body = sb.add_text_field("body", text);
+    (sb.build(), Fields { ord, page_title, title, body })
+}
+
+/// Write a tantivy index of every section of `catalog` into `dir` (which must exist and be empty).
+pub fn build(dir: &Path, catalog: &Catalog) -> Result<(), SearchError> {
+    let (schema, f) = schema();
+    let index = Index::create_in_dir(dir, schema)?;
+    index.tokenizers().register(ANALYZER, analyzer());
+    let mut writer: tantivy::IndexWriter<TantivyDocument> = index.writer_with_num_threads(1, 100_000_000)?;
+    for (i, s) in catalog.sections.iter().enumerate() {
+        let mut doc = TantivyDocument::default();
+        doc.add_u64(f.ord, i as u64);
+        doc.add_text(f.page_title, &catalog.pages[s.page].title);
+        doc.add_text(f.title, &s.title);
+        doc.add_text(f.body, &s.text);
+        writer.add_document(doc)?;
+    }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
+    Ok(())
+}
+
+/// An open BM25 index: `Send + Sync`.
+pub struct Bm25 {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+impl Bm25 {
+    /// Open the tantivy index in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, SearchError> {
+        let index = Index::open_in_dir(dir)?;
+        index.tokenizers().register(ANALYZER, analyzer());
+        let (_, fields) = schema();
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        Ok(Bm25 { index, reader, fields })
+    }
+
+    /// Number of documents (sections).
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// The analysed terms of a query, deduplicated, in order.
+    pub fn terms(&self, query: &str) -> Vec<String> {
+        let mut analyzer = self.index.tokenizers().get(ANALYZER).unwrap_or_else(analyzer);
+        let mut stream = analyzer.token_stream(query);
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        while stream.advance() {
+            let t = stream.token().text.clone();
+            if seen.insert(t.clone()) {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    /// The best `k` sections for `query`: (section row, BM25 score), best first.
+    pub fn top_k(&self, query: &str, k: usize) -> Result<Vec<(usize, f32)>, SearchError> {
+        let terms = self.terms(query);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &terms {
+            for (field, boost) in [
+                (self.fields.body, 1.0),
+                (self.fields.title, SECTION_TITLE_BOOST),
+                (self.fields.page_title, PAGE_TITLE_BOOST),
+            ] {
+                let q = TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs);
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
+            }
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(k))?;
+        let mut out = Vec::with_capacity(top.len());
+        let mut columns = Vec::new();
+        for seg in searcher.segment_readers() {
+            columns.push(seg.fast_fields().u64("ord")?);
+        }
+        for (score, addr) in top {
+            let ord = columns
+                .get(addr.segment_ord as usize)
+                .and_then(|c| c.first(addr.doc_id))
+                .ok_or_else(|| SearchError::Embedder("tantivy document without ord".into()))?;
+            out.push((ord as usize, score));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,67 @@
+//! The one error type of the crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while reading pages, building, opening or querying an index.
+///
+/// Messages are written for two readers: a person at the command line (they name the file, the line, and
+/// what to do) and the policy model, which sees `UnknownPage` / `UnknownSection` as a tool error.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// A pages file could not be read at all.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a JSON Lines pages file is not a valid page record.
+    #[error("{path}:{line}: {message}")]
+    BadRecord { path: PathBuf, line: usize, message: String },
+    /// The pages file has an extension we do not read.
+    #[error("{path}: unknown pages format (expected .jsonl, .json or .parquet)")]
+    UnknownFormat { path: PathBuf },
+    /// Two pages share an id.
+    #[error("{path}:{line}: duplicate page id {id:?} (first seen on line {first_line})")]
+    DuplicatePage { path: PathBuf, line: usize, first_line: usize, id: String },
+    /// The index directory is missing, partial or corrupt; the fix is always to rebuild it.
+    #[error("the search index at {dir} is unusable: {reason}; re-run `agentrt index` to rebuild it")]
+    BadIndex { dir: PathBuf, reason: String },
+    /// `view_sections` was asked for a page the corpus does not have.
+    #[error("unknown page id {0:?}: use an id returned by search_pages")]
+    UnknownPage(String),
+    /// `read_section` was asked for a section the corpus does not have.
+    #[error("unknown section id {0:?}: use an id returned by view_sections")]
+    UnknownSection(String),
+    /// The embedding model could not be fetched, loaded or run.
+    #[error("embedding model: {0}")]
+    Embedder(String),
+    /// tantivy failed while building or querying.
+    #[error("full-text index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    /// Writing the index failed.
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SearchError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SearchError::Io { path: path.into(), source }
+    }
+    pub(crate) fn write(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        SearchError::Write { path: path.into(), source }
+    }
+    pub(crate) fn bad_index(dir: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        SearchError::BadIndex { dir: dir.into(), reason: reason.into() }
+    }
+}
+
+impl From<candle_core::Error> for SearchError {
+    fn from(e: candle_core::Error) -> Self {
+        SearchError::Embedder(e.to_string())
+    }
+}

@@ -1,0 +1,110 @@
+//! Who matches (part four): from section hits to ranked pages, and the fusion of two rankings.
+//!
+//! A page's score in one ranking is the best score of its sections (max, not sum: a long article has
+//! 25 chunks and must not win on mass alone). Two fusions are implemented and were measured on the dev
+//! questions (see `agentrt eval retrieval`):
+//! - reciprocal rank fusion: `Σ 1 / (k + rank)` with `k = 60`;
+//! - a weighted sum of normalised scores: `w · bm25 / max(bm25) + (1 − w) · cosine`, with pages absent
+//!   from one list scoring 0 there.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Which ranking `search_pages_with` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// tantivy BM25 only.
+    Bm25,
+    /// MiniLM cosine only.
+    Vector,
+    /// Both, fused with the default [`Fusion`].
+    #[default]
+    Hybrid,
+}
+
+/// How two page rankings are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Fusion {
+    /// Reciprocal rank fusion with constant `k`.
+    Rrf { k: f32 },
+    /// `bm25_weight · bm25/max + (1 − bm25_weight) · cosine`.
+    Weighted { bm25_weight: f32 },
+}
+
+impl Fusion {
+    /// The fusion `search_pages` uses (chosen on dev; see the crate doc for the numbers).
+    pub const DEFAULT: Fusion = Fusion::Weighted { bm25_weight: 0.5 };
+}
+
+/// Group section hits into pages (score = best section), best first. `page_of` maps a section row to
+/// its page index.
+pub fn pages_from_sections(hits: &[(usize, f32)], page_of: impl Fn(usize) -> usize) -> Vec<(usize, f32)> {
+    let mut best: HashMap<usize, f32> = HashMap::new();
+    for &(sec, score) in hits {
+        let e = best.entry(page_of(sec)).or_insert(f32::NEG_INFINITY);
+        if score > *e {
+            *e = score;
+        }
+    }
+    sorted(best)
+}
+
+/// Fuse two page rankings (each best first) into one, best first.
+pub fn fuse(bm25: &[(usize, f32)], vector: &[(usize, f32)], fusion: Fusion) -> Vec<(usize, f32)> {
+    let mut total: HashMap<usize, f32> = HashMap::new();
+    match fusion {
+        Fusion::Rrf { k } => {
+            for list in [bm25, vector] {
+                for (rank, &(page, _)) in list.iter().enumerate() {
+                    *total.entry(page).or_insert(0.0) += 1.0 / (k + rank as f32 + 1.0);
+                }
+            }
+        }
+        Fusion::Weighted { bm25_weight } => {
+            let max = bm25.first().map(|x| x.1).unwrap_or(0.0);
+            for &(page, s) in bm25 {
+                let norm = if max > 0.0 { s / max } else { 0.0 };
+                *total.entry(page).or_insert(0.0) += bm25_weight * norm;
+            }
+            for &(page, s) in vector {
+                *total.entry(page).or_insert(0.0) += (1.0 - bm25_weight) * s.max(0.0);
+            }
+        }
+    }
+    sorted(total)
+}
+
+fn sorted(m: HashMap<usize, f32>) -> Vec<(usize, f32)> {
+    let mut v: Vec<(usize, f32)> = m.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_score_is_best_section() {
+        let hits = [(0, 1.0), (1, 3.0), (2, 2.0)];
+        let pages = pages_from_sections(&hits, |s| if s < 2 { 10 } else { 20 });
+        assert_eq!(pages, vec![(10, 3.0), (20, 2.0)]);
+    }
+
+    #[test]
+    fn rrf_rewards_agreement() {
+        let a = [(1, 9.0), (2, 5.0), (3, 1.0)];
+        let b = [(2, 0.9), (3, 0.8), (1, 0.1)];
+        let fused = fuse(&a, &b, Fusion::Rrf { k: 60.0 });
+        assert_eq!(fused[0].0, 2);
+    }
+
+    #[test]
+    fn weighted_normalises_bm25() {
+        let a = [(1, 10.0), (2, 9.0)];
+        let b = [(2, 0.9), (1, 0.2)];
+        let fused = fuse(&a, &b, Fusion::Weighted { bm25_weight: 0.5 });
+        assert_eq!(fused[0].0, 2); // 0.45 + 0.45 vs 0.5 + 0.1
+    }
+}

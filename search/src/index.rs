@@ -1,0 +1,477 @@
+//! Who receives: [`WikiIndex`] (open, search, view, read) and [`build_index`].
+//!
+//! On disk, `dir/CURRENT` names the live generation directory `dir/gen-…`, which holds `manifest.json`,
+//! `sections.json`, `vectors.f32` and `tantivy/`. A build writes a fresh `dir/.building-<pid>`, renames
+//! it to a new `gen-…` when complete, and only then replaces `CURRENT` (write to a temporary file, then
+//! rename: atomic). Killing a build at any point therefore leaves the previous index in service; its
+//! leftovers are swept by the next build.
+
+use crate::bm25::{self, Bm25, TANTIVY_DIR};
+use crate::catalog::{Catalog, CATALOG_FILE};
+use crate::embedder::{Embedder, ModelId, DIM};
+use crate::error::SearchError;
+use crate::hybrid::{self, Fusion, SearchMode};
+use crate::ingest;
+use crate::manifest::{FileSum, Inputs, Manifest, FORMAT_VERSION, MANIFEST_FILE};
+use crate::sections::{self, ChunkParams};
+use crate::vectors::{VectorStore, VECTORS_FILE};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+/// The file in the index directory that names the live generation.
+pub const CURRENT_FILE: &str = "CURRENT";
+/// How many section hits each ranking looks at before grouping into pages.
+const SECTION_CANDIDATES: usize = 300;
+
+/// One page returned by `search_pages`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PageHit {
+    /// The id to pass to `view_sections`.
+    pub page_id: String,
+    /// The page's title.
+    pub title: String,
+    /// Higher is better; the scale depends on the mode.
+    pub score: f32,
+}
+
+/// One entry of `view_sections`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SectionInfo {
+    /// The id to pass to `read_section` (`page_id:slug`).
+    pub section_id: String,
+    /// The heading, or the chunk's first words.
+    pub title: String,
+}
+
+/// Knobs of `build_index`.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// How sections are cut.
+    pub chunking: ChunkParams,
+    /// Rebuild even when the index is up to date.
+    pub force: bool,
+    /// Sections per embedding batch.
+    pub batch_size: usize,
+    /// Directory of the embedding model; `None` fetches all-MiniLM-L6-v2 through `agentrt_assets`.
+    pub model_dir: Option<PathBuf>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions { chunking: ChunkParams::default(), force: false, batch_size: 32, model_dir: None }
+    }
+}
+
+/// What `build_index` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BuildOutcome {
+    /// The index on disk was built from the same inputs and is intact; nothing was done.
+    UpToDate,
+    /// A new index was built and put in service.
+    Built {
+        /// Why: "no index yet", or what changed.
+        reason: String,
+        /// Pages indexed.
+        pages: usize,
+        /// Sections indexed.
+        sections: usize,
+        /// Wall time of the build in seconds.
+        seconds: f64,
+    },
+}
+
+/// What `build_index` reports while it works.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// A new stage started (reading, splitting, full-text, writing).
+    Stage(String),
+    /// Embedding: `done` of `total` sections.
+    Embedding { done: usize, total: usize },
+}
+
+/// The search index, open: `Send + Sync`, cheap to share behind an `Arc`.
+pub struct WikiIndex {
+    dir: PathBuf,
+    manifest: Manifest,
+    catalog: Catalog,
+    vectors: VectorStore,
+    bm25: Bm25,
+    embedder: OnceLock<Result<Arc<Embedder>, String>>,
+    model_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for WikiIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WikiIndex")
+            .field("dir", &self.dir)
+            .field("pages", &self.catalog.pages.len())
+            .field("sections", &self.catalog.sections.len())
+            .finish()
+    }
+}
+
+/// The rankings of one query before fusion: page index and score, best first.
+#[derive(Debug, Clone)]
+pub struct Rankings {
+    /// BM25 pages.
+    pub bm25: Vec<(usize, f32)>,
+    /// Vector pages.
+    pub vector: Vec<(usize, f32)>,
+}
+
+fn generation_dir(dir: &Path) -> Result<PathBuf, SearchError> {
+    let current = dir.join(CURRENT_FILE);
+    let name = std::fs::read_to_string(&current).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            SearchError::bad_index(dir, "no index has been built there".to_string())
+        } else {
+            SearchError::bad_index(dir, format!("cannot read {}: {e}", current.display()))
+        }
+    })?;
+    let name = name.trim();
+    if name.is_empty() || name.contains('/') || name.contains("..") {
+        return Err(SearchError::bad_index(dir, format!("{} is garbled", current.display())));
+    }
+    Ok(dir.join(name))
+}
+
+impl WikiIndex {
+    /// Open the index in `dir` (as written by [`build_index`]), checking manifest and checksums.
+    pub fn open(dir: &Path) -> Result<Self, SearchError> {
+        let gen = generation_dir(dir)?;
+        let manifest = Manifest::read(&gen)?;
+        let bad = |reason: String| SearchError::bad_index(dir, reason);
+        let read = |name: &str| -> Result<Vec<u8>, SearchError> {
+            std::fs::read(gen.join(name)).map_err(|e| bad(format!("cannot read {name}: {e}")))
+        };
+        let cat_bytes = read(CATALOG_FILE)?;
+        manifest.check_file(dir, CATALOG_FILE, &cat_bytes)?;
+        let catalog = Catalog::from_json(&cat_bytes).map_err(|e| bad(format!("{CATALOG_FILE}: {e}")))?;
+        drop(cat_bytes);
+        let vec_bytes = read(VECTORS_FILE)?;
+        manifest.check_file(dir, VECTORS_FILE, &vec_bytes)?;
+        let vectors = VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes)
+            .ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows")))?;
+        if vectors.len() != catalog.sections.len() || manifest.sections != catalog.sections.len() {
+            return Err(bad(format!(
+                "{} vectors for {} sections (manifest: {})",
+                vectors.len(),
+                catalog.sections.len(),
+                manifest.sections
+            )));
+        }
+        let bm25 = Bm25::open(&gen.join(TANTIVY_DIR)).map_err(|e| bad(format!("full-text index: {e}")))?;
+        if bm25.num_docs() as usize != catalog.sections.len() {
+            return Err(bad(format!(
+                "full-text index has {} documents for {} sections",
+                bm25.num_docs(),
+                catalog.sections.len()
+            )));
+        }
+        if manifest.inputs.model != ModelId::minilm() {
+            return Err(bad(format!(
+                "it was built with embedding model {} ({}), this agentrt uses {}",
+                manifest.inputs.model.name,
+                manifest.inputs.model.wheel_sha256,
+                ModelId::minilm().name
+            )));
+        }
+        Ok(WikiIndex {
+            dir: dir.to_path_buf(),
+            manifest,
+            catalog,
+            vectors,
+            bm25,
+            embedder: OnceLock::new(),
+            model_dir: None,
+        })
+    }
+
+    /// Use the embedding model in `model_dir` for queries instead of fetching all-MiniLM-L6-v2.
+    pub fn with_model_dir(mut self, model_dir: PathBuf) -> Self {
+        self.model_dir = Some(model_dir);
+        self
+    }
+
+    /// The manifest the index was built with.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The index directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of pages.
+    pub fn num_pages(&self) -> usize {
+        self.catalog.pages.len()
+    }
+
+    /// Number of sections.
+    pub fn num_sections(&self) -> usize {
+        self.catalog.sections.len()
+    }
+
+    /// Index of a page id (as found in [`Rankings`]), if the corpus has it.
+    pub fn page_index(&self, page_id: &str) -> Option<usize> {
+        self.catalog.page(page_id).ok()
+    }
+
+    /// Page id of a page index (as found in [`Rankings`]).
+    pub fn page_id(&self, page: usize) -> &str {
+        &self.catalog.pages[page].id
+    }
+
+    /// Load the query embedder now rather than on the first vector search.
+    pub fn warm_up(&self) -> Result<(), SearchError> {
+        self.embedder().map(|_| ())
+    }
+
+    fn embedder(&self) -> Result<Arc<Embedder>, SearchError> {
+        self.embedder
+            .get_or_init(|| {
+                let e = match &self.model_dir {
+                    Some(d) => Embedder::load(d),
+                    None => Embedder::minilm(),
+                };
+                e.map(Arc::new).map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(SearchError::Embedder)
+    }
+
+    /// Embed a query with the index's model (unit vector).
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, SearchError> {
+        self.embedder()?.embed_one(query)
+    }
+
+    /// Embed many queries at once (faster than one by one; used by the evaluation).
+    pub fn embed_queries(&self, queries: &[String]) -> Result<Vec<Vec<f32>>, SearchError> {
+        self.embedder()?.embed_many(queries, 64, &mut |_| {})
+    }
+
+    /// BM25 page ranking.
+    pub fn bm25_pages(&self, query: &str) -> Result<Vec<(usize, f32)>, SearchError> {
+        let hits = self.bm25.top_k(query, SECTION_CANDIDATES)?;
+        Ok(hybrid::pages_from_sections(&hits, |s| self.catalog.sections[s].page))
+    }
+
+    /// Vector page ranking for an already-embedded query.
+    pub fn vector_pages(&self, query_vec: &[f32]) -> Vec<(usize, f32)> {
+        let hits = self.vectors.top_k(query_vec, SECTION_CANDIDATES);
+        hybrid::pages_from_sections(&hits, |s| self.catalog.sections[s].page)
+    }
+
+    /// Both rankings of a query, with the query vector given (see [`WikiIndex::embed_queries`]).
+    pub fn rankings_with_vector(&self, query: &str, query_vec: &[f32]) -> Result<Rankings, SearchError> {
+        Ok(Rankings { bm25: self.bm25_pages(query)?, vector: self.vector_pages(query_vec) })
+    }
+
+    /// Turn page indices and scores into hits.
+    pub fn hits(&self, ranked: &[(usize, f32)], k: usize) -> Vec<PageHit> {
+        ranked
+            .iter()
+            .take(k)
+            .map(|&(p, score)| {
+                let page = &self.catalog.pages[p];
+                PageHit { page_id: page.id.clone(), title: page.title.clone(), score }
+            })
+            .collect()
+    }
+
+    /// The `k` best pages for a natural-language query (hybrid ranking).
+    pub fn search_pages(&self, query: &str, k: usize) -> Result<Vec<PageHit>, SearchError> {
+        self.search_pages_with(query, k, SearchMode::Hybrid)
+    }
+
+    /// The `k` best pages for a query with one ranking: BM25, vectors, or both fused.
+    pub fn search_pages_with(&self, query: &str, k: usize, mode: SearchMode) -> Result<Vec<PageHit>, SearchError> {
+        self.search_pages_fused(query, k, mode, Fusion::DEFAULT)
+    }
+
+    /// [`WikiIndex::search_pages_with`] with an explicit fusion (for experiments).
+    pub fn search_pages_fused(
+        &self,
+        query: &str,
+        k: usize,
+        mode: SearchMode,
+        fusion: Fusion,
+    ) -> Result<Vec<PageHit>, SearchError> {
+        let ranked = match mode {
+            SearchMode::Bm25 => self.bm25_pages(query)?,
+            SearchMode::Vector => self.vector_pages(&self.embed_query(query)?),
+            SearchMode::Hybrid => {
+                let v = self.embed_query(query)?;
+                hybrid::fuse(&self.bm25_pages(query)?, &self.vector_pages(&v), fusion)
+            }
+        };
+        Ok(self.hits(&ranked, k))
+    }
+
+    /// The sections of a page, in order, with their ids and titles.
+    pub fn view_sections(&self, page_id: &str) -> Result<Vec<SectionInfo>, SearchError> {
+        let p = &self.catalog.pages[self.catalog.page(page_id.trim())?];
+        Ok(self.catalog.sections[p.first..p.first + p.count]
+            .iter()
+            .map(|s| SectionInfo { section_id: s.id.clone(), title: s.title.clone() })
+            .collect())
+    }
+
+    /// The text of one section.
+    pub fn read_section(&self, section_id: &str) -> Result<String, SearchError> {
+        let s = self.catalog.section(section_id.trim())?;
+        Ok(self.catalog.sections[s].text.clone())
+    }
+}
+
+/// The inputs a build from `corpus_sha256` with `opts` would record.
+fn inputs_for(corpus_sha256: &str, opts: &BuildOptions) -> Inputs {
+    Inputs {
+        format_version: FORMAT_VERSION,
+        corpus_sha256: corpus_sha256.to_string(),
+        model: ModelId::minilm(),
+        chunking: opts.chunking,
+    }
+}
+
+/// Build the index of the pages file `pages` into `dir`, unless the index there is up to date.
+///
+/// Up to date means: it opens cleanly (checksums included) and was built from a pages file with the
+/// same sha256, the same embedding model, chunking and format. Otherwise the reason is reported in
+/// [`BuildOutcome::Built`]. The previous index stays in service until the new one is complete.
+pub fn build_index(
+    pages: &Path,
+    dir: &Path,
+    opts: &BuildOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BuildOutcome, SearchError> {
+    let start = Instant::now();
+    progress(Progress::Stage(format!("reading {}", pages.display())));
+    let corpus_sha = ingest::file_sha256(pages)?;
+    let want = inputs_for(&corpus_sha, opts);
+    let reason = match generation_dir(dir).and_then(|g| Manifest::read(&g)) {
+        Err(SearchError::BadIndex { reason, .. }) if reason == "no index has been built there" => {
+            "no index yet".to_string()
+        }
+        Err(e) => format!("the existing index is unusable ({e})"),
+        Ok(old) => {
+            let changes = want.changes_from(&old.inputs);
+            if !changes.is_empty() {
+                changes.join("; ")
+            } else {
+                match WikiIndex::open(dir) {
+                    Err(e) => format!("the existing index is unusable ({e})"),
+                    Ok(_) if opts.force => "--force".to_string(),
+                    Ok(_) => return Ok(BuildOutcome::UpToDate),
+                }
+            }
+        }
+    };
+
+    let corpus = ingest::read_pages(pages)?;
+    progress(Progress::Stage(format!("splitting {} pages into sections", corpus.pages.len())));
+    let mut split = Vec::with_capacity(corpus.pages.len());
+    for p in &corpus.pages {
+        let secs = sections::split_page(&p.id, &p.title, &p.content, &opts.chunking);
+        split.push((p.id.clone(), p.title.clone(), secs));
+    }
+    let catalog = Catalog::new(split);
+
+    std::fs::create_dir_all(dir).map_err(|e| SearchError::write(dir, e))?;
+    let building = dir.join(format!(".building-{}", std::process::id()));
+    if building.exists() {
+        std::fs::remove_dir_all(&building).map_err(|e| SearchError::write(&building, e))?;
+    }
+    std::fs::create_dir_all(building.join(TANTIVY_DIR)).map_err(|e| SearchError::write(&building, e))?;
+
+    progress(Progress::Stage(format!("full-text index of {} sections", catalog.sections.len())));
+    bm25::build(&building.join(TANTIVY_DIR), &catalog)?;
+
+    let embedder = match &opts.model_dir {
+        Some(d) => Embedder::load(d)?,
+        None => Embedder::minilm()?,
+    };
+    let texts: Vec<String> = catalog
+        .sections
+        .iter()
+        .map(|s| embedding_text(&catalog.pages[s.page].title, &s.title, &s.text))
+        .collect();
+    let total = texts.len();
+    progress(Progress::Embedding { done: 0, total });
+    let rows = embedder.embed_many(&texts, opts.batch_size, &mut |done| progress(Progress::Embedding { done, total }))?;
+    let vectors = VectorStore::from_rows(DIM, &rows);
+
+    progress(Progress::Stage("writing".to_string()));
+    let cat_bytes = serde_json::to_vec(&catalog).map_err(|e| SearchError::write(&building, e.into()))?;
+    let vec_bytes = vectors.to_bytes();
+    let mut files = BTreeMap::new();
+    files.insert(CATALOG_FILE.to_string(), FileSum::of(&cat_bytes));
+    files.insert(VECTORS_FILE.to_string(), FileSum::of(&vec_bytes));
+    write_file(&building.join(CATALOG_FILE), &cat_bytes)?;
+    write_file(&building.join(VECTORS_FILE), &vec_bytes)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let manifest = Manifest {
+        inputs: want,
+        corpus_path: pages.display().to_string(),
+        pages: catalog.pages.len(),
+        sections: catalog.sections.len(),
+        files,
+        build_seconds: seconds,
+    };
+    let man_bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| SearchError::write(&building, e.into()))?;
+    write_file(&building.join(MANIFEST_FILE), &man_bytes)?;
+
+    // Put the new generation in service: rename the directory, then switch CURRENT atomically.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let gen_name = format!("gen-{nanos}-{}", std::process::id());
+    let gen = dir.join(&gen_name);
+    std::fs::rename(&building, &gen).map_err(|e| SearchError::write(&gen, e))?;
+    let tmp = dir.join(format!(".CURRENT.{}", std::process::id()));
+    write_file(&tmp, gen_name.as_bytes())?;
+    std::fs::rename(&tmp, dir.join(CURRENT_FILE)).map_err(|e| SearchError::write(dir.join(CURRENT_FILE), e))?;
+    sweep(dir, &gen_name);
+    Ok(BuildOutcome::Built { reason, pages: catalog.pages.len(), sections: catalog.sections.len(), seconds })
+}
+
+/// What the embedder sees for a section: the page title gives every chunk its context.
+fn embedding_text(page_title: &str, section_title: &str, text: &str) -> String {
+    if section_title == "Introduction" || section_title.ends_with('…') {
+        format!("{page_title}\n{text}")
+    } else {
+        format!("{page_title}: {section_title}\n{text}")
+    }
+}
+
+/// Write a file and flush it to disk.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), SearchError> {
+    let mut f = std::fs::File::create(path).map_err(|e| SearchError::write(path, e))?;
+    f.write_all(bytes).map_err(|e| SearchError::write(path, e))?;
+    f.sync_all().map_err(|e| SearchError::write(path, e))?;
+    Ok(())
+}
+
+/// Remove old generations and the leftovers of builds whose process is gone (best effort).
+fn sweep(dir: &Path, keep: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let stale = if name.starts_with("gen-") {
+            name != keep
+        } else if let Some(pid) = name.strip_prefix(".building-") {
+            pid.parse::<u32>().map(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()).unwrap_or(false)
+        } else {
+            false
+        };
+        if stale {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}

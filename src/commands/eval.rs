@@ -1,0 +1,77 @@
+//! `agentrt eval`: evaluations. `agentrt eval retrieval` measures the search index on the questions.
+
+use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
+use std::path::PathBuf;
+
+/// Arguments of `agentrt eval`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
+
+/// What to evaluate.
+#[derive(clap::Subcommand)]
+pub enum What {
+    /// Recall@1/5/10 of the gold page for BM25, vectors and hybrid search.
+    Retrieval(RetrievalArgs),
+}
+
+/// Arguments of `agentrt eval retrieval`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt eval retrieval --split dev\n  \
+    agentrt eval retrieval --split train --json\n\n\
+    Each question is sent to search_pages as the query; a hit is the question's gold `page` among the\n\
+    top k. Fusion variants (reciprocal rank fusion, weighted sums) are listed below the three modes.")]
+pub struct RetrievalArgs {
+    /// Which questions: train, dev, or all.
+    #[arg(long, default_value = "dev")]
+    pub split: String,
+    /// Questions file (JSON Lines with question, page, split).
+    #[arg(long, default_value = "data/wiki/questions.jsonl")]
+    pub questions: PathBuf,
+    /// Use at most this many questions.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Where the index lives (default: $AGENTRT_CACHE/index).
+    #[arg(long, env = "AGENTRT_INDEX")]
+    pub index_dir: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.what {
+        What::Retrieval(a) => retrieval(a),
+    }
+}
+
+fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
+    let dir = args.index_dir.unwrap_or_else(agentrt_search::default_index_dir);
+    let index = WikiIndex::open(&dir)?;
+    let split = if args.split == "all" { None } else { Some(args.split.as_str()) };
+    let mut qs = read_questions(&args.questions, split)?;
+    if let Some(n) = args.limit {
+        qs.truncate(n);
+    }
+    anyhow::ensure!(!qs.is_empty(), "no questions of split {:?} in {}", args.split, args.questions.display());
+    let bar = indicatif::ProgressBar::new(qs.len() as u64);
+    let report = evaluate(&index, &qs, &mut |d| bar.set_position(d as u64))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("retrieval on {} {} questions (gold = the question's page)\n", report.questions, args.split);
+    let table = |rows: &[Recall]| {
+        println!("{:<22} {:>9} {:>9} {:>9}", "mode", "recall@1", "recall@5", "recall@10");
+        for r in rows {
+            println!("{:<22} {:>9.3} {:>9.3} {:>9.3}", r.mode, r.at1, r.at5, r.at10);
+        }
+    };
+    table(&report.modes);
+    println!("\nfusion variants (hybrid = {:?}):", agentrt_search::Fusion::DEFAULT);
+    table(&report.fusions);
+    Ok(())
+}
