@@ -24,8 +24,12 @@ def target_dir():
 
 
 def build_tool():
-    subprocess.run(["cargo", "build", "--release", "-p", "agentrt-policy", "--example", "policy_tool"], cwd=ROOT, check=True)
-    return target_dir() / "release" / "examples" / "policy_tool"
+    """Builds the Rust driver. POLICY_TOOL_PROFILE=dev reuses a test build (dependencies are opt-level 3 there
+    too, see the workspace profile), which saves a full release build on a busy machine."""
+    profile = os.environ.get("POLICY_TOOL_PROFILE", "release")
+    flag = ["--release"] if profile == "release" else []
+    subprocess.run(["cargo", "build", *flag, "-p", "agentrt-policy", "--example", "policy_tool"], cwd=ROOT, check=True)
+    return target_dir() / ("release" if profile == "release" else "debug") / "examples" / "policy_tool"
 
 
 def run_tool(tool, request):

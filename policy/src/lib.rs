@@ -96,6 +96,10 @@ pub struct Policy {
     pub adapters: Option<AdapterSet>,
     /// The base model's name (hub id or path), written into saved adapters.
     pub base_name: String,
+    /// Recompute each block in the backward instead of keeping its activations (bounds memory; costs about
+    /// one extra forward). With it on, take gradients with [`Policy::backward`].
+    pub recompute_layers: bool,
+    side_grads: model::checkpoint::SideGrads,
 }
 
 impl Policy {
@@ -153,7 +157,7 @@ impl Policy {
             return Err(PolicyError::VocabMismatch { tokenizer_vocab: tokenizer.vocab_size(), model_vocab: weights.embed.dim(0)? });
         }
         let decoder = Decoder::new(cfg, weights, device)?;
-        Ok(Policy { decoder, tokenizer, template, adapters: None, base_name })
+        Ok(Policy { decoder, tokenizer, template, adapters: None, base_name, recompute_layers: false, side_grads: Default::default() })
     }
 
     /// The decoder's configuration.
@@ -228,7 +232,11 @@ impl Policy {
         let dev = self.device();
         let tokens = Tensor::from_vec(flat, (b, t), dev)?;
         let routed = if routed.iter().any(|&r| r) { Some(routed) } else { None };
-        let logits = self.decoder.forward_train(&tokens, self.adapters.as_ref(), routed)?;
+        let logits = if self.recompute_layers {
+            self.decoder.forward_train_checkpointed(&tokens, self.adapters.as_ref(), routed, &self.side_grads)?
+        } else {
+            self.decoder.forward_train(&tokens, self.adapters.as_ref(), routed)?
+        };
         // Targets are the next tokens; the last position gets a dummy target and is cut off afterwards (cutting
         // the logits instead would copy all of them: gather needs contiguous input).
         let targets = Tensor::cat(&[&tokens.narrow(1, 1, t - 1)?, &Tensor::zeros((b, 1), DType::U32, dev)?], 1)?;
@@ -264,6 +272,14 @@ impl Policy {
         Ok(Tensor::from_vec(w, (seqs.len(), t1), dev)?)
     }
 
+    /// Gradients of a scalar `loss` built from this policy's log-probs (merges the gradients of recomputed
+    /// blocks when [`Policy::recompute_layers`] is on; otherwise the same as `loss.backward()`).
+    pub fn backward(&self, loss: &Tensor) -> Result<GradStore> {
+        let mut g = loss.backward()?;
+        self.side_grads.merge_into(&mut g)?;
+        Ok(g)
+    }
+
     /// Bounded-memory backward: runs forward and backward one sequence at a time, with
     /// `loss(b, token_logprobs (1, T_b-1), target_mask (1, T_b-1))` giving a scalar per sequence, and returns
     /// the summed gradients (parameters that got none, e.g. retain weights on routed samples, stay absent).
@@ -280,7 +296,7 @@ impl Policy {
             let r: &[bool] = if routed.is_empty() { &[] } else { &routed[i..=i] };
             let lp = self.token_logprobs(std::slice::from_ref(s), r)?;
             let m = Self::target_mask(std::slice::from_ref(s), std::slice::from_ref(&masks[i]), lp.dim(1)?, self.device())?;
-            let g = loss(i, &lp, &m)?.backward()?;
+            let g = self.backward(&loss(i, &lp, &m)?)?;
             match &mut total {
                 None => total = Some(g),
                 Some(t) => {

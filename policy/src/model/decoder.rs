@@ -12,7 +12,7 @@ use super::config::ModelConfig;
 use super::weights::{LayerWeights, ModelWeights};
 use crate::frozen_linear::frozen_linear;
 use crate::lora::{AdapterSet, Target};
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor, Var, D};
 
 /// A decoder: configuration, frozen weights and RoPE tables.
 #[derive(Debug, Clone)]
@@ -200,6 +200,56 @@ impl Decoder {
             }
         }
         Tensor::from_vec(m, (rep * t, t), self.device())
+    }
+
+    /// One differentiable block on `x: (B·T, H)` (used by the checkpointed forward's recomputation).
+    pub(crate) fn block_train(
+        &self,
+        li: usize,
+        x: &Tensor,
+        bt: (usize, usize),
+        mask: &Tensor,
+        adapters: Option<&AdapterSet>,
+        routed: Option<&[bool]>,
+    ) -> candle_core::Result<Tensor> {
+        self.block(li, &self.weights.layers[li], x, bt, 0, mask, adapters, routed, None, true)
+    }
+
+    /// [`Decoder::forward_train`] with per-layer recomputation: only each block's input is kept alive
+    /// between forward and backward. After `backward()`, merge `side` into the gradients
+    /// ([`super::checkpoint::SideGrads::merge_into`]). CPU only (elsewhere it falls back to the plain forward).
+    pub fn forward_train_checkpointed(
+        &self,
+        tokens: &Tensor,
+        adapters: Option<&AdapterSet>,
+        routed: Option<&[bool]>,
+        side: &super::checkpoint::SideGrads,
+    ) -> candle_core::Result<Tensor> {
+        if !self.device().is_cpu() {
+            return self.forward_train(tokens, adapters, routed);
+        }
+        let (b, t) = tokens.dims2()?;
+        let rows: Option<Vec<bool>> = routed.map(|r| r.iter().flat_map(|&x| std::iter::repeat_n(x, t)).collect());
+        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
+        let mask = self.causal_mask(t)?;
+        for li in 0..self.weights.layers.len() {
+            // The values, computed with a graph that is dropped at once (detach keeps only the storage).
+            let y = self.block_train(li, &x, (b, t), &mask, adapters, rows.as_deref())?.detach();
+            let op = super::checkpoint::BlockCheckpoint {
+                decoder: self.clone(),
+                layer: li,
+                bt: (b, t),
+                mask: mask.clone(),
+                adapters: adapters.cloned(),
+                routed: rows.clone(),
+                side: side.clone(),
+            };
+            // The first block's input is the (untracked) embedding: mark it so that the op is recorded.
+            let xin = if x.track_op() { x.clone() } else { Var::from_tensor(&x)?.as_tensor().clone() };
+            x = xin.apply_op2_arc(&y, std::sync::Arc::new(Box::new(op)))?;
+        }
+        let x = rms_norm_diff(&x, &self.weights.norm, self.cfg.rms_norm_eps)?;
+        frozen_linear(&x, self.weights.lm_head(), None)?.reshape((b, t, ()))
     }
 
     /// The differentiable forward: `tokens: (B, T)` u32, right-padded; `routed`: per-sample routing (len B).

@@ -1,5 +1,6 @@
 //! Decoder models: configuration, weights (GGUF or safetensors), the forward passes.
 
+pub mod checkpoint;
 pub mod config;
 pub mod decoder;
 pub mod gguf;
