@@ -20,7 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     match args.first().map(String::as_str) {
         Some("index") => {
             let pages = PathBuf::from(arg(&args, "--pages").unwrap_or_else(|| "data/wiki/pages.jsonl".into()));
-            let opts = BuildOptions { force: args.iter().any(|a| a == "--force"), ..BuildOptions::default() };
+            let mut opts = BuildOptions { force: args.iter().any(|a| a == "--force"), ..BuildOptions::default() };
+            if let Some(t) = arg(&args, "--max-tokens") {
+                opts.max_tokens = t.parse()?;
+            }
             let mut last = Instant::now();
             let out = build_index(&pages, &dir, &opts, &mut |p| match p {
                 Progress::Stage(s) => eprintln!("{s}"),

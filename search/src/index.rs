@@ -58,11 +58,19 @@ pub struct BuildOptions {
     pub batch_size: usize,
     /// Directory of the embedding model; `None` fetches all-MiniLM-L6-v2 through `agentrt_assets`.
     pub model_dir: Option<PathBuf>,
+    /// Section texts are truncated at this many word pieces before embedding.
+    pub max_tokens: usize,
 }
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions { chunking: ChunkParams::default(), force: false, batch_size: 32, model_dir: None }
+        BuildOptions {
+            chunking: ChunkParams::default(),
+            force: false,
+            batch_size: 32,
+            model_dir: None,
+            max_tokens: crate::embedder::SECTION_TOKENS,
+        }
     }
 }
 
@@ -172,7 +180,7 @@ impl WikiIndex {
                 catalog.sections.len()
             )));
         }
-        if manifest.inputs.model != ModelId::minilm() {
+        if !manifest.inputs.model.same_space(&ModelId::minilm()) {
             return Err(bad(format!(
                 "it was built with embedding model {} ({}), this agentrt uses {}",
                 manifest.inputs.model.name,
@@ -334,7 +342,7 @@ fn inputs_for(corpus_sha256: &str, opts: &BuildOptions) -> Inputs {
     Inputs {
         format_version: FORMAT_VERSION,
         corpus_sha256: corpus_sha256.to_string(),
-        model: ModelId::minilm(),
+        model: ModelId { max_tokens: opts.max_tokens, ..ModelId::minilm() },
         chunking: opts.chunking,
     }
 }
@@ -392,10 +400,11 @@ pub fn build_index(
     progress(Progress::Stage(format!("full-text index of {} sections", catalog.sections.len())));
     bm25::build(&building.join(TANTIVY_DIR), &catalog)?;
 
-    let embedder = match &opts.model_dir {
+    let mut embedder = match &opts.model_dir {
         Some(d) => Embedder::load(d)?,
         None => Embedder::minilm()?,
     };
+    embedder.set_max_tokens(opts.max_tokens)?;
     let texts: Vec<String> = catalog
         .sections
         .iter()

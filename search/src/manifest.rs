@@ -44,7 +44,7 @@ impl Inputs {
                 short(&self.corpus_sha256)
             ));
         }
-        if self.model != old.model {
+        if !self.model.same_space(&old.model) {
             why.push(format!(
                 "embedding model changed ({} {} -> {} {})",
                 old.model.name,
@@ -52,6 +52,9 @@ impl Inputs {
                 self.model.name,
                 short(&self.model.wheel_sha256)
             ));
+        }
+        if self.model.max_tokens != old.model.max_tokens {
+            why.push(format!("embedding truncation changed ({} -> {} word pieces)", old.model.max_tokens, self.model.max_tokens));
         }
         if self.chunking != old.chunking {
             why.push(format!("chunking changed ({:?} -> {:?})", old.chunking, self.chunking));
