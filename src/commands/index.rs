@@ -24,6 +24,10 @@ pub struct Args {
     /// Longest section, in characters, before heading-less text is cut into paragraph groups.
     #[arg(long, default_value_t = ChunkParams::default().max_chars)]
     pub max_section_chars: usize,
+    /// Section texts are truncated at this many word pieces before embedding (BM25 sees all of it);
+    /// lower builds faster on a small machine.
+    #[arg(long, default_value_t = agentrt_search::embedder::SECTION_TOKENS)]
+    pub max_tokens: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -31,6 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let opts = BuildOptions {
         chunking: ChunkParams { max_chars: args.max_section_chars, ..ChunkParams::default() },
         force: args.force,
+        max_tokens: args.max_tokens,
         ..BuildOptions::default()
     };
     let bar = indicatif::ProgressBar::new_spinner();
