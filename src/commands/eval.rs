@@ -70,8 +70,8 @@ fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
             println!("{:<22} {:>9.3} {:>9.3} {:>9.3}", r.mode, r.at1, r.at5, r.at10);
         }
     };
-    table(&report.modes);
+    table(report.modes.as_slice());
     println!("\nfusion variants (hybrid = {:?}):", agentrt_search::Fusion::DEFAULT);
-    table(&report.fusions);
+    table(report.fusions.as_slice());
     Ok(())
 }
