@@ -173,12 +173,10 @@ impl Decoder {
             }
             None => (k, v),
         };
-        let tk = k.dim(2)?;
         // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
         let qg = q.reshape((b, nkv, rep * t, hd))?;
         let scores = (qg.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?.broadcast_add(mask)?;
         let p = if train { softmax_diff(&scores)? } else { candle_nn::ops::softmax_last_dim(&scores)? };
-        let _ = tk;
         let att = p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?;
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
         let x = (x + o)?;
