@@ -11,7 +11,7 @@ pub enum JudgeError {
         "invalid judge spec {spec:?}: {reason}\n\
          accepted forms:\n  \
          rule                      offline SQuAD exact match / token F1 (F1 threshold {default_threshold})\n  \
-         rule:THRESHOLD            same, with an F1 threshold in [0, 1], e.g. rule:0.5\n  \
+         rule:THRESHOLD            same, with an F1 threshold in (0, 1], e.g. rule:0.5\n  \
          openai:MODEL@BASE_URL     an OpenAI-compatible server, e.g. openai:qwen2.5:7b@http://localhost:11434/v1\n  \
          openai:MODEL              OpenAI itself (https://api.openai.com/v1); key from AGENTRT_JUDGE_API_KEY or OPENAI_API_KEY",
         default_threshold = crate::DEFAULT_F1_THRESHOLD

@@ -1,6 +1,6 @@
 //! `agentrt judge`: judge one response exactly as the trainer and eval do, and print the verdict.
 
-use agentrt_judge::{Judge, JudgeInput, JudgeOptions, JudgeSpec};
+use agentrt_judge::{JudgeInput, JudgeOptions, JudgeSpec};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Duration;
