@@ -34,9 +34,11 @@ def main():
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 49152, (4, args.seq), generator=g).tolist()
     ours_t = run_tool(tool, {"cmd": "bench_train", "ids": ids, "steps": args.steps, "rank": 16})
+    print(json.dumps({"ours_sampling": ours_s, "ours_train": ours_t}), flush=True)
 
     tok, model = load_reference(gguf_path())
-    chat = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt")
+    text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
+    chat = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
     batch = chat.repeat(args.n, 1)
     with torch.no_grad():
         model.generate(batch[:1], max_new_tokens=2, do_sample=True)
