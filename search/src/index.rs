@@ -110,7 +110,13 @@ pub struct WikiIndex {
     bm25: Bm25,
     embedder: OnceLock<Result<Arc<Embedder>, String>>,
     model_dir: Option<PathBuf>,
+    /// Query vectors already computed: a GRPO group asks the same question many times and the policy
+    /// often repeats its queries. Bounded; cleared whole when full.
+    query_cache: std::sync::Mutex<std::collections::HashMap<String, Arc<Vec<f32>>>>,
 }
+
+/// Most query vectors kept in [`WikiIndex`]'s cache.
+const QUERY_CACHE_SIZE: usize = 4096;
 
 impl std::fmt::Debug for WikiIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -196,6 +202,7 @@ impl WikiIndex {
             bm25,
             embedder: OnceLock::new(),
             model_dir: None,
+            query_cache: Default::default(),
         })
     }
 
@@ -255,7 +262,24 @@ impl WikiIndex {
 
     /// Embed a query with the index's model (unit vector).
     pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, SearchError> {
-        self.embedder()?.embed_one(query)
+        if let Some(v) = self.query_cache.lock().ok().and_then(|c| c.get(query).cloned()) {
+            return Ok(v.as_ref().clone());
+        }
+        let v = self.embedder()?.embed_one(query)?;
+        if let Ok(mut c) = self.query_cache.lock() {
+            if c.len() >= QUERY_CACHE_SIZE {
+                c.clear();
+            }
+            c.insert(query.to_string(), Arc::new(v.clone()));
+        }
+        Ok(v)
+    }
+
+    /// Forget cached query vectors (benchmarks measure cold queries).
+    pub fn clear_query_cache(&self) {
+        if let Ok(mut c) = self.query_cache.lock() {
+            c.clear();
+        }
     }
 
     /// Embed many queries at once (faster than one by one; used by the evaluation).

@@ -9,8 +9,10 @@
 //! - **who matches**: [`bm25`] (tantivy, English stemming, sections as documents, the page title
 //!   boosted) and [`vectors`] (all-MiniLM-L6-v2 on candle's CPU BERT, [`embedder`]; exact cosine over
 //!   every section) each rank sections; [`hybrid`] groups section hits into pages (a page scores its best
-//!   section) and fuses the two page rankings (a weighted sum of normalised scores by default;
-//!   reciprocal rank fusion is measured beside it by `agentrt eval retrieval`).
+//!   section) and fuses the two page rankings with reciprocal rank fusion (k = 60); a weighted sum of
+//!   normalised scores is measured beside it by `agentrt eval retrieval`. On the 952 dev questions
+//!   (full corpus: 10,052 pages, 11,471 sections), recall@1/5/10 of the gold page: BM25
+//!   0.551/0.841/0.914, vectors 0.674/0.878/0.915, hybrid (RRF) 0.704/0.937/0.963.
 //! - **who receives**: [`WikiIndex`] opens an index directory in milliseconds, checking the
 //!   [`manifest`] and the checksums of what it loads, and answers the three tools; an unknown id is a
 //!   typed error whose message names the id, which the model sees as a tool error. [`build_index`]
