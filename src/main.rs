@@ -2,8 +2,17 @@
 //! `Args` (clap) and `run`. This file only dispatches.
 
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
 mod commands;
+mod sandbox_options;
+mod wiki_tools;
+
+/// A program run by a command failed; its typed error has been printed already. `agentrt` exits with
+/// status 1 for it, and with 2 for every other error (bad input, a sandbox that could not be set up).
+#[derive(Debug, thiserror::Error)]
+#[error("the program failed: {0}")]
+pub struct ProgramFailed(pub String);
 
 /// Train small language models, with reinforcement learning, to search and read a corpus through
 /// sandboxed WebAssembly tool code.
@@ -26,13 +35,27 @@ enum Command {
     Eval(commands::eval::Args),
     /// Judge one response (offline rule judge or any OpenAI-compatible LLM) and print the verdict as JSON.
     Judge(commands::judge::Args),
+    /// Benchmarks that run agentrt and a peer side by side and report the ratio.
+    Bench(commands::bench::Args),
     /// Sample a completion from the policy model (default: SmolLM2-135M-Instruct), optionally with a LoRA adapter.
     Generate(commands::generate::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    match dispatch(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.is::<ProgramFailed>() => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Bench(args) => commands::bench::run(args),
         Command::Exec(args) => commands::exec::run(args),
         Command::Index(args) => commands::index::run(args),
         Command::Search(args) => commands::search::run(args),

@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod bench;
 pub mod exec;
 pub mod judge;
 pub mod generate;

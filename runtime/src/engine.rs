@@ -1,0 +1,76 @@
+//! The wasmtime engine every sandbox shares, and the clock that bounds wall time.
+
+use crate::SandboxError;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch advances; wall-time limits are rounded up to this.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The largest linear memory any guest may have; per-run limits are at most this.
+pub const MAX_MEMORY_BYTES: usize = 512 << 20;
+
+/// How many instances may be alive at once (programs running concurrently, each with its plug-in
+/// calls): the pooling allocator reserves their slots up front.
+pub const MAX_CONCURRENT_INSTANCES: u32 = 256;
+
+/// Builds the engine: component model, cranelift, async host calls, fuel, epoch interruption and the
+/// pooling allocator (instantiation in microseconds instead of an mmap per program).
+pub fn build_engine() -> Result<Engine, SandboxError> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(MAX_CONCURRENT_INSTANCES)
+        .total_core_instances(MAX_CONCURRENT_INSTANCES * 4)
+        .total_memories(MAX_CONCURRENT_INSTANCES * 2)
+        .total_tables(MAX_CONCURRENT_INSTANCES * 4)
+        .max_memories_per_component(4)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        // Keep memory pages of finished instances mapped for the next one: the reuse is what makes
+        // instantiation cheap.
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(1 << 16);
+
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config).map_err(|e| SandboxError::Engine(format!("{e:#}")))
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a background thread, for as long as it lives.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    pub fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.clone();
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name("agentrt-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The number of epoch ticks that make up `timeout`, rounded up.
+pub fn deadline_ticks(timeout: Duration) -> u64 {
+    (timeout.as_micros().div_ceil(EPOCH_TICK.as_micros())).max(1) as u64
+}

@@ -1,0 +1,169 @@
+//! The state of one program's Store and the host side of its imports: the wiki tools, the plug-in
+//! tools, WASI with no authority, and the bookkeeping that the report is made of.
+
+use crate::bindings::agentrt::tools::{plugins, types, wiki};
+use crate::limits::Limits;
+use crate::output::CappedOutput;
+use crate::plugins::PluginRegistry;
+use crate::report::HostCall;
+use crate::tool_host::{ToolFailure, ToolHost};
+use std::sync::Arc;
+use std::time::Instant;
+use wasmtime::component::ResourceTable;
+use wasmtime::ResourceLimiter;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+/// Everything one running program owns.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) memory: MemoryLimiter,
+    tools: Arc<dyn ToolHost>,
+    plugins: Arc<PluginRegistry>,
+    limits: Limits,
+    pub(crate) host_calls: Vec<HostCall>,
+}
+
+impl HostState {
+    pub fn new(tools: Arc<dyn ToolHost>, plugins: Arc<PluginRegistry>, limits: Limits, stdout: &CappedOutput, stderr: &CappedOutput) -> Self {
+        Self {
+            wasi: no_authority_wasi(stdout, stderr),
+            table: ResourceTable::new(),
+            memory: MemoryLimiter::new(limits.memory_bytes),
+            tools,
+            plugins,
+            limits,
+            host_calls: Vec::new(),
+        }
+    }
+
+    /// Counts a tool call against the limit; past it, the program traps.
+    fn admit_call(&self, tool: &str) -> wasmtime::Result<()> {
+        if self.host_calls.len() >= self.limits.max_host_calls as usize {
+            return Err(HostCallLimitExceeded { limit: self.limits.max_host_calls, tool: tool.to_string() }.into());
+        }
+        Ok(())
+    }
+
+    fn record<T>(&mut self, tool: &str, args: serde_json::Value, started: Instant, result: &Result<T, types::ToolError>) {
+        self.host_calls.push(HostCall {
+            tool: tool.to_string(),
+            args,
+            duration: started.elapsed(),
+            error: result.as_ref().err().map(|e| e.message.clone()),
+        });
+    }
+}
+
+/// WASI for a guest: stdout and stderr captured and bounded; no stdin, no preopened directories, no
+/// environment, no arguments, no network addresses and no name lookups (wasmtime-wasi's defaults,
+/// which we rely on and do not loosen).
+pub fn no_authority_wasi(stdout: &CappedOutput, stderr: &CappedOutput) -> WasiCtx {
+    WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build()
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// The trap raised when a program makes more tool calls than its limit.
+#[derive(Debug, thiserror::Error)]
+#[error("more than {limit} tool calls (the last one was `{tool}`)")]
+pub struct HostCallLimitExceeded {
+    pub limit: u32,
+    pub tool: String,
+}
+
+/// Bounds a Store's linear memories and remembers whether the bound was hit and how high use went.
+pub struct MemoryLimiter {
+    limit: usize,
+    in_use: usize,
+    pub(crate) peak: usize,
+    pub(crate) exceeded: bool,
+}
+
+impl MemoryLimiter {
+    pub fn new(limit: usize) -> Self {
+        Self { limit, in_use: 0, peak: 0, exceeded: false }
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let grown = self.in_use + (desired - current);
+        if grown > self.limit {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        self.in_use = grown;
+        self.peak = self.peak.max(grown);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+fn tool_error(tool: &str, failure: ToolFailure) -> types::ToolError {
+    let (kind, message) = match failure {
+        ToolFailure::BadArgument(m) => (types::ToolErrorKind::BadArgument, m),
+        ToolFailure::NotFound(m) => (types::ToolErrorKind::NotFound, m),
+        ToolFailure::Failed(m) => (types::ToolErrorKind::Failed, m),
+    };
+    types::ToolError { tool: tool.to_string(), kind, message }
+}
+
+impl types::Host for HostState {}
+
+impl wiki::Host for HostState {
+    async fn search_pages(&mut self, query: String, k: u32) -> wasmtime::Result<Result<Vec<types::PageHit>, types::ToolError>> {
+        self.admit_call("search_pages")?;
+        let started = Instant::now();
+        let result = self.tools.search_pages(&query, k as usize).await.map_err(|f| tool_error("search_pages", f)).map(|hits| {
+            hits.into_iter()
+                .map(|h| types::PageHit { page_id: h.page_id, title: h.title, score: h.score })
+                .collect::<Vec<_>>()
+        });
+        self.record("search_pages", serde_json::json!({"query": query, "k": k}), started, &result);
+        Ok(result)
+    }
+
+    async fn view_sections(&mut self, page_id: String) -> wasmtime::Result<Result<Vec<types::SectionRef>, types::ToolError>> {
+        self.admit_call("view_sections")?;
+        let started = Instant::now();
+        let result = self.tools.view_sections(&page_id).await.map_err(|f| tool_error("view_sections", f)).map(|sections| {
+            sections
+                .into_iter()
+                .map(|s| types::SectionRef { section_id: s.section_id, title: s.title })
+                .collect::<Vec<_>>()
+        });
+        self.record("view_sections", serde_json::json!({"page_id": page_id}), started, &result);
+        Ok(result)
+    }
+
+    async fn read_section(&mut self, section_id: String) -> wasmtime::Result<Result<String, types::ToolError>> {
+        self.admit_call("read_section")?;
+        let started = Instant::now();
+        let result = self.tools.read_section(&section_id).await.map_err(|f| tool_error("read_section", f));
+        self.record("read_section", serde_json::json!({"section_id": section_id}), started, &result);
+        Ok(result)
+    }
+}
+
+impl plugins::Host for HostState {
+    async fn lookup(&mut self, name: String) -> wasmtime::Result<Option<plugins::ToolSignature>> {
+        Ok(self.plugins.signature(&name))
+    }
+
+    async fn call(&mut self, name: String, args_json: String) -> wasmtime::Result<Result<String, types::ToolError>> {
+        self.admit_call(&name)?;
+        let started = Instant::now();
+        let args = serde_json::from_str(&args_json).unwrap_or(serde_json::Value::String(args_json.clone()));
+        let result = self.plugins.call(&name, &args_json, self.limits).await;
+        self.record(&name, args, started, &result);
+        Ok(result)
+    }
+}

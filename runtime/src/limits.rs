@@ -1,0 +1,47 @@
+//! The bounds every program runs under.
+
+use std::time::Duration;
+
+/// What one program may consume. Every bound is enforced by the host, outside the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Wasm instructions, as wasmtime fuel (about one unit per instruction).
+    pub fuel: u64,
+    /// Linear memory, in bytes, over all of the guest's memories.
+    pub memory_bytes: usize,
+    /// Wall time, including time spent in tool calls.
+    #[serde(with = "millis")]
+    pub timeout: Duration,
+    /// Bytes the program may print.
+    pub max_output_bytes: usize,
+    /// Tool calls per program.
+    pub max_host_calls: u32,
+}
+
+impl Default for Limits {
+    /// Generous for a program that searches, lists and reads a few sections (a 3-call program uses
+    /// about 1% of the fuel), tight enough that a runaway program ends well within a second.
+    fn default() -> Self {
+        Self {
+            fuel: 200_000_000,
+            memory_bytes: 64 << 20,
+            timeout: Duration::from_secs(2),
+            max_output_bytes: 64 << 10,
+            max_host_calls: 64,
+        }
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms: u64 = serde::Deserialize::deserialize(d)?;
+        Ok(Duration::from_millis(ms))
+    }
+}

@@ -1,0 +1,108 @@
+//! The program's stdout: kept in memory, bounded, and able to tell afterwards that the bound was hit.
+
+use bytes::{Bytes, BytesMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi_io::poll::Pollable;
+use wasmtime_wasi_io::streams::{OutputStream, StreamError};
+
+/// A stdout that keeps at most `capacity` bytes. A write past the bound fails the guest's write and
+/// sets [`CappedOutput::overflowed`], so the host can report `limit-exceeded(output)` instead of the
+/// guest's own, less specific, failure.
+#[derive(Clone)]
+pub struct CappedOutput {
+    capacity: usize,
+    buffer: Arc<Mutex<BytesMut>>,
+    overflowed: Arc<AtomicBool>,
+}
+
+impl CappedOutput {
+    pub fn new(capacity: usize) -> Self {
+        Self { capacity, buffer: Arc::default(), overflowed: Arc::default() }
+    }
+
+    /// Everything written so far, as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buffer.lock().expect("stdout buffer poisoned")).into_owned()
+    }
+
+    /// Whether the program tried to write past the bound.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed.load(Ordering::Relaxed)
+    }
+}
+
+impl IsTerminal for CappedOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CappedOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(AsyncCappedOutput(self.clone()))
+    }
+}
+
+#[async_trait::async_trait]
+impl OutputStream for CappedOutput {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        let mut buffer = self.buffer.lock().expect("stdout buffer poisoned");
+        let room = self.capacity - buffer.len();
+        if bytes.len() > room {
+            buffer.extend_from_slice(&bytes[..room]);
+            self.overflowed.store(true, Ordering::Relaxed);
+            return Err(StreamError::Trap(wasmtime::Error::new(OutputLimitExceeded(self.capacity))));
+        }
+        buffer.extend_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        let used = self.buffer.lock().expect("stdout buffer poisoned").len();
+        // Always offer room, so that a write past the bound reaches `write` and is reported as such.
+        Ok((self.capacity - used).max(4096))
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for CappedOutput {
+    async fn ready(&mut self) {}
+}
+
+/// The trap raised when a program writes past its stdout bound.
+#[derive(Debug, thiserror::Error)]
+#[error("the program wrote more than {0} bytes to stdout")]
+pub struct OutputLimitExceeded(pub usize);
+
+struct AsyncCappedOutput(CappedOutput);
+
+impl tokio::io::AsyncWrite for AsyncCappedOutput {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let result = OutputStream::write(&mut self.0, Bytes::copy_from_slice(buf))
+            .map(|()| buf.len())
+            .map_err(|e| std::io::Error::other(e.to_string()));
+        std::task::Poll::Ready(result)
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}

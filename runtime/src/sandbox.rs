@@ -1,0 +1,206 @@
+//! `Sandbox`: compiles the guests once, then runs each program in a fresh Store.
+
+use crate::bindings::{agentrt::tools::types as wit, ToolCode, ToolCodePre};
+use crate::component_cache::ComponentCache;
+use crate::engine::{build_engine, deadline_ticks, EpochTicker};
+use crate::host::{HostCallLimitExceeded, HostState};
+use crate::limits::Limits;
+use crate::output::CappedOutput;
+use crate::plugins::PluginRegistry;
+use crate::report::{Limit, Outcome, ProgramError, RunReport, ToolErrorKind};
+use crate::tool_host::ToolHost;
+use crate::SandboxError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Engine, Store, Trap};
+
+/// The interpreter guest, built from `guest-tools/python-interpreter` by `build.rs`.
+const INTERPRETER_WASM: &[u8] = include_bytes!(env!("AGENTRT_INTERPRETER_WASM"));
+
+/// How much fuel a guest burns between yields to the async executor, so that many programs share the
+/// worker threads fairly.
+const FUEL_YIELD_INTERVAL: u64 = 1_000_000;
+
+/// Grace on top of the epoch deadline for a tool call that never returns (epochs only interrupt wasm).
+const HOST_CALL_GRACE: Duration = Duration::from_millis(500);
+
+/// How a [`Sandbox`] is set up.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxConfig {
+    /// Default bounds of every program.
+    pub limits: Limits,
+    /// Plug-in tool components to load.
+    pub plugins: Vec<PathBuf>,
+    /// Where precompiled components are kept; `None` for the default location.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// A guest component of the `tool-code` world, ready to instantiate.
+#[derive(Clone)]
+pub struct GuestComponent {
+    pre: ToolCodePre<HostState>,
+}
+
+/// Runs programs in isolation. Cheap to share (`Arc`) and to call from many tasks at once.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: ComponentCache,
+    interpreter: GuestComponent,
+    tools: Arc<dyn ToolHost>,
+    plugins: Arc<PluginRegistry>,
+    limits: Limits,
+    _ticker: EpochTicker,
+}
+
+impl Sandbox {
+    /// Builds the engine, loads (or compiles and caches) the interpreter and the plug-ins.
+    pub async fn new(config: SandboxConfig, tools: Arc<dyn ToolHost>) -> Result<Self, SandboxError> {
+        if config.limits.memory_bytes > crate::engine::MAX_MEMORY_BYTES {
+            return Err(SandboxError::Config(format!(
+                "memory limit {} bytes is above the engine's ceiling of {} bytes",
+                config.limits.memory_bytes,
+                crate::engine::MAX_MEMORY_BYTES
+            )));
+        }
+        let engine = build_engine()?;
+        let ticker = EpochTicker::start(&engine);
+        let mut linker = Linker::<HostState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        ToolCode::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let cache = config.cache_dir.map(ComponentCache::new).unwrap_or_else(ComponentCache::default_location);
+        let plugins = Arc::new(PluginRegistry::load(&engine, &cache, &config.plugins).await?);
+        let interpreter = guest_from_bytes(&engine, &linker, &cache, INTERPRETER_WASM, "the built-in Python interpreter")?;
+        Ok(Self { engine, linker, cache, interpreter, tools, plugins, limits: config.limits, _ticker: ticker })
+    }
+
+    /// The default bounds of this sandbox's programs.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The plug-in tools this sandbox serves.
+    pub fn plugins(&self) -> &PluginRegistry {
+        &self.plugins
+    }
+
+    /// Loads a guest component of the `tool-code` world from a `.wasm` file.
+    pub fn load_guest(&self, path: &Path) -> Result<GuestComponent, SandboxError> {
+        let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+        guest_from_bytes(&self.engine, &self.linker, &self.cache, &wasm, &path.display().to_string())
+    }
+
+    /// Runs a Python program under the default limits.
+    pub async fn run(&self, program: &str) -> RunReport {
+        self.run_guest(&self.interpreter, program, self.limits).await
+    }
+
+    /// Runs a Python program under `limits`.
+    pub async fn run_with_limits(&self, program: &str, limits: Limits) -> RunReport {
+        self.run_guest(&self.interpreter, program, limits).await
+    }
+
+    /// Runs `program` in a fresh instance of `guest`.
+    pub async fn run_guest(&self, guest: &GuestComponent, program: &str, limits: Limits) -> RunReport {
+        let started = Instant::now();
+        let stdout = CappedOutput::new(limits.max_output_bytes);
+        let stderr = CappedOutput::new(16 << 10);
+        let state = HostState::new(self.tools.clone(), self.plugins.clone(), limits, &stdout, &stderr);
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.memory);
+        store.set_fuel(limits.fuel).expect("fuel is enabled on the engine");
+        store.fuel_async_yield_interval(Some(FUEL_YIELD_INTERVAL)).expect("async is enabled on the engine");
+        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+        store.epoch_deadline_trap();
+
+        let run = async {
+            let instance = guest.pre.instantiate_async(&mut store).await?;
+            instance.call_run(&mut store, program).await
+        };
+        let outcome = tokio::time::timeout(limits.timeout + HOST_CALL_GRACE, run).await;
+        let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        let result = match outcome {
+            Err(_elapsed) => Err(ProgramError::LimitExceeded { limit: Limit::Time }),
+            Ok(Ok(Ok(outcome))) => Ok(Outcome { value: outcome.value }),
+            Ok(Ok(Err(error))) => Err(program_error(error)),
+            Ok(Err(trap)) => Err(classify_trap(trap, store.data(), &stdout, &stderr)),
+        };
+        let state = store.into_data();
+        RunReport {
+            result,
+            stdout: stdout.text(),
+            host_calls: state.host_calls,
+            fuel_used,
+            peak_memory_bytes: state.memory.peak,
+            wall_time: started.elapsed(),
+        }
+    }
+}
+
+fn guest_from_bytes(
+    engine: &Engine,
+    linker: &Linker<HostState>,
+    cache: &ComponentCache,
+    wasm: &[u8],
+    origin: &str,
+) -> Result<GuestComponent, SandboxError> {
+    let component = cache.load(engine, wasm, origin)?;
+    let instance_pre = linker.instantiate_pre(&component).map_err(|e| SandboxError::unsatisfied_import(origin, e))?;
+    let pre = ToolCodePre::new(instance_pre).map_err(|e| SandboxError::WrongWorld { origin: origin.to_string(), reason: format!("{e:#}") })?;
+    Ok(GuestComponent { pre })
+}
+
+/// Names the bound a trap came from; a trap no bound explains is the guest's own failure.
+fn classify_trap(error: wasmtime::Error, state: &HostState, stdout: &CappedOutput, stderr: &CappedOutput) -> ProgramError {
+    let limit = |limit| ProgramError::LimitExceeded { limit };
+    if error.chain().any(|e| e.is::<HostCallLimitExceeded>()) {
+        return limit(Limit::HostCalls);
+    }
+    if stdout.overflowed() {
+        return limit(Limit::Output);
+    }
+    if state.memory.exceeded {
+        return limit(Limit::Memory);
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => limit(Limit::Fuel),
+        Some(Trap::Interrupt) => limit(Limit::Time),
+        Some(Trap::StackOverflow) => limit(Limit::Stack),
+        _ => {
+            let panic = stderr.text();
+            let message = if panic.trim().is_empty() { format!("{error:#}") } else { format!("{error:#}; stderr: {}", panic.trim()) };
+            ProgramError::GuestTrap { message }
+        }
+    }
+}
+
+fn program_error(error: wit::ProgramError) -> ProgramError {
+    match error {
+        wit::ProgramError::Syntax(e) => ProgramError::Syntax { message: e.message, line: e.line, column: e.column },
+        wit::ProgramError::UnknownTool(name) => ProgramError::UnknownTool { name },
+        wit::ProgramError::ToolFailed(e) => ProgramError::ToolFailed {
+            tool: e.tool,
+            tool_error: match e.kind {
+                wit::ToolErrorKind::UnknownTool => ToolErrorKind::UnknownTool,
+                wit::ToolErrorKind::BadArgument => ToolErrorKind::BadArgument,
+                wit::ToolErrorKind::NotFound => ToolErrorKind::NotFound,
+                wit::ToolErrorKind::Failed => ToolErrorKind::Failed,
+            },
+            message: e.message,
+        },
+        wit::ProgramError::Forbidden(message) => ProgramError::Forbidden { message },
+        wit::ProgramError::Exception(e) => ProgramError::Exception { type_name: e.type_name, message: e.message, traceback: e.traceback },
+        wit::ProgramError::LimitExceeded(l) => ProgramError::LimitExceeded {
+            limit: match l {
+                wit::Limit::Fuel => Limit::Fuel,
+                wit::Limit::Memory => Limit::Memory,
+                wit::Limit::Time => Limit::Time,
+                wit::Limit::Output => Limit::Output,
+                wit::Limit::HostCalls => Limit::HostCalls,
+                wit::Limit::Stack => Limit::Stack,
+            },
+        },
+    }
+}

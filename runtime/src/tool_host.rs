@@ -1,0 +1,45 @@
+//! The host side of the wiki tools: a trait, so that the search index (or a test fixture) plugs in
+//! without the runtime knowing about either.
+
+use serde::Serialize;
+
+/// One page found by a search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PageHit {
+    pub page_id: String,
+    pub title: String,
+    pub score: f32,
+}
+
+/// One section of a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SectionRef {
+    pub section_id: String,
+    pub title: String,
+}
+
+/// Why a tool call failed, in words meant for the model that made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+pub enum ToolFailure {
+    /// An argument is out of range or malformed.
+    #[error("bad argument: {0}")]
+    BadArgument(String),
+    /// The page or section asked for does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The tool could not do its work (an index error, say).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Serves the three wiki tools. Implementations must be cheap to call concurrently: many programs run
+/// at once and each may call several tools.
+#[async_trait::async_trait]
+pub trait ToolHost: Send + Sync + 'static {
+    /// The `k` best pages for `query`, best first.
+    async fn search_pages(&self, query: &str, k: usize) -> Result<Vec<PageHit>, ToolFailure>;
+    /// The sections of a page, in reading order.
+    async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure>;
+    /// The text of one section.
+    async fn read_section(&self, section_id: &str) -> Result<String, ToolFailure>;
+}

@@ -1,0 +1,79 @@
+//! The sandbox flags shared by every command that runs programs (`exec`, `bench`, and later `train` and
+//! `eval`), and how they become a [`Sandbox`].
+
+use agentrt_runtime::{components_in, FixtureTools, Limits, Sandbox, SandboxConfig, ToolHost};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits, plug-ins and the tools' backing store.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SandboxOptions {
+    /// Fuel (about one unit per wasm instruction) each program may burn.
+    #[arg(long, default_value_t = Limits::default().fuel)]
+    pub fuel: u64,
+    /// Linear memory each program may use, in MiB.
+    #[arg(long = "memory", value_name = "MIB", default_value_t = Limits::default().memory_bytes >> 20)]
+    pub memory_mib: usize,
+    /// Wall time each program may take, in milliseconds (tool calls included).
+    #[arg(long = "timeout-ms", value_name = "MS", default_value_t = Limits::default().timeout.as_millis() as u64)]
+    pub timeout_ms: u64,
+    /// Bytes each program may print.
+    #[arg(long, default_value_t = Limits::default().max_output_bytes)]
+    pub max_output: usize,
+    /// Tool calls each program may make.
+    #[arg(long, default_value_t = Limits::default().max_host_calls)]
+    pub max_host_calls: u32,
+    /// A plug-in tool component (`.wasm` of the agentrt:tools/tool world); repeatable.
+    #[arg(long = "tool", value_name = "WASM")]
+    pub tools: Vec<PathBuf>,
+    /// A directory whose `.wasm` files are all plug-in tools.
+    #[arg(long, value_name = "DIR", env = "AGENTRT_TOOLS_DIR")]
+    pub tools_dir: Option<PathBuf>,
+    /// The search index that serves the wiki tools (default: where `agentrt index` writes it).
+    #[arg(long, value_name = "DIR", env = "AGENTRT_INDEX_DIR")]
+    pub index_dir: Option<PathBuf>,
+    /// Serve the tools from the built-in three-page fixture instead of the search index (for
+    /// debugging the sandbox itself).
+    #[arg(long, conflicts_with = "index_dir")]
+    pub fixture: bool,
+}
+
+impl SandboxOptions {
+    /// The limits these flags describe.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.fuel,
+            memory_bytes: self.memory_mib << 20,
+            timeout: Duration::from_millis(self.timeout_ms),
+            max_output_bytes: self.max_output,
+            max_host_calls: self.max_host_calls,
+        }
+    }
+
+    /// Every plug-in named by `--tool` and `--tools-dir`.
+    pub fn plugin_paths(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let mut paths = self.tools.clone();
+        if let Some(dir) = &self.tools_dir {
+            paths.extend(components_in(dir)?);
+        }
+        Ok(paths)
+    }
+
+    /// The backing store of the wiki tools.
+    pub fn tool_host(&self) -> anyhow::Result<Arc<dyn ToolHost>> {
+        if self.fixture {
+            return Ok(Arc::new(FixtureTools::default()));
+        }
+        match &self.index_dir {
+            Some(dir) => crate::wiki_tools::open(dir),
+            None => crate::wiki_tools::open_default(),
+        }
+    }
+
+    /// A sandbox with these options.
+    pub async fn build(&self) -> anyhow::Result<Sandbox> {
+        let config = SandboxConfig { limits: self.limits(), plugins: self.plugin_paths()?, cache_dir: None };
+        Ok(Sandbox::new(config, self.tool_host()?).await?)
+    }
+}

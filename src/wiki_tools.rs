@@ -1,0 +1,65 @@
+//! The wiki tools of the sandbox served by the search index: the one place where `agentrt-runtime` and
+//! `agentrt-search` meet.
+
+use agentrt_runtime::{PageHit, SectionRef, ToolFailure, ToolHost};
+use agentrt_search::{SearchError, WikiIndex};
+use std::path::Path;
+use std::sync::Arc;
+
+/// [`ToolHost`] over a [`WikiIndex`]. Searches run on tokio's blocking pool: they are CPU work (an
+/// embedding and a tantivy query) and must not stall the tasks that drive other programs.
+pub struct IndexTools {
+    index: Arc<WikiIndex>,
+}
+
+impl IndexTools {
+    pub fn new(index: Arc<WikiIndex>) -> Self {
+        Self { index }
+    }
+}
+
+/// Opens the index at `dir`, or says how to build it.
+pub fn open(dir: &Path) -> anyhow::Result<Arc<dyn ToolHost>> {
+    if !dir.exists() {
+        anyhow::bail!("no search index at {}: build it with `agentrt index` (about two minutes on the bundled corpus)", dir.display());
+    }
+    Ok(Arc::new(IndexTools::new(Arc::new(WikiIndex::open(dir)?))))
+}
+
+/// Opens the index at its default location.
+pub fn open_default() -> anyhow::Result<Arc<dyn ToolHost>> {
+    open(&agentrt_search::default_index_dir())
+}
+
+fn failure(error: SearchError) -> ToolFailure {
+    match error {
+        SearchError::UnknownPage(_) | SearchError::UnknownSection(_) => ToolFailure::NotFound(error.to_string()),
+        other => ToolFailure::Failed(other.to_string()),
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, SearchError> + Send + 'static) -> Result<T, ToolFailure> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ToolFailure::Failed(format!("the search task failed: {e}")))?.map_err(failure)
+}
+
+#[async_trait::async_trait]
+impl ToolHost for IndexTools {
+    async fn search_pages(&self, query: &str, k: usize) -> Result<Vec<PageHit>, ToolFailure> {
+        if query.trim().is_empty() {
+            return Err(ToolFailure::BadArgument("the query is empty".into()));
+        }
+        let index = self.index.clone();
+        let query = query.to_string();
+        let hits = blocking(move || index.search_pages(&query, k)).await?;
+        Ok(hits.into_iter().map(|h| PageHit { page_id: h.page_id, title: h.title, score: h.score }).collect())
+    }
+
+    async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {
+        let sections = self.index.view_sections(page_id).map_err(failure)?;
+        Ok(sections.into_iter().map(|s| SectionRef { section_id: s.section_id, title: s.title }).collect())
+    }
+
+    async fn read_section(&self, section_id: &str) -> Result<String, ToolFailure> {
+        self.index.read_section(section_id).map_err(failure)
+    }
+}

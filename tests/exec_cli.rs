@@ -1,0 +1,84 @@
+//! `agentrt exec` as a user runs it: the report it prints and its exit status.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn agentrt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentrt")).args(args).output().expect("running agentrt")
+}
+
+fn text(output: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+const THREE_CALLS: &str = r#"hits = search_pages("Denver Broncos Super Bowl")
+sections = view_sections(hits[0]["page_id"])
+print(read_section(sections[0]["section_id"]))
+"#;
+
+fn write(dir: &Path, name: &str, content: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn three_calls_print_the_section_and_a_trace_of_three_host_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = write(dir.path(), "prog.py", THREE_CALLS.as_bytes());
+    let output = agentrt(&["exec", &program, "--fixture"]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("The Denver Broncos are a professional American football team"), "{stdout}");
+    assert!(stdout.contains("── host calls (3) ──"), "{stdout}");
+    for call in ["1. search_pages(", "2. view_sections(page_id=\"denver_broncos\")", "3. read_section(section_id=\"denver_broncos:summary\")"] {
+        assert!(stdout.contains(call), "missing {call:?} in\n{stdout}");
+    }
+    assert!(stdout.contains("fuel ") && stdout.contains("peak memory") && stdout.contains("wall "), "{stdout}");
+
+    let output = agentrt(&["exec", &program, "--fixture", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints one JSON object");
+    assert_eq!(report["host_calls"].as_array().unwrap().len(), 3);
+    assert_eq!(report["host_calls"][1]["tool"], "view_sections");
+    assert!(report["result"]["Ok"].is_object(), "{report}");
+    assert!(report["fuel_used"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn hostile_programs_exit_nonzero_with_their_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("loop.py", "while True:\n    pass\n", "limit-exceeded:"),
+        ("bomb.py", "a = []\nwhile True:\n    a.append('x' * 1000000)\n", "limit-exceeded:memory"),
+        ("recursion.py", "def f(n):\n    return f(n + 1)\nf(0)\n", "limit-exceeded:stack"),
+        ("flood.py", "print('x' * 10000000)\n", "limit-exceeded:output"),
+        ("file.py", "from pathlib import Path\nPath('/etc/passwd').read_text()\n", "forbidden"),
+        ("socket.py", "import socket\n", "forbidden"),
+        ("os.py", "import os\n", "forbidden"),
+        ("syntax.py", "def f(:\n", "syntax"),
+    ];
+    for (name, program, kind) in cases {
+        let path = write(dir.path(), name, program.as_bytes());
+        let output = agentrt(&["exec", &path, "--fixture", "--timeout-ms", "900"]);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
+        assert!(stdout.contains(&format!("── error: {kind}")), "{name}: {stdout}");
+    }
+}
+
+#[test]
+fn broken_components_exit_with_status_2_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = write(dir.path(), "garbage.wasm", b"\0asm\x0d\0\x01\0 not really");
+    let output = agentrt(&["exec", &garbage, "--fixture"]);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("garbage.wasm is not a valid WebAssembly component"), "{stderr}");
+
+    let wasm = wat::parse_str(r#"(component (import "evil:host/escape" (instance (export "break-out" (func)))))"#).unwrap();
+    let escape = write(dir.path(), "escape.wasm", &wasm);
+    let output = agentrt(&["exec", &escape, "--fixture"]);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("imports something the host does not provide") && stderr.contains("evil:host/escape"), "{stderr}");
+}

@@ -1,0 +1,54 @@
+//! A plug-in tool component, built from guest-tools/word-stats-tool, is callable from a model program
+//! by name, with positional and keyword arguments, records and results, and no runtime change.
+
+use agentrt_runtime::{FixtureTools, ProgramError, Sandbox, SandboxConfig, EXAMPLE_PLUGIN_WASM};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+async fn sandbox_with_plugin() -> Sandbox {
+    let config = SandboxConfig { plugins: vec![PathBuf::from(EXAMPLE_PLUGIN_WASM)], ..SandboxConfig::default() };
+    Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("sandbox with the word-stats plug-in")
+}
+
+#[tokio::test]
+async fn plugin_tools_are_listed_with_their_docs() {
+    let sandbox = sandbox_with_plugin().await;
+    let names: Vec<String> = sandbox.plugins().signatures().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["summarize", "top_words", "word_count"]);
+    let top = sandbox.plugins().signature("top_words").unwrap();
+    assert_eq!(top.params, ["text", "n"]);
+    assert!(top.doc.contains("most frequent"), "{}", top.doc);
+}
+
+#[tokio::test]
+async fn a_program_calls_plugin_tools_by_name() {
+    let sandbox = sandbox_with_plugin().await;
+    let program = r#"text = read_section("paris:summary")
+n = word_count(text)
+stats = summarize(text=text)
+top = top_words(text, 2)
+print(n, stats["words"], stats["longest_word"], top)
+"#;
+    let report = sandbox.run(program).await;
+    assert!(report.is_ok(), "{:?}", report.result);
+    assert_eq!(report.stdout, "9 9 populous [['and', 1], ['capital', 1]]\n");
+    let tools: Vec<&str> = report.host_calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(tools, ["read_section", "word_count", "summarize", "top_words"]);
+}
+
+#[tokio::test]
+async fn a_plugin_error_is_catchable_and_typed_when_uncaught() {
+    let sandbox = sandbox_with_plugin().await;
+    let report = sandbox.run("try:\n    top_words('a b', 0)\nexcept Exception as e:\n    print(e)\n").await;
+    assert!(report.is_ok(), "{:?}", report.result);
+    assert_eq!(report.stdout, "top_words: n must be from 1 to 100, got 0\n");
+
+    let report = sandbox.run("word_count(42)").await;
+    match report.result {
+        Err(ProgramError::ToolFailed { tool, message, .. }) => {
+            assert_eq!(tool, "word_count");
+            assert!(message.contains("expected str"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
