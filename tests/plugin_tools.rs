@@ -31,7 +31,7 @@ print(n, stats["words"], stats["longest_word"], top)
 "#;
     let report = sandbox.run(program).await;
     assert!(report.is_ok(), "{:?}", report.result);
-    assert_eq!(report.stdout, "9 9 populous [['and', 1], ['capital', 1]]\n");
+    assert_eq!(report.stdout, "10 10 populous [['and', 1], ['capital', 1]]\n");
     let tools: Vec<&str> = report.host_calls.iter().map(|c| c.tool.as_str()).collect();
     assert_eq!(tools, ["read_section", "word_count", "summarize", "top_words"]);
 }

@@ -1,6 +1,6 @@
 //! Turns monty's exceptions into the typed `program-error` of the WIT contract.
 
-use crate::bindings::agentrt::tools::types::{Limit, ProgramError, SyntaxError, UncaughtException};
+use crate::bindings::agentrt::tools::types::{Limit, ProgramError, SyntaxError, ToolErrorKind, UncaughtException};
 use crate::tools;
 use monty_types::{ExcType, MontyException};
 
@@ -21,7 +21,10 @@ pub fn from_exception(exc: MontyException) -> ProgramError {
 /// neither defined nor tools.
 pub fn from_uncaught(exc: MontyException, unknown_names: &[String]) -> ProgramError {
     if let Some(tool_error) = tools::take_raised_tool_error(&exc) {
-        return ProgramError::ToolFailed(tool_error);
+        return match tool_error.kind {
+            ToolErrorKind::UnknownTool => ProgramError::UnknownTool(tool_error.tool),
+            _ => ProgramError::ToolFailed(tool_error),
+        };
     }
     match exc.exc_type() {
         ExcType::SyntaxError => from_exception(exc),

@@ -89,11 +89,19 @@ pub fn lookup_plugin(name: &str) -> Option<MontyObject> {
 }
 
 fn call_plugin(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<MontyObject, ToolError> {
-    let params = PLUGINS.with(|p| p.borrow().get(name).cloned()).ok_or_else(|| ToolError {
-        tool: name.to_string(),
-        kind: ToolErrorKind::UnknownTool,
-        message: format!("no tool named `{name}`"),
-    })?;
+    // monty may call an undefined name without looking it up first: ask the host then.
+    let known = PLUGINS.with(|p| p.borrow().get(name).cloned());
+    let params = match known {
+        Some(params) => params,
+        None => {
+            lookup_plugin(name).ok_or_else(|| ToolError {
+                tool: name.to_string(),
+                kind: ToolErrorKind::UnknownTool,
+                message: format!("no tool named `{name}`"),
+            })?;
+            PLUGINS.with(|p| p.borrow().get(name).cloned()).unwrap_or_default()
+        }
+    };
     let mut positional: Vec<Option<MontyObject>> = vec![None; params.len().max(args.len())];
     for (slot, arg) in positional.iter_mut().zip(args) {
         *slot = Some(arg.clone());
