@@ -45,12 +45,13 @@ impl HostState {
         Ok(())
     }
 
-    fn record<T>(&mut self, tool: &str, args: serde_json::Value, started: Instant, result: &Result<T, types::ToolError>) {
+    fn record<T>(&mut self, tool: &str, args: serde_json::Value, started: Instant, result: &Result<T, types::ToolError>, returned_ids: impl FnOnce(&T) -> Vec<String>) {
         self.host_calls.push(HostCall {
             tool: tool.to_string(),
             args,
             duration: started.elapsed(),
             error: result.as_ref().err().map(|e| e.message.clone()),
+            returned_ids: result.as_ref().map(returned_ids).unwrap_or_default(),
         });
     }
 }
@@ -127,7 +128,9 @@ impl wiki::Host for HostState {
                 .map(|h| types::PageHit { page_id: h.page_id, title: h.title, score: h.score })
                 .collect::<Vec<_>>()
         });
-        self.record("search_pages", serde_json::json!({"query": query, "k": k}), started, &result);
+        self.record("search_pages", serde_json::json!({"query": query, "k": k}), started, &result, |hits| {
+            hits.iter().map(|h| h.page_id.clone()).collect()
+        });
         Ok(result)
     }
 
@@ -140,7 +143,9 @@ impl wiki::Host for HostState {
                 .map(|s| types::SectionRef { section_id: s.section_id, title: s.title })
                 .collect::<Vec<_>>()
         });
-        self.record("view_sections", serde_json::json!({"page_id": page_id}), started, &result);
+        self.record("view_sections", serde_json::json!({"page_id": page_id}), started, &result, |sections| {
+            sections.iter().map(|s| s.section_id.clone()).collect()
+        });
         Ok(result)
     }
 
@@ -148,7 +153,7 @@ impl wiki::Host for HostState {
         self.admit_call("read_section")?;
         let started = Instant::now();
         let result = self.tools.read_section(&section_id).await.map_err(|f| tool_error("read_section", f));
-        self.record("read_section", serde_json::json!({"section_id": section_id}), started, &result);
+        self.record("read_section", serde_json::json!({"section_id": section_id}), started, &result, |_| Vec::new());
         Ok(result)
     }
 }
@@ -163,7 +168,7 @@ impl plugins::Host for HostState {
         let started = Instant::now();
         let args = serde_json::from_str(&args_json).unwrap_or(serde_json::Value::String(args_json.clone()));
         let result = self.plugins.call(&name, &args_json, self.limits).await;
-        self.record(&name, args, started, &result);
+        self.record(&name, args, started, &result, |_| Vec::new());
         Ok(result)
     }
 }

@@ -95,6 +95,10 @@ pub struct HostCall {
     pub duration: Duration,
     /// The tool's error, when it failed.
     pub error: Option<String>,
+    /// The ids a wiki tool returned, in order: page ids from search_pages, section ids from view_sections
+    /// (empty for other tools). Evaluations read search quality from them without asking the index again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub returned_ids: Vec<String>,
 }
 
 /// Everything a run produced.

@@ -1,0 +1,113 @@
+//! Axis ranges from data, and a categorical x axis for bars.
+
+use std::ops::Range;
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+
+use crate::style::plottable;
+
+/// The range of the plottable `values`, widened by 5% each side; `None` if there are none.
+/// A single value or constant values get a range of non-zero width around them.
+pub(crate) fn padded_range(values: impl Iterator<Item = f64>) -> Option<Range<f64>> {
+    let (lo, hi) = min_max(values)?;
+    let span = hi - lo;
+    let mid_scale = lo.abs().max(hi.abs());
+    if span <= mid_scale * 1e-9 || span == 0.0 {
+        // Constant (or numerically constant) data: give it a width of 10% of its magnitude.
+        let half = if mid_scale == 0.0 { 0.5 } else { mid_scale * 0.05 };
+        return Some(lo - half..hi + half);
+    }
+    Some(lo - span * 0.05..hi + span * 0.05)
+}
+
+/// A y range for bars: always includes 0 (bars grow from it), padded away from 0 by 8% for value
+/// labels, and with the top extended so that `top_reserve` (a fraction of the plot height, for a
+/// legend) stays free of data. `None` if no value is plottable.
+pub(crate) fn bar_range(values: impl Iterator<Item = f64>, top_reserve: f64) -> Option<Range<f64>> {
+    let (lo, hi) = min_max(values)?;
+    let (mut lo, mut hi) = (lo.min(0.0), hi.max(0.0));
+    if hi - lo == 0.0 {
+        hi = 1.0;
+    }
+    let span = hi - lo;
+    if lo < 0.0 {
+        lo -= span * 0.08;
+    }
+    if hi > 0.0 {
+        hi += span * 0.08;
+    }
+    let reserve = top_reserve.clamp(0.0, 0.6);
+    hi = lo + (hi - lo) / (1.0 - reserve);
+    Some(lo..hi)
+}
+
+fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    values
+        .filter(|v| plottable(*v))
+        .fold(None, |acc, v| match acc {
+            None => Some((v, v)),
+            Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
+        })
+}
+
+/// A categorical axis of `n` slots: slot `i` spans `[i, i + 1)` and its tick (where the label
+/// goes) is at its centre `i + 0.5`. Bars are drawn at fractional positions inside their slot.
+pub(crate) struct Categories(pub usize);
+
+impl Ranged for Categories {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let frac = value / self.0.max(1) as f64;
+        limit.0 + (f64::from(limit.1 - limit.0) * frac).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        let step = self.0.div_ceil(hint.max_num_points().max(1)).max(1);
+        (0..self.0).step_by(step).map(|i| i as f64 + 0.5).collect()
+    }
+
+    fn range(&self) -> Range<f64> {
+        0.0..self.0 as f64
+    }
+}
+
+/// The label of the slot containing `x`, shortened; empty outside the axis.
+pub(crate) fn category_label(labels: &[String], x: f64) -> String {
+    if x < 0.0 {
+        return String::new();
+    }
+    labels
+        .get(x.floor() as usize)
+        .map(|l| crate::style::short_label(l, 18))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_range_widens_constant_and_single_values() {
+        let r = padded_range([3.0].into_iter()).unwrap();
+        assert!(r.start < 3.0 && r.end > 3.0);
+        let r = padded_range([0.0, 0.0].into_iter()).unwrap();
+        assert_eq!(r, -0.5..0.5);
+        let r = padded_range([0.0, 10.0, f64::NAN, f64::INFINITY].into_iter()).unwrap();
+        assert_eq!(r, -0.5..10.5);
+        assert!(padded_range([f64::NAN, f64::NEG_INFINITY].into_iter()).is_none());
+    }
+
+    #[test]
+    fn bar_range_includes_zero_and_reserves_top() {
+        let r = bar_range([2.0, 4.0].into_iter(), 0.0).unwrap();
+        assert_eq!(r.start, 0.0);
+        assert!(r.end > 4.0);
+        let r = bar_range([-1.0].into_iter(), 0.0).unwrap();
+        assert!(r.start < -1.0 && r.end == 0.0);
+        let r = bar_range([0.0].into_iter(), 0.5).unwrap();
+        assert_eq!(r.start, 0.0);
+        assert!((r.end - 2.16).abs() < 1e-9, "{r:?}");
+    }
+}

@@ -1,0 +1,26 @@
+//! Evaluation of episodes: what `agentrt eval` measures and writes.
+//!
+//! The design in three parts:
+//! - **who plays**: the caller runs episodes with [`agentrt_rollout::EpisodeRunner`], the same loop as
+//!   training, with any [`agentrt_rollout::TurnPolicy`] (the trained model, zero-shot, the random baseline,
+//!   or a model behind an OpenAI-compatible server).
+//! - **who measures**: [`Metrics::from_episodes`] computes accuracy, tool calls (in all and per tool),
+//!   turns, tokens, search quality (the gold page among the first search's hits, and its rank), the share
+//!   of replies with a runnable program and the failure categories, each rate with a 95% Wilson interval.
+//! - **who reports**: [`write_report`] writes `results.json`, `results.md`, `results.png` and
+//!   `transcripts.jsonl` into the output directory; [`compare`] puts two of them side by side.
+
+mod metrics;
+mod report;
+
+pub use metrics::{wilson_interval, Metrics, Rate};
+pub use report::{compare, read_results, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
+
+/// Why a report could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{path}: {reason}")]
+    Io { path: std::path::PathBuf, reason: String },
+    #[error("{0}")]
+    Invalid(String),
+}

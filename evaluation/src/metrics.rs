@@ -1,0 +1,129 @@
+//! The metrics of a set of episodes.
+
+use agentrt_rollout::{Episode, EpisodeOutcome, TurnAction};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A proportion with its 95% Wilson score interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub value: f64,
+    pub successes: usize,
+    pub total: usize,
+    pub ci95: (f64, f64),
+}
+
+impl Rate {
+    pub fn new(successes: usize, total: usize) -> Rate {
+        let value = if total == 0 { 0.0 } else { successes as f64 / total as f64 };
+        Rate { value, successes, total, ci95: wilson_interval(successes, total) }
+    }
+}
+
+/// The 95% Wilson score interval of `k` successes in `n` trials (`(0, 1)` when `n` is 0): unlike the normal
+/// approximation it stays inside [0, 1] and is sound at 0 and n successes.
+pub fn wilson_interval(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let z = 1.959_963_984_540_054_f64;
+    let (k, n) = (k as f64, n as f64);
+    let p = k / n;
+    let denom = 1.0 + z * z / n;
+    let centre = (p + z * z / (2.0 * n)) / denom;
+    let half = z * ((p * (1.0 - p) / n) + z * z / (4.0 * n * n)).sqrt() / denom;
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// Everything `agentrt eval` reports about a set of episodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub num_questions: usize,
+    pub accuracy: Rate,
+    pub mean_reward: f64,
+    pub avg_tool_calls: f64,
+    /// Mean calls per episode, per tool.
+    pub avg_tool_calls_by_tool: BTreeMap<String, f64>,
+    pub avg_turns: f64,
+    /// Tokens the model wrote per episode (0 for text-only policies).
+    pub avg_model_tokens: f64,
+    /// The gold page among the first search_pages call's hits (episodes with a gold page and a search).
+    pub search_hit_rate: Rate,
+    /// Episodes with a gold page that made at least one successful search.
+    pub searched: Rate,
+    /// Mean 1-based rank of the gold page in the first search's hits, where found.
+    pub mean_gold_rank: Option<f64>,
+    /// Replies holding a program (of all replies).
+    pub program_replies: Rate,
+    /// Replies holding a program that ran without error (of all replies).
+    pub runnable_program_replies: Rate,
+    /// How episodes ended: `correct`, `wrong_answer`, `no_answer`, `max_turns` (each of all episodes).
+    pub outcomes: BTreeMap<String, Rate>,
+    /// Failed programs by error kind (`syntax`, `exception:NameError`, `limit-exceeded:fuel`, …), of all programs.
+    pub program_errors: BTreeMap<String, Rate>,
+}
+
+impl Metrics {
+    pub fn from_episodes(episodes: &[Episode]) -> Metrics {
+        let n = episodes.len();
+        let nf = n.max(1) as f64;
+        let correct = episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count();
+        let mut by_tool: BTreeMap<String, f64> = BTreeMap::new();
+        for c in episodes.iter().flat_map(|e| e.tool_calls()) {
+            *by_tool.entry(c.tool.clone()).or_default() += 1.0;
+        }
+        for v in by_tool.values_mut() {
+            *v /= nf;
+        }
+        let with_gold: Vec<&Episode> = episodes.iter().filter(|e| e.question.page.is_some()).collect();
+        let searched: Vec<(&Episode, &[String])> = with_gold.iter().filter_map(|e| e.first_search_hits().map(|h| (*e, h))).collect();
+        let ranks: Vec<usize> = searched
+            .iter()
+            .filter_map(|(e, hits)| hits.iter().position(|p| Some(p) == e.question.page.as_ref()).map(|i| i + 1))
+            .collect();
+        let replies: Vec<_> = episodes.iter().flat_map(|e| &e.turns).collect();
+        let programs: Vec<_> = replies.iter().filter(|t| t.action == TurnAction::Program).collect();
+        let runnable = programs.iter().filter(|t| t.program_error.is_none()).count();
+        let mut outcomes = BTreeMap::new();
+        for (name, o) in [("correct", EpisodeOutcome::Correct), ("wrong_answer", EpisodeOutcome::WrongAnswer), ("no_answer", EpisodeOutcome::NoAnswer), ("max_turns", EpisodeOutcome::MaxTurns)] {
+            outcomes.insert(name.to_string(), Rate::new(episodes.iter().filter(|e| e.outcome == o).count(), n));
+        }
+        let mut error_counts: BTreeMap<String, usize> = BTreeMap::new();
+        for t in &programs {
+            if let Some(kind) = &t.program_error {
+                *error_counts.entry(kind.clone()).or_default() += 1;
+            }
+        }
+        Metrics {
+            num_questions: n,
+            accuracy: Rate::new(correct, n),
+            mean_reward: episodes.iter().map(|e| e.reward as f64).sum::<f64>() / nf,
+            avg_tool_calls: episodes.iter().map(|e| e.tool_calls().count() as f64).sum::<f64>() / nf,
+            avg_tool_calls_by_tool: by_tool,
+            avg_turns: episodes.iter().map(|e| e.turns.len() as f64).sum::<f64>() / nf,
+            avg_model_tokens: episodes.iter().map(|e| e.model_tokens() as f64).sum::<f64>() / nf,
+            search_hit_rate: Rate::new(ranks.len(), searched.len()),
+            searched: Rate::new(searched.len(), with_gold.len()),
+            mean_gold_rank: (!ranks.is_empty()).then(|| ranks.iter().sum::<usize>() as f64 / ranks.len() as f64),
+            program_replies: Rate::new(programs.len(), replies.len()),
+            runnable_program_replies: Rate::new(runnable, replies.len()),
+            outcomes,
+            program_errors: error_counts.into_iter().map(|(k, c)| (k, Rate::new(c, programs.len()))).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_matches_known_values() {
+        // 5 of 10: (0.2366, 0.7634); 0 of 10: (0, 0.2775).
+        let (lo, hi) = wilson_interval(5, 10);
+        assert!((lo - 0.2366).abs() < 1e-4 && (hi - 0.7634).abs() < 1e-4, "{lo} {hi}");
+        let (lo, hi) = wilson_interval(0, 10);
+        assert!(lo == 0.0 && (hi - 0.2775).abs() < 1e-4, "{hi}");
+        assert_eq!(wilson_interval(0, 0), (0.0, 1.0));
+    }
+}

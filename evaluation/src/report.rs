@@ -1,0 +1,136 @@
+//! What `agentrt eval` writes, and `agentrt eval compare`.
+
+use crate::metrics::{Metrics, Rate};
+use crate::EvalError;
+use agentrt_charts::{write_bar_chart, Bar, BarChart};
+use agentrt_rollout::Episode;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const RESULTS_JSON: &str = "results.json";
+pub const RESULTS_MD: &str = "results.md";
+pub const RESULTS_PNG: &str = "results.png";
+pub const TRANSCRIPTS: &str = "transcripts.jsonl";
+
+/// What was evaluated, recorded beside the numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalInfo {
+    /// The policy: a model (and adapter), a baseline, or an endpoint.
+    pub policy: String,
+    pub judge: String,
+    /// The questions: split and file.
+    pub questions: String,
+    pub seed: u64,
+    pub max_turns: usize,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> EvalError + '_ {
+    move |e| EvalError::Io { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// `results.json`: the headline numbers at the top level, then everything.
+pub fn results_json(info: &EvalInfo, m: &Metrics) -> serde_json::Value {
+    serde_json::json!({
+        "accuracy": m.accuracy.value,
+        "avg_tool_calls": m.avg_tool_calls,
+        "search_hit_rate": m.search_hit_rate.value,
+        "num_questions": m.num_questions,
+        "info": info,
+        "metrics": m,
+    })
+}
+
+fn pct(r: &Rate) -> String {
+    format!("{:.1}% [{:.1}, {:.1}] ({}/{})", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1, r.successes, r.total)
+}
+
+/// The markdown table of one evaluation.
+pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
+    let mut s = format!("# Evaluation: {}\n\nquestions: {} ({}), judge: {}, max turns: {}, seed: {}\n\n", info.policy, m.num_questions, info.questions, info.judge, info.max_turns, info.seed);
+    s.push_str("| metric | value (95% CI) |\n|---|---|\n");
+    let mut row = |k: &str, v: String| s.push_str(&format!("| {k} | {v} |\n"));
+    row("accuracy", pct(&m.accuracy));
+    row("mean reward", format!("{:.3}", m.mean_reward));
+    row("avg tool calls", format!("{:.2}", m.avg_tool_calls));
+    for (tool, v) in &m.avg_tool_calls_by_tool {
+        row(&format!("avg calls: {tool}"), format!("{v:.2}"));
+    }
+    row("avg turns", format!("{:.2}", m.avg_turns));
+    row("avg model tokens", format!("{:.1}", m.avg_model_tokens));
+    row("searched", pct(&m.searched));
+    row("search hit rate (gold in first search)", pct(&m.search_hit_rate));
+    row("mean gold rank", m.mean_gold_rank.map_or("-".into(), |r| format!("{r:.2}")));
+    row("replies with a program", pct(&m.program_replies));
+    row("replies with a runnable program", pct(&m.runnable_program_replies));
+    for (k, r) in &m.outcomes {
+        row(&format!("outcome: {k}"), pct(r));
+    }
+    for (k, r) in &m.program_errors {
+        row(&format!("program error: {k}"), pct(r));
+    }
+    s
+}
+
+/// Writes results.json, results.md, results.png and transcripts.jsonl into `dir` (created).
+pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[Episode]) -> Result<Vec<PathBuf>, EvalError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut lines = String::new();
+    for e in episodes {
+        lines.push_str(&serde_json::to_string(e).map_err(|e| EvalError::Invalid(e.to_string()))?);
+        lines.push('\n');
+    }
+    let paths = [dir.join(TRANSCRIPTS), dir.join(RESULTS_MD), dir.join(RESULTS_JSON), dir.join(RESULTS_PNG)];
+    write_atomic(&paths[0], lines.as_bytes())?;
+    write_atomic(&paths[1], markdown(info, metrics).as_bytes())?;
+    write_atomic(&paths[2], serde_json::to_string_pretty(&results_json(info, metrics)).expect("serialises").as_bytes())?;
+    let bar = |label: &str, r: &Rate| Bar { label: label.into(), value: r.value, interval: Some(r.ci95) };
+    let mut bars = vec![bar("accuracy", &metrics.accuracy), bar("search hit", &metrics.search_hit_rate), bar("runnable program", &metrics.runnable_program_replies)];
+    for (k, r) in &metrics.outcomes {
+        if k != "correct" {
+            bars.push(bar(k, r));
+        }
+    }
+    let chart = BarChart { title: format!("{} (n={})", info.policy, metrics.num_questions), y_label: "fraction (95% CI)".into(), bars };
+    write_bar_chart(&paths[3], &chart).map_err(|e| EvalError::Invalid(format!("{}: {e}", paths[3].display())))?;
+    Ok(paths.to_vec())
+}
+
+/// Reads a `results.json` back.
+pub fn read_results(dir: &Path) -> Result<(EvalInfo, Metrics), EvalError> {
+    let p = dir.join(RESULTS_JSON);
+    let text = std::fs::read_to_string(&p).map_err(io(&p))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| EvalError::Io { path: p.clone(), reason: format!("not JSON: {e}") })?;
+    let info = serde_json::from_value(v["info"].clone()).map_err(|e| EvalError::Io { path: p.clone(), reason: format!("`info`: {e}") })?;
+    let m = serde_json::from_value(v["metrics"].clone()).map_err(|e| EvalError::Io { path: p.clone(), reason: format!("`metrics`: {e}") })?;
+    Ok((info, m))
+}
+
+/// Two evaluations side by side, as a markdown table with the difference B - A.
+pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
+    let (ia, ma) = read_results(a)?;
+    let (ib, mb) = read_results(b)?;
+    let mut s = format!("A: {} ({})\nB: {} ({})\n\n| metric | A | B | B - A |\n|---|---|---|---|\n", a.display(), ia.policy, b.display(), ib.policy);
+    let mut num = |k: &str, x: f64, y: f64| s.push_str(&format!("| {k} | {x:.3} | {y:.3} | {:+.3} |\n", y - x));
+    num("questions", ma.num_questions as f64, mb.num_questions as f64);
+    num("accuracy", ma.accuracy.value, mb.accuracy.value);
+    num("mean reward", ma.mean_reward, mb.mean_reward);
+    num("avg tool calls", ma.avg_tool_calls, mb.avg_tool_calls);
+    num("avg turns", ma.avg_turns, mb.avg_turns);
+    num("avg model tokens", ma.avg_model_tokens, mb.avg_model_tokens);
+    num("search hit rate", ma.search_hit_rate.value, mb.search_hit_rate.value);
+    num("runnable program replies", ma.runnable_program_replies.value, mb.runnable_program_replies.value);
+    for k in ma.outcomes.keys().chain(mb.outcomes.keys()).collect::<std::collections::BTreeSet<_>>() {
+        let get = |m: &Metrics| m.outcomes.get(k).map_or(0.0, |r| r.value);
+        num(&format!("outcome: {k}"), get(&ma), get(&mb));
+    }
+    Ok(s)
+}

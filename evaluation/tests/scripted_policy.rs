@@ -1,0 +1,96 @@
+//! Every metric of `agentrt eval`, pinned: a scripted policy replays fixed programs against the fixture
+//! tools in the real sandbox, the rule judge grades, and each number is asserted exactly.
+
+use agentrt_eval::{compare, read_results, write_report, EvalInfo, Metrics, Rate};
+use agentrt_judge::{RuleJudge, DEFAULT_F1_THRESHOLD};
+use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, Question, RandomPolicy, ScriptedPolicy, DEFAULT_SYSTEM_PROMPT};
+use agentrt_runtime::{FixtureTools, Limits, Sandbox, SandboxConfig};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
+    Question { id: id.into(), question: question.into(), answers: vec![answer.into()], page: Some(page.into()), split: Some("dev".into()) }
+}
+
+fn program(code: &str) -> String {
+    format!("Let me look.\n```python\n{code}\n```")
+}
+
+async fn runner(max_turns: usize) -> EpisodeRunner {
+    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), plugins: vec![], cache_dir: None }, Arc::new(FixtureTools::default())).await.unwrap();
+    EpisodeRunner {
+        sandbox: Arc::new(sandbox),
+        judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).unwrap()),
+        system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
+        config: EpisodeConfig { max_turns, ..EpisodeConfig::default() },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_episodes_give_exact_metrics() {
+    let questions = vec![
+        q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos"),
+        q("capital", "What is the capital of France?", "Paris", "paris"),
+        q("discoverer", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen"),
+        q("symbol", "What is the chemical symbol of oxygen?", "O", "oxygen"),
+    ];
+    let scripts: HashMap<String, Vec<String>> = [
+        ("broncos", vec![program("hits = search_pages(\"Super Bowl 50\")\nprint(read_section(\"denver_broncos:super-bowl-50\"))"), "<answer>the Carolina Panthers</answer>".into()]),
+        ("capital", vec![program("print(undefined_name)"), "<answer>Lyon</answer>".into()]),
+        ("discoverer", vec!["I do not know.".into()]),
+        ("symbol", vec![program("search_pages(\"Paris capital\")"), program("view_sections(\"oxygen\")"), program("print(1)")]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let runner = runner(3).await;
+    let batch = runner.run(&ScriptedPolicy::new(scripts), &questions).await.unwrap();
+    let e = &batch.episodes;
+    assert_eq!(e.iter().map(|e| e.outcome).collect::<Vec<_>>(), vec![EpisodeOutcome::Correct, EpisodeOutcome::WrongAnswer, EpisodeOutcome::NoAnswer, EpisodeOutcome::MaxTurns]);
+    assert!(e[0].turns[0].observation.as_deref().unwrap().contains("24-10"), "{:?}", e[0].turns[0]);
+    assert!(e[1].turns[0].observation.as_deref().unwrap().contains("unknown tool or name `undefined_name`"), "{:?}", e[1].turns[0]);
+
+    let m = Metrics::from_episodes(e);
+    assert_eq!(m.num_questions, 4);
+    assert_eq!(m.accuracy, Rate::new(1, 4));
+    assert_eq!(m.mean_reward, 0.25);
+    assert_eq!(m.avg_tool_calls, 1.0);
+    assert_eq!(m.avg_tool_calls_by_tool, [("read_section".to_string(), 0.25), ("search_pages".into(), 0.5), ("view_sections".into(), 0.25)].into_iter().collect());
+    assert_eq!(m.avg_turns, 2.0);
+    assert_eq!(m.avg_model_tokens, 0.0);
+    assert_eq!(m.searched, Rate::new(2, 4));
+    assert_eq!(m.search_hit_rate, Rate::new(1, 2));
+    assert_eq!(m.mean_gold_rank, Some(1.0));
+    assert_eq!(m.program_replies, Rate::new(5, 8));
+    assert_eq!(m.runnable_program_replies, Rate::new(4, 8));
+    for (k, n) in [("correct", 1), ("wrong_answer", 1), ("no_answer", 1), ("max_turns", 1)] {
+        assert_eq!(m.outcomes[k], Rate::new(n, 4), "{k}");
+    }
+    assert_eq!(m.program_errors, [("unknown-tool".to_string(), Rate::new(1, 5))].into_iter().collect());
+
+    let dir = tempfile::tempdir().unwrap();
+    let info = EvalInfo { policy: "scripted".into(), judge: "rule".into(), questions: "fixture".into(), seed: 0, max_turns: 3 };
+    write_report(dir.path(), &info, &m, e).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
+    assert_eq!((json["accuracy"].as_f64(), json["avg_tool_calls"].as_f64(), json["search_hit_rate"].as_f64(), json["num_questions"].as_u64()), (Some(0.25), Some(1.0), Some(0.5), Some(4)));
+    // serde_json reads floats back to within an ulp; the counts must come back exactly.
+    let back = read_results(dir.path()).unwrap().1;
+    assert_eq!((back.accuracy.successes, back.accuracy.total, back.outcomes.len(), back.program_errors.len()), (1, 4, 4, 1));
+    let transcripts = std::fs::read_to_string(dir.path().join("transcripts.jsonl")).unwrap();
+    assert_eq!(transcripts.lines().count(), 4);
+    assert!(transcripts.contains("\"program\":\"print(undefined_name)\\n\""), "{transcripts}");
+    let table = compare(dir.path(), dir.path()).unwrap();
+    assert!(table.contains("| accuracy | 0.250 | 0.250 | +0.000 |"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_baseline_reads_then_answers_from_what_it_read() {
+    let questions = vec![q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos")];
+    let batch = runner(4).await.run(&RandomPolicy::new(5), &questions).await.unwrap();
+    let ep = &batch.episodes[0];
+    assert_eq!(ep.turns.len(), 2, "{:?}", ep.turns);
+    assert!(ep.turns[0].program_error.is_none(), "{:?}", ep.turns[0]);
+    let read = ep.turns[0].observation.clone().unwrap();
+    let answer = ep.final_answer.clone().unwrap();
+    assert!(!answer.is_empty() && read.contains(&answer), "answer {answer:?} is not a span of {read:?}");
+}

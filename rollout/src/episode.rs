@@ -1,0 +1,296 @@
+//! The episode loop shared by training and evaluation.
+
+use crate::conversation::Conversation;
+use crate::error::RolloutError;
+use crate::questions::Question;
+use crate::turn_policy::{Finish, TurnPolicy};
+use agentrt_judge::{Judge, JudgeInput, Verdict};
+use agentrt_policy::Message;
+use agentrt_runtime::reply::{parse_reply, ReplyAction};
+use agentrt_runtime::{Limits, RunReport, Sandbox};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How an episode runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeConfig {
+    /// Replies at most; an episode still running a program after this many ends as `max_turns`.
+    pub max_turns: usize,
+    /// A longer observation is cut here (with a note saying so): it goes back into a small context.
+    pub max_observation_chars: usize,
+    /// The sandbox's limits for every program.
+    pub limits: Limits,
+    /// At most this many judge calls in flight.
+    pub judge_concurrency: usize,
+}
+
+impl Default for EpisodeConfig {
+    fn default() -> Self {
+        EpisodeConfig { max_turns: 4, max_observation_chars: 1500, limits: Limits::default(), judge_concurrency: 8 }
+    }
+}
+
+/// What a reply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnAction {
+    /// It held a program, which ran.
+    Program,
+    /// It gave an `<answer>`.
+    Answer,
+    /// Neither: the whole reply is taken as the final answer.
+    Other,
+}
+
+/// One tool call, as the transcript keeps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCallRecord {
+    pub tool: String,
+    pub args: serde_json::Value,
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub returned_ids: Vec<String>,
+    pub micros: u64,
+}
+
+/// One reply and what came of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRecord {
+    pub reply: String,
+    pub finish: Finish,
+    pub action: TurnAction,
+    /// Tokens the model wrote in this reply (0 for text-only policies).
+    pub reply_tokens: usize,
+    pub program: Option<String>,
+    pub observation: Option<String>,
+    /// The program's error kind (`syntax`, `exception:ValueError`, `limit-exceeded:fuel`, …) when it failed.
+    pub program_error: Option<String>,
+    pub tool_calls: Vec<ToolCallRecord>,
+}
+
+/// How an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeOutcome {
+    Correct,
+    /// An answer was given and judged wrong.
+    WrongAnswer,
+    /// The last reply had neither a program nor an `<answer>` (graded as it stands, and wrong).
+    NoAnswer,
+    /// `max_turns` replies, the last still a program.
+    MaxTurns,
+}
+
+/// One finished episode.
+#[derive(Debug, Clone, Serialize)]
+pub struct Episode {
+    pub question: Question,
+    pub turns: Vec<TurnRecord>,
+    /// The graded text (the inside of `<answer>`, or the last reply when it had no tag).
+    pub final_answer: Option<String>,
+    pub reward: f32,
+    pub verdict: Option<Verdict>,
+    pub outcome: EpisodeOutcome,
+    #[serde(skip)]
+    pub conversation: Conversation,
+}
+
+impl Episode {
+    /// Tool calls over all turns.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallRecord> {
+        self.turns.iter().flat_map(|t| t.tool_calls.iter())
+    }
+
+    /// Tokens the model wrote over all turns.
+    pub fn model_tokens(&self) -> usize {
+        self.turns.iter().map(|t| t.reply_tokens).sum()
+    }
+
+    /// The page ids the first search_pages call returned, in rank order.
+    pub fn first_search_hits(&self) -> Option<&[String]> {
+        self.tool_calls().find(|c| c.tool == "search_pages" && c.error.is_none()).map(|c| c.returned_ids.as_slice())
+    }
+}
+
+/// Seconds spent per phase over a batch.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PhaseTimes {
+    pub generate_s: f64,
+    pub tools_s: f64,
+    pub judge_s: f64,
+}
+
+/// Episodes in the order of the questions given, and where the time went.
+#[derive(Debug)]
+pub struct RolloutBatch {
+    pub episodes: Vec<Episode>,
+    pub times: PhaseTimes,
+}
+
+/// Runs episodes: policy replies, sandboxed programs, tool turns, judge.
+pub struct EpisodeRunner {
+    pub sandbox: Arc<Sandbox>,
+    pub judge: Arc<dyn Judge>,
+    pub system_prompt: String,
+    pub config: EpisodeConfig,
+}
+
+struct Live {
+    conversation: Conversation,
+    turns: Vec<TurnRecord>,
+    final_answer: Option<(String, bool)>,
+    done: bool,
+}
+
+impl EpisodeRunner {
+    /// One episode per entry of `questions` (repeat a question for several rollouts of it). The programs of
+    /// all live episodes of a turn run concurrently.
+    pub async fn run(&self, policy: &dyn TurnPolicy, questions: &[Question]) -> Result<RolloutBatch, RolloutError> {
+        if self.config.max_turns == 0 {
+            return Err(RolloutError::Invalid("max_turns must be at least 1".into()));
+        }
+        let mut times = PhaseTimes::default();
+        let mut live = Vec::with_capacity(questions.len());
+        for q in questions {
+            let mut conversation = Conversation::new(q.id.clone(), vec![Message::system(self.system_prompt.clone()), Message::user(q.question.clone())]);
+            policy.begin(&mut conversation)?;
+            live.push(Live { conversation, turns: Vec::new(), final_answer: None, done: false });
+        }
+        for turn in 0..self.config.max_turns {
+            let active: Vec<usize> = (0..live.len()).filter(|&i| !live[i].done).collect();
+            if active.is_empty() {
+                break;
+            }
+            let started = Instant::now();
+            let replies = {
+                let convs: Vec<&Conversation> = active.iter().map(|&i| &live[i].conversation).collect();
+                policy.reply(&convs).await?
+            };
+            times.generate_s += started.elapsed().as_secs_f64();
+            if replies.len() != active.len() {
+                return Err(RolloutError::Invalid(format!("policy `{}` gave {} replies for {} conversations", policy.name(), replies.len(), active.len())));
+            }
+            let mut programs = Vec::new();
+            for (&i, reply) in active.iter().zip(&replies) {
+                let l = &mut live[i];
+                policy.push_reply(&mut l.conversation, reply)?;
+                let action = parse_reply(&reply.text);
+                let record = |action, program| TurnRecord {
+                    reply: reply.text.clone(),
+                    finish: reply.finish.clone(),
+                    action,
+                    reply_tokens: reply.token_ids.len(),
+                    program,
+                    observation: None,
+                    program_error: None,
+                    tool_calls: vec![],
+                };
+                match action {
+                    ReplyAction::Program(code) => {
+                        l.turns.push(record(TurnAction::Program, Some(code.clone())));
+                        programs.push((i, code));
+                    }
+                    ReplyAction::Answer(a) => {
+                        l.turns.push(record(TurnAction::Answer, None));
+                        l.final_answer = Some((a, true));
+                        l.done = true;
+                    }
+                    ReplyAction::Nothing => {
+                        l.turns.push(record(TurnAction::Other, None));
+                        l.final_answer = Some((reply.text.trim().to_string(), false));
+                        l.done = true;
+                    }
+                }
+            }
+            let started = Instant::now();
+            let reports = self.run_programs(programs.iter().map(|(_, code)| code.clone()).collect()).await?;
+            times.tools_s += started.elapsed().as_secs_f64();
+            let last_turn = turn + 1 == self.config.max_turns;
+            for ((i, _), report) in programs.iter().zip(reports) {
+                let l = &mut live[*i];
+                let observation = truncate(&report.observation(), self.config.max_observation_chars);
+                let rec = l.turns.last_mut().expect("the turn was just recorded");
+                rec.program_error = report.result.as_ref().err().map(|e| e.kind_name());
+                rec.tool_calls = report
+                    .host_calls
+                    .iter()
+                    .map(|c| ToolCallRecord { tool: c.tool.clone(), args: c.args.clone(), error: c.error.clone(), returned_ids: c.returned_ids.clone(), micros: c.duration.as_micros() as u64 })
+                    .collect();
+                rec.observation = Some(observation.clone());
+                if last_turn {
+                    l.done = true;
+                } else {
+                    policy.push_tool_turn(&mut l.conversation, &observation)?;
+                }
+            }
+        }
+
+        let started = Instant::now();
+        let to_judge: Vec<(usize, JudgeInput)> = live
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.final_answer.as_ref().map(|(a, _)| (i, JudgeInput::new(questions[i].question.clone(), questions[i].answers.clone(), a.clone()))))
+            .collect();
+        let inputs: Vec<JudgeInput> = to_judge.iter().map(|(_, x)| x.clone()).collect();
+        let verdicts = agentrt_judge::judge_batch(self.judge.as_ref(), &inputs, self.config.judge_concurrency).await;
+        times.judge_s += started.elapsed().as_secs_f64();
+        let mut by_episode: Vec<Option<Verdict>> = vec![None; live.len()];
+        for ((i, _), v) in to_judge.iter().zip(verdicts) {
+            by_episode[*i] = Some(v?);
+        }
+
+        let episodes = live
+            .into_iter()
+            .zip(questions)
+            .zip(by_episode)
+            .map(|((l, q), verdict)| {
+                let reward = verdict.as_ref().map_or(0.0, |v| v.reward);
+                let outcome = match (&l.final_answer, reward > 0.5) {
+                    (None, _) => EpisodeOutcome::MaxTurns,
+                    (Some(_), true) => EpisodeOutcome::Correct,
+                    (Some((_, true)), false) => EpisodeOutcome::WrongAnswer,
+                    (Some((_, false)), false) => EpisodeOutcome::NoAnswer,
+                };
+                Episode { question: q.clone(), turns: l.turns, final_answer: l.final_answer.map(|(a, _)| a), reward, verdict, outcome, conversation: l.conversation }
+            })
+            .collect();
+        Ok(RolloutBatch { episodes, times })
+    }
+
+    /// Runs programs concurrently, each on its own task (the sandbox is shared; every run has its own Store).
+    async fn run_programs(&self, programs: Vec<String>) -> Result<Vec<RunReport>, RolloutError> {
+        let tasks: Vec<_> = programs
+            .into_iter()
+            .map(|code| {
+                let sandbox = self.sandbox.clone();
+                let limits = self.config.limits;
+                tokio::spawn(async move { sandbox.run_with_limits(&code, limits).await })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            out.push(t.await.map_err(|e| RolloutError::Invalid(format!("a sandbox task failed: {e}")))?);
+        }
+        Ok(out)
+    }
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max_chars).collect();
+    format!("{cut}\n[output truncated at {max_chars} characters]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn long_observations_say_they_were_cut() {
+        assert_eq!(truncate("abc", 5), "abc");
+        assert_eq!(truncate("abcdef", 3), "abc\n[output truncated at 3 characters]");
+    }
+}

@@ -1,0 +1,21 @@
+use std::path::PathBuf;
+
+/// Why an episode batch could not run. A program that fails is not an error (it is an observation);
+/// these are failures of the machinery or of the input.
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    #[error("{path}:{line}: {reason}")]
+    BadQuestion { path: PathBuf, line: usize, reason: String },
+    #[error("{path}: {reason}")]
+    Io { path: PathBuf, reason: String },
+    #[error("policy: {0}")]
+    Policy(#[from] agentrt_policy::PolicyError),
+    #[error("judge: {0}")]
+    Judge(#[from] agentrt_judge::JudgeError),
+    #[error("policy endpoint {endpoint}: {message}")]
+    Endpoint { endpoint: String, message: String },
+    #[error("chat template: {0}")]
+    Template(String),
+    #[error("{0}")]
+    Invalid(String),
+}

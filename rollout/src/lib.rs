@@ -1,0 +1,35 @@
+//! Episodes: one question, a policy that writes programs, the sandbox that runs them, a judge that scores
+//! the answer. Training (`agentrt train`) and evaluation (`agentrt eval`) both run episodes through this
+//! crate, so what is measured is exactly what is trained.
+//!
+//! The design in three parts:
+//! - **who writes**: a [`TurnPolicy`] replies to a batch of [`Conversation`]s at once. [`LocalPolicy`]
+//!   samples from the candle policy and keeps the exact token ids, with a mask that is true only on the
+//!   tokens the model wrote (tool output and prompts are masked out of the loss); [`OpenAiPolicy`] asks any
+//!   OpenAI-compatible server; [`ScriptedPolicy`] replays fixed replies (tests) and [`RandomPolicy`] makes
+//!   random tool calls and answers with a random span of what it read (a baseline).
+//! - **who runs**: the [`EpisodeRunner`] parses each reply ([`agentrt_runtime::reply`]), runs the programs
+//!   of every live episode concurrently in the WASM sandbox, appends each observation as a tool turn, and
+//!   repeats until an `<answer>` or `max_turns`.
+//! - **who scores**: the [`agentrt_judge::Judge`] grades every final reply; an [`Episode`] keeps every turn,
+//!   program, observation, tool call and the verdict, ready for a loss, a metric or a transcript line.
+
+mod baselines;
+mod conversation;
+mod episode;
+mod error;
+mod local_policy;
+mod openai_policy;
+mod prompt;
+mod questions;
+mod turn_policy;
+
+pub use baselines::{RandomPolicy, ScriptedPolicy};
+pub use conversation::{Conversation, TokenTrace};
+pub use episode::{Episode, EpisodeConfig, EpisodeOutcome, EpisodeRunner, PhaseTimes, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
+pub use error::RolloutError;
+pub use local_policy::LocalPolicy;
+pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
+pub use prompt::{system_prompt, DEFAULT_SYSTEM_PROMPT};
+pub use questions::{read_questions, Question};
+pub use turn_policy::{Finish, Reply, TurnPolicy};

@@ -1,0 +1,111 @@
+//! The candle policy as a [`TurnPolicy`]: samples a batch of replies and keeps the exact token ids.
+//!
+//! Nothing is ever re-tokenised: the prompt is tokenised once, the model's ids are appended as sampled, and
+//! a tool turn appends only the ids of the new text the chat template puts after the reply (its
+//! end-of-turn glue, the tool message and the next generation prompt). That text is found by rendering
+//! the conversation with and without the new turn; a template for which that is not a pure suffix is an
+//! error, never a silent re-tokenisation.
+
+use crate::conversation::{Conversation, TokenTrace};
+use crate::error::RolloutError;
+use crate::turn_policy::{Finish, Reply, TurnPolicy};
+use agentrt_policy::rand::rngs::StdRng;
+use agentrt_policy::rand::SeedableRng;
+use agentrt_policy::{FinishReason, Message, Policy, SamplingParams};
+use async_trait::async_trait;
+use std::sync::Mutex;
+
+/// Samples from a loaded [`Policy`] (with whatever adapters and scales it has).
+pub struct LocalPolicy<'a> {
+    policy: &'a Policy,
+    params: SamplingParams,
+    rng: Mutex<StdRng>,
+}
+
+impl<'a> LocalPolicy<'a> {
+    /// `params.n` is ignored (one reply per conversation: repeat a question for several rollouts).
+    pub fn new(policy: &'a Policy, params: SamplingParams, seed: u64) -> LocalPolicy<'a> {
+        LocalPolicy { policy, params: SamplingParams { n: 1, ..params }, rng: Mutex::new(StdRng::seed_from_u64(seed)) }
+    }
+
+    fn trace<'c>(&self, c: &'c mut Conversation) -> Result<&'c mut TokenTrace, RolloutError> {
+        c.tokens.as_mut().ok_or_else(|| RolloutError::Invalid("a local policy's conversation has no token trace (begin() was not called)".into()))
+    }
+}
+
+#[async_trait]
+impl TurnPolicy for LocalPolicy<'_> {
+    fn name(&self) -> String {
+        self.policy.base_name.clone()
+    }
+
+    fn begin(&self, c: &mut Conversation) -> Result<(), RolloutError> {
+        let mut t = TokenTrace::default();
+        t.push_context(&self.policy.chat_prompt(&c.messages)?);
+        c.tokens = Some(t);
+        Ok(())
+    }
+
+    async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError> {
+        let prompts = conversations
+            .iter()
+            .map(|c| c.tokens.as_ref().map(|t| t.ids.clone()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| RolloutError::Invalid("a conversation has no token trace (begin() was not called)".into()))?;
+        let mut rng = self.rng.lock().expect("rng lock");
+        let completions = self.policy.sample(&prompts, &self.params, &mut *rng)?;
+        let mut replies: Vec<Option<Reply>> = vec![None; prompts.len()];
+        for c in completions {
+            let finish = match c.finish_reason {
+                FinishReason::Eos => Finish::EndOfTurn,
+                FinishReason::Stop(_) => Finish::Stop,
+                FinishReason::Length => Finish::Length,
+            };
+            let slot = replies.get_mut(c.prompt_index).ok_or_else(|| RolloutError::Invalid(format!("completion for prompt {} of {}", c.prompt_index, prompts.len())))?;
+            *slot = Some(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish });
+        }
+        replies.into_iter().enumerate().map(|(i, r)| r.ok_or_else(|| RolloutError::Invalid(format!("no completion for prompt {i}")))).collect()
+    }
+
+    fn push_reply(&self, c: &mut Conversation, reply: &Reply) -> Result<(), RolloutError> {
+        self.trace(c)?.push_model(&reply.token_ids, &reply.logprobs);
+        c.messages.push(Message::assistant(reply.text.clone()));
+        c.replies += 1;
+        c.last_reply_closed = reply.finish == Finish::EndOfTurn;
+        Ok(())
+    }
+
+    fn push_tool_turn(&self, c: &mut Conversation, output: &str) -> Result<(), RolloutError> {
+        let template = &self.policy.template;
+        let render = |m: &[Message], open: bool| template.render(m, open).map_err(|e| RolloutError::Template(e.to_string()));
+        let n = c.messages.len();
+        let before_reply = render(&c.messages[..n - 1], true)?;
+        let with_reply = render(&c.messages, false)?;
+        c.messages.push(Message::new("tool", output));
+        let with_tool = render(&c.messages, true)?;
+        let not_suffix = || RolloutError::Template("rendering a new turn changed earlier text; cannot extend the conversation's tokens without re-tokenising".into());
+        let glue_and_tool = with_tool.strip_prefix(with_reply.as_str()).ok_or_else(not_suffix)?;
+        let after_prompt = with_reply.strip_prefix(before_reply.as_str()).ok_or_else(not_suffix)?;
+        // `after_prompt` is the reply as the template writes it, then its end-of-turn marker and glue; the
+        // ids of the reply (and of the marker, when the model wrote it) are in the trace already.
+        let tok = &self.policy.tokenizer;
+        let (marker_id, marker_end) = tok
+            .eos_ids
+            .iter()
+            .filter_map(|&id| {
+                let s = tok.inner.id_to_token(id)?;
+                after_prompt.rfind(&s).map(|at| (id, at + s.len()))
+            })
+            .max_by_key(|&(_, end)| end)
+            .ok_or_else(|| RolloutError::Template("the template writes no end-of-turn token after a reply".into()))?;
+        let closed = c.last_reply_closed;
+        let text = format!("{}{}", &after_prompt[marker_end..], glue_and_tool);
+        let ids = tok.encode(&text)?;
+        let t = self.trace(c)?;
+        if !closed {
+            t.push_context(&[marker_id]);
+        }
+        t.push_context(&ids);
+        Ok(())
+    }
+}

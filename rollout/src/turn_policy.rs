@@ -1,0 +1,64 @@
+//! What writes the replies: the trait every policy (local model, remote server, baseline) implements.
+
+use crate::conversation::Conversation;
+use crate::error::RolloutError;
+use agentrt_policy::Message;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// Why a reply ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// The model ended its turn.
+    EndOfTurn,
+    /// A stop string was reached.
+    Stop,
+    /// The token budget ran out.
+    Length,
+}
+
+/// One reply; the ids and log-probs are present when the policy samples tokens itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub token_ids: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    pub finish: Finish,
+}
+
+impl Reply {
+    /// A reply known only as text (remote and scripted policies).
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply { text: text.into(), token_ids: vec![], logprobs: vec![], finish: Finish::EndOfTurn }
+    }
+}
+
+/// Writes replies for a batch of conversations at once (a local model samples them in one batch).
+#[async_trait]
+pub trait TurnPolicy: Send + Sync {
+    /// A short description for logs and reports.
+    fn name(&self) -> String;
+
+    /// Called once per conversation, before its first reply (a token-level policy records the prompt's ids).
+    fn begin(&self, _conversation: &mut Conversation) -> Result<(), RolloutError> {
+        Ok(())
+    }
+
+    /// One reply per conversation, in order.
+    async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError>;
+
+    /// Appends `reply` as the assistant's turn.
+    fn push_reply(&self, conversation: &mut Conversation, reply: &Reply) -> Result<(), RolloutError> {
+        conversation.messages.push(Message::assistant(reply.text.clone()));
+        conversation.replies += 1;
+        conversation.last_reply_closed = reply.finish == Finish::EndOfTurn;
+        Ok(())
+    }
+
+    /// Appends what a program produced as a tool turn.
+    fn push_tool_turn(&self, conversation: &mut Conversation, output: &str) -> Result<(), RolloutError> {
+        conversation.messages.push(Message::new("tool", output));
+        Ok(())
+    }
+}

@@ -1,0 +1,284 @@
+//! Every hyperparameter of a run, as TOML: embedded defaults, a user file, `--set section.key=value`
+//! overrides, each checked (unknown keys are errors, not ignored).
+
+use crate::error::TrainError;
+use agentrt_policy::Target;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The embedded defaults (`trainer/default.toml`).
+pub const DEFAULT_CONFIG: &str = include_str!("../default.toml");
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    pub model: ModelSection,
+    pub data: DataSection,
+    pub rollout: RolloutSection,
+    pub algorithm: AlgorithmSection,
+    pub routing: RoutingSection,
+    pub run: RunSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    pub name: String,
+    pub device: String,
+    pub lora_rank: usize,
+    pub lora_alpha: f64,
+    pub lora_targets: Vec<Target>,
+    pub dual_lora: bool,
+    pub recompute_layers: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    pub questions: String,
+    pub split: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutSection {
+    pub batch_size: usize,
+    pub num_rollouts: usize,
+    pub max_turns: usize,
+    pub max_new_tokens: usize,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub top_k: usize,
+    pub max_observation_chars: usize,
+    pub sampler: String,
+    pub judge: String,
+    pub fuel: u64,
+    pub memory_mib: usize,
+    pub timeout_ms: u64,
+    pub max_host_calls: u32,
+}
+
+/// How advantages are computed from a group's rewards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdvantageKind {
+    Reinforce,
+    Rloo,
+    Grpo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlgorithmSection {
+    pub advantage: AdvantageKind,
+    pub baseline: f64,
+    pub scale_by_std: bool,
+    pub beta: f64,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    pub gradient_accumulation_steps: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSection {
+    pub detector: String,
+    pub eval_routing_steps: usize,
+    pub eval_questions: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    pub max_steps: usize,
+    pub seed: u64,
+    pub output_dir: String,
+    pub run_name: String,
+    pub logging_steps: usize,
+    pub save_steps: usize,
+    pub save_total_limit: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig::from_layers(None, &[]).expect("the embedded default config is valid")
+    }
+}
+
+impl TrainConfig {
+    /// The defaults, then the file (a partial file is fine: its keys replace the defaults'), then each
+    /// `section.key=value` override (the value parsed as TOML, else taken as a string).
+    pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<TrainConfig, TrainError> {
+        let mut value: toml::Table = DEFAULT_CONFIG.parse().map_err(|e| TrainError::Config(format!("embedded defaults: {e}")))?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+            let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+            merge(&mut value, user, path.display().to_string())?;
+        }
+        for o in overrides {
+            set(&mut value, o)?;
+        }
+        let config: TrainConfig = toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a saved run's `config.toml` exactly (no defaults layered under it).
+    pub fn read(path: &Path) -> Result<TrainConfig, TrainError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let c: TrainConfig = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a config always serialises")
+    }
+
+    /// Checks ranges and combinations; the message names the key.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
+        let r = &self.rollout;
+        let a = &self.algorithm;
+        if r.batch_size == 0 {
+            return bad("rollout.batch_size", "must be at least 1");
+        }
+        if r.num_rollouts == 0 {
+            return bad("rollout.num_rollouts", "must be at least 1");
+        }
+        if r.num_rollouts == 1 && a.advantage != AdvantageKind::Reinforce {
+            return bad("rollout.num_rollouts", "GRPO and RLOO compare rollouts of one question: use at least 2, or advantage = \"reinforce\"");
+        }
+        if r.max_turns == 0 || r.max_new_tokens == 0 {
+            return bad("rollout.max_turns / rollout.max_new_tokens", "must be at least 1");
+        }
+        if !(0.0..=2.0).contains(&r.temperature) || !(0.0..=1.0).contains(&r.top_p) || r.top_p == 0.0 {
+            return bad("rollout.temperature / rollout.top_p", "temperature in [0, 2], top_p in (0, 1]");
+        }
+        if !(a.lr > 0.0 && a.lr < 1.0) {
+            return bad("algorithm.lr", "must be in (0, 1)");
+        }
+        if a.beta < 0.0 || a.max_grad_norm < 0.0 || a.weight_decay < 0.0 {
+            return bad("algorithm.beta / max_grad_norm / weight_decay", "must not be negative");
+        }
+        if a.gradient_accumulation_steps == 0 {
+            return bad("algorithm.gradient_accumulation_steps", "must be at least 1");
+        }
+        if self.model.lora_rank == 0 || self.model.lora_targets.is_empty() {
+            return bad("model.lora_rank / model.lora_targets", "need a rank of at least 1 and at least one target");
+        }
+        crate::routing::Detector::parse(&self.routing.detector)?;
+        if self.routing.detector != "none" && !self.model.dual_lora {
+            return bad("routing.detector", "routing needs two adapters: set model.dual_lora = true");
+        }
+        if self.routing.eval_routing_steps > 0 && !self.model.dual_lora {
+            return bad("routing.eval_routing_steps", "the three-mode evaluation needs model.dual_lora = true");
+        }
+        if self.run.max_steps == 0 || self.run.save_steps == 0 || self.run.logging_steps == 0 {
+            return bad("run.max_steps / save_steps / logging_steps", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// The run's name: `run.run_name`, or one built from the hyperparameters (seed 004's convention,
+    /// `smollm2-135m_lr1e-5_g4_beta0.02_s42`, plus the advantage and `dual` when not the defaults).
+    pub fn run_name(&self) -> String {
+        if !self.run.run_name.is_empty() {
+            return self.run.run_name.clone();
+        }
+        let model = Path::new(&self.model.name).file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+        let mut name = format!("{model}_lr{}_g{}_beta{}_s{}", short_float(self.algorithm.lr), self.rollout.num_rollouts, self.algorithm.beta, self.run.seed);
+        if self.algorithm.advantage != AdvantageKind::Grpo {
+            name.push_str(&format!("_{}", serde_json::to_value(self.algorithm.advantage).unwrap().as_str().unwrap()));
+        }
+        if self.model.dual_lora {
+            name.push_str("_dual");
+        }
+        name
+    }
+}
+
+/// `1e-5` rather than `0.00001`.
+fn short_float(x: f64) -> String {
+    format!("{x:e}")
+}
+
+fn merge(base: &mut toml::Table, user: toml::Table, origin: String) -> Result<(), TrainError> {
+    for (section, v) in user {
+        let Some(target) = base.get_mut(&section).and_then(|t| t.as_table_mut()) else {
+            return Err(TrainError::Config(format!("{origin}: unknown section [{section}]")));
+        };
+        let toml::Value::Table(v) = v else {
+            return Err(TrainError::Config(format!("{origin}: `{section}` must be a [section]")));
+        };
+        for (key, value) in v {
+            if !target.contains_key(&key) {
+                return Err(TrainError::Config(format!("{origin}: unknown key {section}.{key}")));
+            }
+            target.insert(key, value);
+        }
+    }
+    Ok(())
+}
+
+/// Applies one `section.key=value`.
+pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
+    let (path, raw) = assignment.split_once('=').ok_or_else(|| TrainError::Config(format!("`{assignment}`: expected section.key=value")))?;
+    let (section, key) = path.trim().split_once('.').ok_or_else(|| TrainError::Config(format!("`{path}`: expected section.key")))?;
+    let table = base.get_mut(section).and_then(|t| t.as_table_mut()).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{section}]")))?;
+    let old = table.get(key).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown key {section}.{key}")))?;
+    let raw = raw.trim();
+    let parsed: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").expect("just parsed"),
+        Err(_) => toml::Value::String(raw.to_string()),
+    };
+    // A float key given an integer (`lr=1`) is still a float.
+    let parsed = match (old, parsed) {
+        (toml::Value::Float(_), toml::Value::Integer(i)) => toml::Value::Float(i as f64),
+        (toml::Value::String(_), toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_)) => toml::Value::String(raw.to_string()),
+        (_, v) => v,
+    };
+    table.insert(key.to_string(), parsed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse_and_name_the_run() {
+        let c = TrainConfig::default();
+        assert_eq!(c.run_name(), "smollm2-135m_lr1e-4_g4_beta0.02_s42");
+        let c = TrainConfig::from_layers(None, &["algorithm.lr=1e-5".into(), "algorithm.advantage=rloo".into(), "rollout.sampler=openai:m@http://x/v1".into()]).unwrap();
+        assert_eq!(c.run_name(), "smollm2-135m_lr1e-5_g4_beta0.02_s42_rloo");
+        assert_eq!(c.rollout.sampler, "openai:m@http://x/v1");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = TrainConfig::from_layers(None, &["algorithm.lrr=1".into()]).unwrap_err().to_string();
+        assert!(e.contains("algorithm.lrr"), "{e}");
+        let e = TrainConfig::from_layers(None, &["rollout.num_rollouts=1".into()]).unwrap_err().to_string();
+        assert!(e.contains("rollout.num_rollouts"), "{e}");
+        let e = TrainConfig::from_layers(None, &["routing.detector=contains:x".into()]).unwrap_err().to_string();
+        assert!(e.contains("dual_lora"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[algorithm]\nlr = 0.001\n[nope]\nx = 1\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains("c.toml") && e.contains("[nope]"), "{e}");
+        std::fs::write(&p, "[algorithm]\nlr = 0.001\n").unwrap();
+        assert_eq!(TrainConfig::from_layers(Some(&p), &[]).unwrap().algorithm.lr, 0.001);
+    }
+
+    #[test]
+    fn saved_config_round_trips() {
+        let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        std::fs::write(&p, c.to_toml()).unwrap();
+        assert_eq!(TrainConfig::read(&p).unwrap(), c);
+    }
+}

@@ -1,0 +1,157 @@
+//! The policy-gradient update: per-sequence loss on the model's own tokens, gradients summed over a step
+//! (and over accumulation batches), clipped by global norm, one AdamW step on the adapters.
+//!
+//! Loss of sample `i` (divided by the number of samples in the step):
+//! `mean over its model tokens t of [ -A_i · log p(t) + beta · k3(t) ]`, where `k3 = exp(r) - r - 1` with
+//! `r = log p_ref(t) - log p(t)` (Schulman's unbiased, non-negative KL estimator) against the base model
+//! (adapters off). Tool output and prompt tokens are masked out. A routed sample's gradient reaches only
+//! the forget adapter; the retain adapter's parameters are then absent from its gradients, so AdamW leaves
+//! them untouched.
+
+use crate::error::TrainError;
+use agentrt_policy::{AdamW, AdamWConfig, GradStore, Policy, Tensor, Var};
+
+/// One sequence to learn from.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub ids: Vec<u32>,
+    /// True on the tokens the model wrote (the only ones in the loss).
+    pub model_mask: Vec<bool>,
+    pub advantage: f32,
+    /// Train only the forget adapter on this sample.
+    pub routed: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct LearnerConfig {
+    pub beta: f64,
+    /// 0 turns clipping off.
+    pub max_grad_norm: f64,
+    pub optimizer: AdamWConfig,
+}
+
+/// What an accumulation pass measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpdateStats {
+    /// The loss summed over the samples used (each already divided by the step's sample count).
+    pub loss: f64,
+    /// Mean over model tokens of `log p - log p_ref` (0 when beta is 0: not computed).
+    pub kl: f64,
+    pub model_tokens: usize,
+    /// Samples that contributed a gradient (zero-advantage samples without a KL term are skipped).
+    pub samples: usize,
+}
+
+/// The policy with its optimizer and the gradients gathered for the next step.
+pub struct Learner {
+    pub policy: Policy,
+    pub optimizer: AdamW,
+    pub config: LearnerConfig,
+    vars: Vec<Var>,
+    /// Summed gradients, one slot per entry of `vars` (`None`: no gradient yet, e.g. retain parameters
+    /// after only routed samples).
+    pending: Vec<Option<Tensor>>,
+}
+
+impl Learner {
+    /// The policy must carry adapters (`Policy::init_adapters` or `load_adapters`).
+    pub fn new(policy: Policy, config: LearnerConfig) -> Result<Learner, TrainError> {
+        let vars = policy.trainable_vars();
+        if vars.is_empty() {
+            return Err(TrainError::Run("the policy has no adapters to train".into()));
+        }
+        let optimizer = AdamW::new(vars.clone(), config.optimizer)?;
+        let pending = vec![None; vars.len()];
+        Ok(Learner { policy, optimizer, config, vars, pending })
+    }
+
+    /// Adds the gradients of `samples`, each weighted `1 / normalizer`.
+    pub fn accumulate(&mut self, samples: &[Sample], normalizer: usize) -> Result<UpdateStats, TrainError> {
+        assert!(normalizer > 0, "normalizer must be positive");
+        let mut stats = UpdateStats::default();
+        let mut kl_sum = 0.0;
+        let beta = self.config.beta;
+        let dual = self.policy.adapters.as_ref().is_some_and(|a| a.forget.is_some());
+        for s in samples {
+            if s.ids.len() != s.model_mask.len() {
+                return Err(TrainError::Run(format!("a sample has {} ids and {} mask entries", s.ids.len(), s.model_mask.len())));
+            }
+            if s.routed && !dual {
+                return Err(TrainError::Run("a routed sample, but the policy has no forget adapter".into()));
+            }
+            let n_model = s.model_mask.iter().skip(1).filter(|&&m| m).count();
+            if n_model == 0 || (s.advantage == 0.0 && beta == 0.0) {
+                continue;
+            }
+            let seq = std::slice::from_ref(&s.ids);
+            let reference = if beta > 0.0 { Some(self.reference_logprobs(seq)?) } else { None };
+            let routed: &[bool] = if s.routed { &[true] } else { &[] };
+            let lp = self.policy.token_logprobs(seq, routed)?;
+            let mask = Policy::target_mask(seq, std::slice::from_ref(&s.model_mask), lp.dim(1)?, self.policy.device())?;
+            let weight = 1.0 / (normalizer as f64 * n_model as f64);
+            let mut per_token = (&lp * (-(s.advantage as f64)))?;
+            if let Some(r) = &reference {
+                let diff = (r - &lp)?;
+                let k3 = ((diff.exp()? - &diff)? - 1.0)?;
+                per_token = (per_token + (k3 * beta)?)?;
+                kl_sum += ((&lp - r)? * &mask)?.sum_all()?.to_scalar::<f32>()? as f64;
+            }
+            let loss = ((per_token * &mask)?.sum_all()? * weight)?;
+            stats.loss += loss.to_scalar::<f32>()? as f64;
+            let grads = self.policy.backward(&loss)?;
+            self.add(grads)?;
+            stats.model_tokens += n_model;
+            stats.samples += 1;
+        }
+        if stats.model_tokens > 0 {
+            stats.kl = kl_sum / stats.model_tokens as f64;
+        }
+        Ok(stats)
+    }
+
+    /// One optimizer step on what was accumulated; returns the gradient norm before clipping, or `None`
+    /// when nothing was accumulated (no step is taken then).
+    pub fn step(&mut self) -> Result<Option<f64>, TrainError> {
+        let mut grads: Vec<Option<Tensor>> = std::mem::replace(&mut self.pending, vec![None; self.vars.len()]);
+        if grads.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let mut sq = 0.0f64;
+        for g in grads.iter().flatten() {
+            sq += g.sqr()?.sum_all()?.to_scalar::<f32>()? as f64;
+        }
+        let norm = sq.sqrt();
+        if !norm.is_finite() {
+            return Err(TrainError::Run(format!("the gradient norm is {norm}: the update was not applied")));
+        }
+        let max = self.config.max_grad_norm;
+        if max > 0.0 && norm > max {
+            for g in grads.iter_mut().flatten() {
+                *g = (&*g * (max / norm))?;
+            }
+        }
+        let by_id: std::collections::HashMap<_, _> = self.vars.iter().zip(grads).filter_map(|(v, g)| g.map(|g| (v.as_tensor().id(), g))).collect();
+        self.optimizer.step_with(|v| by_id.get(&v.as_tensor().id()).cloned())?;
+        Ok(Some(norm))
+    }
+
+    /// Log-probs under the base model (adapters off), detached.
+    fn reference_logprobs(&mut self, seq: &[Vec<u32>]) -> Result<Tensor, TrainError> {
+        let adapters = self.policy.adapters.take();
+        let r = self.policy.token_logprobs(seq, &[]);
+        self.policy.adapters = adapters;
+        Ok(r?.detach())
+    }
+
+    fn add(&mut self, grads: GradStore) -> Result<(), TrainError> {
+        for (v, slot) in self.vars.iter().zip(self.pending.iter_mut()) {
+            if let Some(g) = grads.get(v.as_tensor()) {
+                *slot = Some(match slot.take() {
+                    Some(t) => (t + g)?,
+                    None => g.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

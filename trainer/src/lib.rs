@@ -1,0 +1,31 @@
+//! `agentrt train`: reinforcement learning of the policy's LoRA adapters on multi-turn tool use.
+//!
+//! The design in three parts:
+//! - **who plays**: each step takes the next questions of a seeded, resumable order, and the
+//!   [`agentrt_rollout::EpisodeRunner`] plays `num_rollouts` episodes per question (the policy writes
+//!   programs, the WASM sandbox runs them, the judge scores the answer).
+//! - **who learns**: [`advantages`] turns rewards into advantages (REINFORCE, RLOO or GRPO, skipping groups
+//!   with no signal); the [`routing::Detector`] marks samples that must train only the forget adapter; the
+//!   [`Learner`] computes the masked policy-gradient loss with a KL penalty to the base model, clips, and
+//!   steps AdamW.
+//! - **who records**: the [`RunDir`] holds the resolved config, `metrics.jsonl` (one line per step),
+//!   transcripts, and atomic checkpoints (adapters, optimizer, data position) that `--resume` continues from
+//!   exactly; [`plot`] draws the curves as PNG; [`sweep`] runs a grid of configs.
+
+pub mod advantages;
+pub mod config;
+mod error;
+mod external;
+pub mod learner;
+pub mod plot;
+pub mod routing;
+pub mod run_dir;
+pub mod sweep;
+pub mod toy;
+mod trainer;
+
+pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
+pub use error::TrainError;
+pub use learner::{Learner, LearnerConfig, Sample, UpdateStats};
+pub use run_dir::{RunDir, TrainerState};
+pub use trainer::{judge_of, limits_of, sampling_of, train, TrainRequest, TrainSummary, STOP_STRINGS};

@@ -1,0 +1,248 @@
+//! A run directory: the resolved config, metrics, transcripts and checkpoints, all written so that a kill
+//! at any moment leaves every file readable (whole-file writes go through a temporary file and a rename;
+//! a checkpoint is assembled in a hidden directory and renamed into place).
+
+use crate::config::TrainConfig;
+use crate::error::{io_err, TrainError};
+use agentrt_policy::{AdamW, Policy};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Where training resumes from: written last into a checkpoint, so its presence marks a complete one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Optimizer steps done.
+    pub step: usize,
+    /// Questions consumed from the data order.
+    pub questions_seen: usize,
+    pub seed: u64,
+    pub run_name: String,
+}
+
+pub const METRICS: &str = "metrics.jsonl";
+pub const TRANSCRIPTS: &str = "transcripts.jsonl";
+pub const ROUTING_EVAL: &str = "routing_eval.jsonl";
+pub const CONFIG: &str = "config.toml";
+const STATE: &str = "trainer_state.json";
+const OPTIMIZER: &str = "optimizer.safetensors";
+const ADAPTERS: &str = "adapters";
+
+/// An open run directory.
+pub struct RunDir {
+    pub path: PathBuf,
+}
+
+/// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("file")));
+    let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+    f.write_all(bytes).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+impl RunDir {
+    /// Creates a new run directory for `config` (an existing one with checkpoints is an error: resume it or
+    /// pick another name).
+    pub fn create(path: &Path, config: &TrainConfig) -> Result<RunDir, TrainError> {
+        if path.join(CONFIG).exists() {
+            return Err(TrainError::Run(format!(
+                "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
+                path.display()
+            )));
+        }
+        std::fs::create_dir_all(path).map_err(io_err(path))?;
+        let dir = RunDir { path: path.to_path_buf() };
+        write_atomic(&path.join(CONFIG), config.to_toml().as_bytes())?;
+        Ok(dir)
+    }
+
+    /// Opens an existing run directory and its saved config.
+    pub fn open(path: &Path) -> Result<(RunDir, TrainConfig), TrainError> {
+        let config = TrainConfig::read(&path.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not a run directory ({e})", path.display())))?;
+        Ok((RunDir { path: path.to_path_buf() }, config))
+    }
+
+    /// Appends one JSON line to `file` (a whole line per write; a reader drops a torn last line).
+    pub fn append(&self, file: &str, value: &serde_json::Value) -> Result<(), TrainError> {
+        let p = self.path.join(file);
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&p).map_err(io_err(&p))?;
+        let mut line = serde_json::to_string(value).expect("JSON values serialise");
+        line.push('\n');
+        f.write_all(line.as_bytes()).map_err(io_err(&p))?;
+        f.flush().map_err(io_err(&p))
+    }
+
+    /// The lines of a JSON Lines file of this run (a torn last line from a kill is skipped).
+    pub fn read_lines(&self, file: &str) -> Result<Vec<serde_json::Value>, TrainError> {
+        read_jsonl(&self.path.join(file))
+    }
+
+    /// Drops log lines of steps after `step` (they belong to work a resume redoes), atomically.
+    pub fn truncate_logs_after(&self, step: usize) -> Result<(), TrainError> {
+        for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL] {
+            let p = self.path.join(file);
+            if !p.exists() {
+                continue;
+            }
+            let kept: Vec<String> = read_jsonl(&p)?.into_iter().filter(|v| v["step"].as_u64().is_none_or(|s| s as usize <= step)).map(|v| v.to_string() + "\n").collect();
+            write_atomic(&p, kept.concat().as_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn checkpoint_path(&self, step: usize) -> PathBuf {
+        self.path.join(format!("checkpoint-{step}"))
+    }
+
+    /// Complete checkpoints, oldest first.
+    pub fn checkpoints(&self) -> Result<Vec<(usize, PathBuf)>, TrainError> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.path).map_err(io_err(&self.path))? {
+            let entry = entry.map_err(io_err(&self.path))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            if let Some(n) = name.strip_prefix("checkpoint-").and_then(|n| n.parse::<usize>().ok()) {
+                if entry.path().join(STATE).is_file() {
+                    out.push((n, entry.path()));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Saves adapters (PEFT format), optimizer state and trainer state as `checkpoint-STEP`, then deletes the
+    /// oldest beyond `keep`.
+    pub fn save_checkpoint(&self, policy: &Policy, optimizer: &AdamW, state: &TrainerState, keep: usize) -> Result<PathBuf, TrainError> {
+        let final_path = self.checkpoint_path(state.step);
+        let partial = self.path.join(format!(".checkpoint-{}.partial", state.step));
+        if partial.exists() {
+            std::fs::remove_dir_all(&partial).map_err(io_err(&partial))?;
+        }
+        std::fs::create_dir_all(&partial).map_err(io_err(&partial))?;
+        policy.save_adapters(&partial.join(ADAPTERS))?;
+        let opt = partial.join(OPTIMIZER);
+        optimizer.save_state(&opt).map_err(|e| TrainError::Io { path: opt.clone(), reason: e.to_string() })?;
+        write_atomic(&partial.join(STATE), serde_json::to_string_pretty(state).expect("state serialises").as_bytes())?;
+        if final_path.exists() {
+            std::fs::remove_dir_all(&final_path).map_err(io_err(&final_path))?;
+        }
+        std::fs::rename(&partial, &final_path).map_err(io_err(&final_path))?;
+        let all = self.checkpoints()?;
+        if keep > 0 && all.len() > keep {
+            for (_, p) in &all[..all.len() - keep] {
+                std::fs::remove_dir_all(p).map_err(io_err(p))?;
+            }
+        }
+        Ok(final_path)
+    }
+
+    /// Reads a checkpoint's trainer state.
+    pub fn read_state(checkpoint: &Path) -> Result<TrainerState, TrainError> {
+        let p = checkpoint.join(STATE);
+        let text = std::fs::read_to_string(&p).map_err(io_err(&p))?;
+        serde_json::from_str(&text).map_err(|e| TrainError::Io { path: p, reason: format!("corrupt trainer state: {e}") })
+    }
+
+    /// The adapters directory of a checkpoint.
+    pub fn adapters_of(checkpoint: &Path) -> PathBuf {
+        checkpoint.join(ADAPTERS)
+    }
+
+    /// The optimizer state file of a checkpoint.
+    pub fn optimizer_of(checkpoint: &Path) -> PathBuf {
+        checkpoint.join(OPTIMIZER)
+    }
+}
+
+fn read_jsonl(p: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
+    if !p.exists() {
+        return Ok(vec![]);
+    }
+    let text = std::fs::read_to_string(p).map_err(io_err(p))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(v) => out.push(v),
+            // Only the last line can be torn by a kill during its write.
+            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
+            Err(e) => return Err(TrainError::Io { path: p.to_path_buf(), reason: format!("line {}: {e}", i + 1) }),
+        }
+    }
+    Ok(out)
+}
+
+/// The order questions are used in: a seeded permutation per epoch, so position `k` always means the same
+/// question for a given seed and a resumed run sees exactly the questions the killed one would have.
+pub struct DataOrder {
+    n: usize,
+    seed: u64,
+    epoch: usize,
+    permutation: Vec<usize>,
+}
+
+impl DataOrder {
+    pub fn new(n: usize, seed: u64) -> DataOrder {
+        assert!(n > 0, "no questions");
+        let mut d = DataOrder { n, seed, epoch: usize::MAX, permutation: vec![] };
+        d.load_epoch(0);
+        d
+    }
+
+    fn load_epoch(&mut self, epoch: usize) {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        self.permutation = (0..self.n).collect();
+        self.permutation.shuffle(&mut rng);
+        self.epoch = epoch;
+    }
+
+    /// The question index at `position`.
+    pub fn at(&mut self, position: usize) -> usize {
+        let epoch = position / self.n;
+        if epoch != self.epoch {
+            self.load_epoch(epoch);
+        }
+        self.permutation[position % self.n]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_order_is_a_stable_permutation_per_epoch() {
+        let mut a = DataOrder::new(10, 1);
+        let first: Vec<usize> = (0..10).map(|i| a.at(i)).collect();
+        let mut sorted = first.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+        let second: Vec<usize> = (10..20).map(|i| a.at(i)).collect();
+        let mut b = DataOrder::new(10, 1);
+        assert_eq!(b.at(13), second[3]);
+        assert_eq!(b.at(2), first[2]);
+    }
+
+    #[test]
+    fn torn_last_line_is_skipped_and_truncation_keeps_earlier_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir { path: dir.path().to_path_buf() };
+        for s in 1..=4 {
+            run.append(METRICS, &serde_json::json!({"step": s})).unwrap();
+        }
+        let p = dir.path().join(METRICS);
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str("{\"step\": 5, \"rew");
+        std::fs::write(&p, text).unwrap();
+        assert_eq!(run.read_lines(METRICS).unwrap().len(), 4);
+        run.truncate_logs_after(2).unwrap();
+        let steps: Vec<u64> = run.read_lines(METRICS).unwrap().iter().map(|v| v["step"].as_u64().unwrap()).collect();
+        assert_eq!(steps, vec![1, 2]);
+    }
+}

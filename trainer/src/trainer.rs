@@ -1,0 +1,340 @@
+//! The training loop on the wiki task: rollouts in the sandbox, advantages, routing, update, logs and
+//! checkpoints.
+
+use crate::advantages::advantages;
+use crate::config::TrainConfig;
+use crate::error::TrainError;
+use crate::external::ExternalSampler;
+use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
+use crate::routing::Detector;
+use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
+use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
+use agentrt_policy::{AdamWConfig, LoraConfig, ModelSource, Policy, SamplingParams};
+use agentrt_rollout::{
+    read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
+    TurnPolicy, DEFAULT_SYSTEM_PROMPT,
+};
+use agentrt_runtime::{Limits, Sandbox};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Stop strings of a reply: an answer, the one-call form, or a closed code fence end the turn.
+pub const STOP_STRINGS: &[&str] = &["</answer>", "</tool>", "\n```\n"];
+
+/// Where to run and whether to continue.
+pub struct TrainRequest {
+    pub config: TrainConfig,
+    /// The run directory (`output_dir/run_name` unless given).
+    pub run_dir: PathBuf,
+    /// Continue the run in `run_dir` from its last checkpoint (its saved config is used; only
+    /// `run.max_steps` is taken from `config`).
+    pub resume: bool,
+    pub progress: bool,
+}
+
+/// What a finished (or stopped) run reports.
+#[derive(Debug, Clone)]
+pub struct TrainSummary {
+    pub run_dir: PathBuf,
+    pub steps: usize,
+    pub last_checkpoint: Option<PathBuf>,
+}
+
+/// The sandbox limits of a config.
+pub fn limits_of(config: &TrainConfig) -> Limits {
+    let r = &config.rollout;
+    Limits { fuel: r.fuel, memory_bytes: r.memory_mib << 20, timeout: Duration::from_millis(r.timeout_ms), max_host_calls: r.max_host_calls, ..Limits::default() }
+}
+
+/// The sampling parameters of a config.
+pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
+    let r = &config.rollout;
+    SamplingParams {
+        n: 1,
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        max_tokens: r.max_new_tokens,
+        stop: STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+        max_batch: 64,
+    }
+}
+
+/// Builds the judge of a spec string.
+pub fn judge_of(spec: &str) -> Result<Arc<dyn Judge>, TrainError> {
+    let spec: JudgeSpec = spec.parse().map_err(|e| TrainError::Config(format!("rollout.judge: {e}")))?;
+    let judge = spec.build(&JudgeOptions::default()).map_err(|e| TrainError::Config(format!("rollout.judge: {e}")))?;
+    Ok(Arc::from(judge))
+}
+
+/// Trains; returns when `max_steps` are done. Every `save_steps` a checkpoint is written atomically.
+pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
+    let TrainRequest { config, run_dir, resume, progress } = request;
+    let (run, config, resume_from) = if resume {
+        let (run, mut saved) = RunDir::open(&run_dir)?;
+        saved.run.max_steps = config.run.max_steps;
+        let last = run.checkpoints()?.pop();
+        (run, saved, last)
+    } else {
+        (RunDir::create(&run_dir, &config)?, config, None)
+    };
+    let seed = config.run.seed;
+
+    let questions = read_questions(Path::new(&config.data.questions), Some(&config.data.split))?;
+    if questions.is_empty() {
+        return Err(TrainError::Config(format!("data: no questions of split `{}` in {}", config.data.split, config.data.questions)));
+    }
+    let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
+        let dev = read_questions(Path::new(&config.data.questions), Some("dev"))?;
+        let pool = if dev.is_empty() { &questions } else { &dev };
+        pool.iter().take(config.routing.eval_questions).cloned().collect()
+    } else {
+        vec![]
+    };
+
+    let device = agentrt_policy::parse_device(&config.model.device)?;
+    let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
+    policy.recompute_layers = config.model.recompute_layers;
+    let (start_step, mut questions_seen) = match &resume_from {
+        Some((_, ckpt)) => {
+            let state = RunDir::read_state(ckpt)?;
+            policy.load_adapters(&RunDir::adapters_of(ckpt))?;
+            (state.step, state.questions_seen)
+        }
+        None => {
+            policy.init_adapters(LoraConfig {
+                rank: config.model.lora_rank,
+                alpha: config.model.lora_alpha,
+                targets: config.model.lora_targets.clone(),
+                dual: config.model.dual_lora,
+            })?;
+            (0, 0)
+        }
+    };
+    let a = &config.algorithm;
+    let mut learner = Learner::new(
+        policy,
+        LearnerConfig { beta: a.beta, max_grad_norm: a.max_grad_norm, optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() } },
+    )?;
+    if let Some((step, ckpt)) = &resume_from {
+        let p = RunDir::optimizer_of(ckpt);
+        learner.optimizer.load_state(&p).map_err(|e| TrainError::Io { path: p.clone(), reason: e.to_string() })?;
+        run.truncate_logs_after(*step)?;
+        eprintln!("resuming {} from {} (step {step}, {} questions seen)", run.path.display(), ckpt.display(), questions_seen);
+    } else if resume {
+        run.truncate_logs_after(0)?;
+        eprintln!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
+    }
+
+    let detector = Detector::parse(&config.routing.detector)?;
+    let plugins = sandbox.plugins().signatures();
+    let runner = EpisodeRunner {
+        sandbox,
+        judge: judge_of(&config.rollout.judge)?,
+        system_prompt: system_prompt(DEFAULT_SYSTEM_PROMPT, &plugins),
+        config: EpisodeConfig {
+            max_turns: config.rollout.max_turns,
+            max_observation_chars: config.rollout.max_observation_chars,
+            limits: limits_of(&config),
+            judge_concurrency: 8,
+        },
+    };
+    let remote = match config.rollout.sampler.as_str() {
+        "local" => None,
+        s if s.starts_with("openai:") => {
+            let mut c = OpenAiPolicyConfig::parse(s)?;
+            c.temperature = config.rollout.temperature;
+            c.max_tokens = config.rollout.max_new_tokens;
+            c.stop = STOP_STRINGS.iter().map(|s| s.to_string()).collect();
+            Some(c)
+        }
+        other => return Err(TrainError::Config(format!("rollout.sampler `{other}`: expected local or openai:MODEL@BASE_URL"))),
+    };
+
+    let mut order = DataOrder::new(questions.len(), seed);
+    let bar = progress_bar(progress, config.run.max_steps, start_step);
+    let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
+    let group = config.rollout.num_rollouts;
+    eprintln!(
+        "training {} ({} questions of split {}, {} x {} rollouts per step, {} steps) into {}",
+        learner.policy.base_name,
+        questions.len(),
+        config.data.split,
+        config.rollout.batch_size,
+        group,
+        config.run.max_steps,
+        run.path.display()
+    );
+
+    for step in start_step + 1..=config.run.max_steps {
+        let step_started = Instant::now();
+        let mut episodes: Vec<Episode> = Vec::new();
+        let mut times = agentrt_rollout::PhaseTimes::default();
+        let mut update = UpdateStats::default();
+        let mut update_s = 0.0;
+        let mut skipped_groups = 0;
+        let mut routed = 0;
+        let per_step = config.rollout.batch_size * group * config.algorithm.gradient_accumulation_steps;
+        for micro in 0..config.algorithm.gradient_accumulation_steps {
+            let batch: Vec<Question> = (0..config.rollout.batch_size)
+                .flat_map(|i| {
+                    let q = questions[order.at(questions_seen + i)].clone();
+                    std::iter::repeat_n(q, group)
+                })
+                .collect();
+            questions_seen += config.rollout.batch_size;
+            let sample_seed = seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64);
+            let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed);
+            let rollouts = match &remote {
+                None => runner.run(&local, &batch).await?,
+                Some(c) => {
+                    let sampler = ExternalSampler { remote: OpenAiPolicy::new(c.clone())?, tokens: local, policy: &learner.policy };
+                    runner.run(&sampler as &dyn TurnPolicy, &batch).await?
+                }
+            };
+            times.generate_s += rollouts.times.generate_s;
+            times.tools_s += rollouts.times.tools_s;
+            times.judge_s += rollouts.times.judge_s;
+            let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
+            let (adv, skipped) = advantages(&rewards, group, config.algorithm.advantage, config.algorithm.baseline, config.algorithm.scale_by_std);
+            skipped_groups += skipped;
+            let mut samples = Vec::with_capacity(rollouts.episodes.len());
+            for (e, a) in rollouts.episodes.iter().zip(adv) {
+                let t = e.conversation.tokens.as_ref().ok_or_else(|| TrainError::Run("an episode has no token trace".into()))?;
+                let flagged = detector.flags(e);
+                routed += flagged as usize;
+                samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage: a, routed: flagged });
+            }
+            let started = Instant::now();
+            let s = learner.accumulate(&samples, per_step)?;
+            update_s += started.elapsed().as_secs_f64();
+            update.loss += s.loss;
+            update.kl += s.kl * s.model_tokens as f64;
+            update.model_tokens += s.model_tokens;
+            update.samples += s.samples;
+            episodes.extend(rollouts.episodes);
+        }
+        let started = Instant::now();
+        let grad_norm = learner.step()?;
+        update_s += started.elapsed().as_secs_f64();
+        if update.model_tokens > 0 {
+            update.kl /= update.model_tokens as f64;
+        }
+
+        let line = step_metrics(step, questions_seen, &episodes, &update, grad_norm, skipped_groups, routed, config.algorithm.lr, times, update_s, step_started.elapsed().as_secs_f64(), &config);
+        run.append(METRICS, &line)?;
+        if step % config.run.logging_steps == 0 {
+            for e in episodes.iter().take(group) {
+                run.append(TRANSCRIPTS, &json!({"step": step, "episode": e}))?;
+            }
+        }
+        if config.routing.eval_routing_steps > 0 && step % config.routing.eval_routing_steps == 0 {
+            let r = routing_eval(&mut learner.policy, &runner, &eval_questions, &detector, &config, step).await?;
+            run.append(ROUTING_EVAL, &r)?;
+        }
+        if step % config.run.save_steps == 0 || step == config.run.max_steps {
+            let state = TrainerState { step, questions_seen, seed, run_name: config.run_name() };
+            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &learner.optimizer, &state, config.run.save_total_limit)?);
+        }
+        if let Some(b) = &bar {
+            b.set_position(step as u64);
+            b.set_message(format!("reward {:.3} acc {:.3}", line["reward_mean"].as_f64().unwrap_or(0.0), line["accuracy"].as_f64().unwrap_or(0.0)));
+        } else {
+            eprintln!("step {step}: {line}");
+        }
+    }
+    if let Some(b) = bar {
+        b.finish();
+    }
+    Ok(TrainSummary { run_dir: run.path.clone(), steps: config.run.max_steps, last_checkpoint })
+}
+
+fn progress_bar(on: bool, total: usize, start: usize) -> Option<indicatif::ProgressBar> {
+    on.then(|| {
+        let b = indicatif::ProgressBar::new(total as u64);
+        b.set_style(indicatif::ProgressStyle::with_template("{spinner} step {pos}/{len} [{elapsed_precise}<{eta_precise}] {bar:30} {msg}").expect("valid template"));
+        b.set_position(start as u64);
+        b.enable_steady_tick(Duration::from_millis(500));
+        b
+    })
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.collect();
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn step_metrics(
+    step: usize,
+    questions_seen: usize,
+    episodes: &[Episode],
+    update: &UpdateStats,
+    grad_norm: Option<f64>,
+    skipped_groups: usize,
+    routed: usize,
+    lr: f64,
+    times: agentrt_rollout::PhaseTimes,
+    update_s: f64,
+    step_s: f64,
+    config: &TrainConfig,
+) -> serde_json::Value {
+    let rewards: Vec<f64> = episodes.iter().map(|e| e.reward as f64).collect();
+    let rm = mean(rewards.iter().copied());
+    let rs = mean(rewards.iter().map(|r| (r - rm).powi(2))).sqrt();
+    let programs = episodes.iter().flat_map(|e| &e.turns).filter(|t| t.action == TurnAction::Program);
+    let (n_programs, ok_programs) = programs.fold((0, 0), |(n, ok), t| (n + 1, ok + t.program_error.is_none() as usize));
+    let replies = episodes.iter().map(|e| e.turns.len()).sum::<usize>();
+    json!({
+        "step": step,
+        "questions_seen": questions_seen,
+        "episodes": episodes.len(),
+        "reward_mean": rm,
+        "reward_std": rs,
+        "accuracy": mean(episodes.iter().map(|e| (e.outcome == agentrt_rollout::EpisodeOutcome::Correct) as u8 as f64)),
+        "tool_calls": mean(episodes.iter().map(|e| e.tool_calls().count() as f64)),
+        "turns": mean(episodes.iter().map(|e| e.turns.len() as f64)),
+        "model_tokens": mean(episodes.iter().map(|e| e.model_tokens() as f64)),
+        "program_replies": if replies > 0 { n_programs as f64 / replies as f64 } else { 0.0 },
+        "programs_ok": if n_programs > 0 { ok_programs as f64 / n_programs as f64 } else { 0.0 },
+        "skipped_groups": skipped_groups,
+        "routed_fraction": routed as f64 / episodes.len().max(1) as f64,
+        "loss": update.loss,
+        "kl": update.kl,
+        "grad_norm": grad_norm,
+        "trained_samples": update.samples,
+        "lr": lr,
+        "beta": config.algorithm.beta,
+        "seconds": {"generate": times.generate_s, "tools": times.tools_s, "judge": times.judge_s, "update": update_s, "step": step_s},
+    })
+}
+
+/// Evaluates with both adapters, retain only and forget only (greedy, one episode per question).
+async fn routing_eval(policy: &mut Policy, runner: &EpisodeRunner, questions: &[Question], detector: &Detector, config: &TrainConfig, step: usize) -> Result<serde_json::Value, TrainError> {
+    let mut out = serde_json::Map::new();
+    out.insert("step".into(), json!(step));
+    let params = SamplingParams { temperature: 0.0, ..sampling_of(config) };
+    for (name, (r, f)) in [("both", (1.0, 1.0)), ("retain_only", (1.0, 0.0)), ("forget_only", (0.0, 1.0))] {
+        policy.set_adapter_scales(r, f);
+        let local = LocalPolicy::new(policy, params.clone(), 0);
+        let result = runner.run(&local, questions).await;
+        policy.set_adapter_scales(1.0, 1.0);
+        let batch = result?;
+        let n = batch.episodes.len().max(1) as f64;
+        out.insert(
+            name.into(),
+            json!({
+                "accuracy": batch.episodes.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count() as f64 / n,
+                "reward_mean": batch.episodes.iter().map(|e| e.reward as f64).sum::<f64>() / n,
+                "flagged": batch.episodes.iter().filter(|e| detector.flags(e)).count() as f64 / n,
+            }),
+        );
+    }
+    Ok(serde_json::Value::Object(out))
+}
