@@ -31,12 +31,18 @@ enum Command {
     Index(commands::index::Args),
     /// Search the index as the search_pages tool does and print the hits.
     Search(commands::search::Args),
-    /// Evaluations; `agentrt eval retrieval` prints recall@k of BM25, vectors and hybrid search.
+    /// Evaluate a policy on questions (accuracy, tool use, search quality, failures); `eval retrieval`, `eval compare`.
     Eval(commands::eval::Args),
     /// Judge one response (offline rule judge or any OpenAI-compatible LLM) and print the verdict as JSON.
     Judge(commands::judge::Args),
     /// Benchmarks that run agentrt and a peer side by side and report the ratio.
     Bench(commands::bench::Args),
+    /// Train the policy's LoRA adapters with RL on the wiki task (REINFORCE / RLOO / GRPO, gradient routing).
+    Train(commands::train::Args),
+    /// Draw a training run's curves (reward, accuracy, tool calls, KL, loss) as PNG.
+    Plot(commands::plot::Args),
+    /// Run a grid of training configs and print a summary table.
+    Sweep(commands::sweep::Args),
     /// Sample a completion from the policy model (default: SmolLM2-135M-Instruct), optionally with a LoRA adapter.
     Generate(commands::generate::Args),
 }
@@ -62,5 +68,8 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => commands::eval::run(args),
         Command::Judge(args) => commands::judge::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Train(args) => commands::train::run(args),
+        Command::Plot(args) => commands::plot::run(args),
+        Command::Sweep(args) => commands::sweep::run(args),
     }
 }

@@ -24,6 +24,13 @@ pub struct SandboxOptions {
     /// Tool calls each program may make.
     #[arg(long, default_value_t = Limits::default().max_host_calls)]
     pub max_host_calls: u32,
+    #[command(flatten)]
+    pub tools: ToolOptions,
+}
+
+/// Where the tools come from: plug-in components and the wiki tools' backing store.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ToolOptions {
     /// A plug-in tool component (`.wasm` of the agentrt:tools/tool world); repeatable.
     #[arg(long = "tool", value_name = "WASM")]
     pub tools: Vec<PathBuf>,
@@ -51,6 +58,13 @@ impl SandboxOptions {
         }
     }
 
+    /// A sandbox with these options.
+    pub async fn build(&self) -> anyhow::Result<Sandbox> {
+        self.tools.build(self.limits()).await
+    }
+}
+
+impl ToolOptions {
     /// Every plug-in named by `--tool` and `--tools-dir`.
     pub fn plugin_paths(&self) -> anyhow::Result<Vec<PathBuf>> {
         let mut paths = self.tools.clone();
@@ -71,9 +85,9 @@ impl SandboxOptions {
         }
     }
 
-    /// A sandbox with these options.
-    pub async fn build(&self) -> anyhow::Result<Sandbox> {
-        let config = SandboxConfig { limits: self.limits(), plugins: self.plugin_paths()?, cache_dir: None };
+    /// A sandbox with these tools and `limits` as every program's default bounds.
+    pub async fn build(&self, limits: Limits) -> anyhow::Result<Sandbox> {
+        let config = SandboxConfig { limits, plugins: self.plugin_paths()?, cache_dir: None };
         Ok(Sandbox::new(config, self.tool_host()?).await?)
     }
 }

@@ -1,20 +1,101 @@
-//! `agentrt eval`: evaluations. `agentrt eval retrieval` measures the search index on the questions.
+//! `agentrt eval`: a policy on questions, through the same episode loop as training (`agentrt eval
+//! --split dev ...`); `agentrt eval retrieval` measures the search index alone; `agentrt eval compare`
+//! puts two evaluations side by side.
 
+use crate::sandbox_options::ToolOptions;
+use agentrt_eval::{write_report, EvalInfo, Metrics};
+use agentrt_policy::{ModelSource, Policy, SamplingParams};
+use agentrt_rollout::{system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, DEFAULT_SYSTEM_PROMPT};
+use agentrt_runtime::Limits;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `agentrt eval`.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+#[command(after_help = "Examples:\n  agentrt eval --split dev --num-samples 50 --output-dir eval/zero-shot\n  \
+    agentrt eval --split dev --num-samples 50 --baseline random --output-dir eval/random\n  \
+    agentrt eval --adapter runs/RUN/checkpoint-10 --output-dir eval/trained\n  \
+    agentrt eval --adapter runs/RUN/checkpoint-10 --adapter-scales 1,0 --output-dir eval/retain-only\n  \
+    agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \
+    agentrt eval compare eval/zero-shot eval/trained\n  \
+    agentrt eval retrieval --split dev\n\n\
+    OUTPUT_DIR gets results.json (accuracy, avg_tool_calls, search_hit_rate, num_questions and every metric\n\
+    with its 95% interval), results.md, results.png and transcripts.jsonl (every turn, program, tool\n\
+    output and verdict).")]
 pub struct Args {
     #[command(subcommand)]
-    pub what: What,
+    pub what: Option<What>,
+    #[command(flatten)]
+    pub episodes: EpisodeArgs,
 }
 
-/// What to evaluate.
+/// What else to evaluate.
 #[derive(clap::Subcommand)]
 pub enum What {
     /// Recall@1/5/10 of the gold page for BM25, vectors and hybrid search.
     Retrieval(RetrievalArgs),
+    /// Two evaluation output directories side by side.
+    Compare(CompareArgs),
+}
+
+/// Arguments of `agentrt eval compare`.
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    pub a: PathBuf,
+    pub b: PathBuf,
+}
+
+/// Arguments of an episode evaluation.
+#[derive(clap::Args)]
+pub struct EpisodeArgs {
+    /// Which questions: train, dev or all.
+    #[arg(long, default_value = "dev")]
+    pub split: String,
+    /// Questions (JSON Lines or Parquet with question, answer or answers, page).
+    #[arg(long, default_value = "data/wiki/questions.jsonl")]
+    pub questions: PathBuf,
+    /// Questions to evaluate (a seeded random subset of the split; 0: all).
+    #[arg(long, default_value_t = 50)]
+    pub num_samples: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The local model: `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
+    #[arg(long, default_value = "smollm2-135m")]
+    pub model: String,
+    /// A trained adapter: a checkpoint directory of `agentrt train` or a PEFT adapter directory.
+    #[arg(long)]
+    pub adapter: Option<PathBuf>,
+    /// Inference scales of the retain and forget adapters (`1,0` ablates the forget adapter).
+    #[arg(long, default_value = "1,1")]
+    pub adapter_scales: String,
+    /// A baseline instead of the model: `zero-shot` (the model without adapter) or `random`.
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Any OpenAI-compatible endpoint as the policy: `openai:MODEL@BASE_URL`.
+    #[arg(long, conflicts_with_all = ["baseline", "adapter"])]
+    pub policy: Option<String>,
+    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
+    #[arg(long, default_value = "rule")]
+    pub judge: String,
+    #[arg(long, default_value_t = 3)]
+    pub max_turns: usize,
+    #[arg(long, default_value_t = 160)]
+    pub max_new_tokens: usize,
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Episodes played at once.
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Where results go.
+    #[arg(long, default_value = "eval-out")]
+    pub output_dir: PathBuf,
+    #[command(flatten)]
+    pub tools: ToolOptions,
 }
 
 /// Arguments of `agentrt eval retrieval`.
@@ -43,8 +124,109 @@ pub struct RetrievalArgs {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
-        What::Retrieval(a) => retrieval(a),
+        Some(What::Retrieval(a)) => retrieval(a),
+        Some(What::Compare(a)) => {
+            print!("{}", agentrt_eval::compare(&a.a, &a.b)?);
+            Ok(())
+        }
+        None => episodes(args.episodes),
     }
+}
+
+fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
+    use agentrt_policy::rand::seq::SliceRandom;
+    use agentrt_policy::rand::SeedableRng;
+    let split = if args.split == "all" { None } else { Some(args.split.as_str()) };
+    let mut questions = agentrt_rollout::read_questions(&args.questions, split)?;
+    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", args.split, args.questions.display());
+    if args.num_samples > 0 && args.num_samples < questions.len() {
+        questions.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(args.seed));
+        questions.truncate(args.num_samples);
+    }
+    let scales: Vec<f64> = args.adapter_scales.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>().map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", args.adapter_scales))?;
+    anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
+    let params = SamplingParams {
+        temperature: args.temperature,
+        max_tokens: args.max_new_tokens,
+        stop: agentrt_trainer::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+        ..SamplingParams::default()
+    };
+
+    let mut local: Option<Policy> = None;
+    let mut policy_name = match (&args.policy, args.baseline.as_deref()) {
+        (Some(p), _) => p.clone(),
+        (None, Some("random")) => "random".into(),
+        (None, Some("zero-shot")) | (None, None) => {
+            let device = agentrt_policy::parse_device(&args.device)?;
+            let mut p = Policy::load(&ModelSource::parse(&args.model), &device)?;
+            let mut name = format!("{} zero-shot", args.model);
+            if args.baseline.is_none() {
+                if let Some(dir) = &args.adapter {
+                    let adapters = if dir.join("adapters").is_dir() { dir.join("adapters") } else { dir.clone() };
+                    p.load_adapters(&adapters)?;
+                    p.set_adapter_scales(scales[0], scales[1]);
+                    name = format!("{} + {} (scales {},{})", args.model, dir.display(), scales[0], scales[1]);
+                }
+            }
+            local = Some(p);
+            name
+        }
+        (None, Some(other)) => anyhow::bail!("--baseline {other:?}: expected zero-shot or random"),
+    };
+    if args.baseline.as_deref() == Some("zero-shot") && args.adapter.is_some() {
+        anyhow::bail!("--baseline zero-shot evaluates the model without an adapter: drop --adapter");
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let episodes = runtime.block_on(async {
+        let limits = Limits { max_host_calls: 32, ..Limits::default() };
+        let sandbox = Arc::new(args.tools.build(limits).await?);
+        let plugins = sandbox.plugins().signatures();
+        let runner = EpisodeRunner {
+            sandbox,
+            judge: agentrt_trainer::judge_of(&args.judge)?,
+            system_prompt: system_prompt(DEFAULT_SYSTEM_PROMPT, &plugins),
+            config: EpisodeConfig { max_turns: args.max_turns, ..EpisodeConfig::default() },
+        };
+        let policy: Box<dyn TurnPolicy + '_> = match (&args.policy, &local) {
+            (Some(spec), _) => {
+                let mut c = OpenAiPolicyConfig::parse(spec)?;
+                c.temperature = args.temperature;
+                c.max_tokens = args.max_new_tokens;
+                c.stop = params.stop.clone();
+                Box::new(OpenAiPolicy::new(c)?)
+            }
+            (None, Some(p)) => Box::new(LocalPolicy::new(p, params.clone(), args.seed)),
+            (None, None) => Box::new(RandomPolicy::new(args.seed)),
+        };
+        let bar = indicatif::ProgressBar::new(questions.len() as u64);
+        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} eval {pos}/{len} [{elapsed_precise}<{eta_precise}] {bar:30} {msg}")?);
+        let mut all = Vec::with_capacity(questions.len());
+        for chunk in questions.chunks(args.batch_size.max(1)) {
+            let batch = runner.run(policy.as_ref(), chunk).await?;
+            all.extend(batch.episodes);
+            let correct = all.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
+            bar.set_position(all.len() as u64);
+            bar.set_message(format!("accuracy {:.3}", correct as f64 / all.len() as f64));
+        }
+        bar.finish_and_clear();
+        anyhow::Ok(all)
+    })?;
+    if args.policy.is_none() && args.baseline.as_deref() == Some("random") {
+        policy_name = "random baseline".into();
+    }
+    let metrics = Metrics::from_episodes(&episodes);
+    let info = EvalInfo {
+        policy: policy_name,
+        judge: args.judge.clone(),
+        questions: format!("{} split of {}", args.split, args.questions.display()),
+        seed: args.seed,
+        max_turns: args.max_turns,
+    };
+    write_report(&args.output_dir, &info, &metrics, &episodes)?;
+    print!("{}", agentrt_eval::report_markdown(&info, &metrics));
+    println!("\nwritten to {}", args.output_dir.display());
+    Ok(())
 }
 
 fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {

@@ -5,4 +5,7 @@ pub mod judge;
 pub mod generate;
 pub mod eval;
 pub mod index;
+pub mod plot;
 pub mod search;
+pub mod sweep;
+pub mod train;

@@ -1,0 +1,125 @@
+//! `agentrt train`: RL on the wiki task (see the `agentrt-trainer` crate).
+
+use crate::sandbox_options::ToolOptions;
+use agentrt_trainer::{limits_of, train, TrainConfig, TrainRequest};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `agentrt train`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt train                                   # a short real run on the embedded defaults\n  \
+    agentrt train --max-steps 2 --num-rollouts 2 --output-dir /tmp/runs\n  \
+    agentrt train --config my.toml --lr 1e-5 --beta 0.02 --set rollout.max_turns=4\n  \
+    agentrt train --set model.dual_lora=true --set routing.detector=tool:read_section --set routing.eval_routing_steps=5\n  \
+    agentrt train --resume runs/smollm2-135m_lr1e-4_g4_beta0.02_s42 --max-steps 20\n  \
+    agentrt train --print-config > my.toml          # every key, with comments\n\n\
+    The run directory (OUTPUT_DIR/RUN_NAME, named from the hyperparameters) gets config.toml, metrics.jsonl\n\
+    (one line per step), transcripts.jsonl, checkpoint-N/ (PEFT adapters, optimizer, data position) and, at\n\
+    the end, curves.png. A run killed at any point continues with --resume from its last checkpoint.\n\
+    Precedence: flags > --set > --config file > embedded defaults.")]
+pub struct Args {
+    /// A TOML file with any of the keys of `--print-config`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override any key: `section.key=value` (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the embedded default config and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
+    #[arg(long, value_name = "RUN_DIR", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<PathBuf>,
+    #[arg(long)]
+    pub max_steps: Option<usize>,
+    /// Rollouts per question (the group size).
+    #[arg(long)]
+    pub num_rollouts: Option<usize>,
+    /// Questions per step.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    #[arg(long)]
+    pub lr: Option<f64>,
+    /// KL penalty to the base model.
+    #[arg(long)]
+    pub beta: Option<f64>,
+    #[arg(long)]
+    pub max_turns: Option<usize>,
+    /// `reinforce`, `rloo` or `grpo`.
+    #[arg(long)]
+    pub advantage: Option<String>,
+    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
+    #[arg(long)]
+    pub judge: Option<String>,
+    /// `local` or `openai:MODEL@BASE_URL`.
+    #[arg(long)]
+    pub sampler: Option<String>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where run directories go.
+    #[arg(long)]
+    pub output_dir: Option<String>,
+    #[arg(long)]
+    pub run_name: Option<String>,
+    /// No progress bar: one log line per step instead.
+    #[arg(long)]
+    pub no_progress: bool,
+    #[command(flatten)]
+    pub tools: ToolOptions,
+}
+
+impl Args {
+    /// The flags as `section.key=value` overrides, after `--set`.
+    fn overrides(&self) -> Vec<String> {
+        let mut o = self.set.clone();
+        let mut add = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                o.push(format!("{k}={v}"));
+            }
+        };
+        add("run.max_steps", self.max_steps.map(|v| v.to_string()));
+        add("rollout.num_rollouts", self.num_rollouts.map(|v| v.to_string()));
+        add("rollout.batch_size", self.batch_size.map(|v| v.to_string()));
+        add("algorithm.lr", self.lr.map(|v| format!("{v:e}")));
+        add("algorithm.beta", self.beta.map(|v| v.to_string()));
+        add("rollout.max_turns", self.max_turns.map(|v| v.to_string()));
+        add("algorithm.advantage", self.advantage.clone());
+        add("model.name", self.model.clone());
+        add("rollout.judge", self.judge.clone());
+        add("rollout.sampler", self.sampler.clone());
+        add("run.seed", self.seed.map(|v| v.to_string()));
+        add("run.output_dir", self.output_dir.clone());
+        add("run.run_name", self.run_name.clone());
+        o
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.print_config {
+        print!("{}", agentrt_trainer::DEFAULT_CONFIG);
+        return Ok(());
+    }
+    let config = TrainConfig::from_layers(args.config.as_deref(), &args.overrides())?;
+    let (run_dir, resume) = match &args.resume {
+        Some(p) if !p.as_os_str().is_empty() => (p.clone(), true),
+        Some(_) => (PathBuf::from(&config.run.output_dir).join(config.run_name()), true),
+        None => (PathBuf::from(&config.run.output_dir).join(config.run_name()), false),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let summary = runtime.block_on(async {
+        let limits = if resume { limits_of(&agentrt_trainer::RunDir::open(&run_dir)?.1) } else { limits_of(&config) };
+        let sandbox = Arc::new(args.tools.build(limits).await?);
+        anyhow::Ok(train(TrainRequest { config, run_dir, resume, progress: !args.no_progress }, sandbox).await?)
+    })?;
+    let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;
+    println!("run: {}", summary.run_dir.display());
+    if let Some(c) = &summary.last_checkpoint {
+        println!("checkpoint: {}", c.display());
+    }
+    println!("metrics: {}", summary.run_dir.join(agentrt_trainer::run_dir::METRICS).display());
+    println!("curves: {}", plot.display());
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! `agentrt train` end to end on a tiny random model served from a safetensors directory and the fixture
+//! tools: the run directory's files, exact resumption, and a kill -9 in the middle of a run.
+
+use agentrt_policy::chat_template::CHATML;
+use agentrt_policy::{Arch, ChatTemplate, Device, ModelConfig, ModelWeights, Policy, PolicyTokenizer};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn agentrt() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agentrt"))
+}
+
+/// A tiny byte-level model with room for the system prompt, exported as a safetensors directory.
+fn tiny_model(dir: &Path) -> PathBuf {
+    let cfg = ModelConfig { max_position_embeddings: 4096, ..agentrt_policy::testing::tiny_config(Arch::Llama) };
+    let w = ModelWeights::random(&cfg, 11, &Device::Cpu).unwrap();
+    let tok = PolicyTokenizer::bytes_only(agentrt_policy::testing::SPECIALS).unwrap();
+    let p = Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None).unwrap(), "tiny".into(), &Device::Cpu).unwrap();
+    let out = dir.join("tiny-model");
+    p.merge_and_export(&out).unwrap();
+    out
+}
+
+fn questions(dir: &Path) -> PathBuf {
+    let p = dir.join("questions.jsonl");
+    let rows = [
+        r#"{"id": "q1", "question": "Who did the Broncos defeat in Super Bowl 50?", "answer": "Carolina Panthers", "page": "denver_broncos", "split": "train"}"#,
+        r#"{"id": "q2", "question": "What is the capital of France?", "answer": "Paris", "page": "paris", "split": "train"}"#,
+        r#"{"id": "q3", "question": "Who discovered oxygen?", "answer": "Carl Wilhelm Scheele", "page": "oxygen", "split": "train"}"#,
+    ];
+    std::fs::write(&p, rows.join("\n")).unwrap();
+    p
+}
+
+fn train_args(model: &Path, questions: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
+    [
+        "train", "--fixture", "--no-progress", "--model", model.to_str().unwrap(), "--set", &format!("data.questions={}", questions.display()),
+        "--max-steps", &steps.to_string(), "--num-rollouts", "2", "--batch-size", "2", "--advantage", "reinforce", "--lr", "1e-2",
+        "--set", "run.save_steps=1", "--set", "rollout.max_new_tokens=16", "--set", "rollout.max_turns=2", "--output-dir", out.to_str().unwrap(), "--run-name", name,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn metrics(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).expect("every metrics line parses")).collect()
+}
+
+fn run_ok(args: &[String]) {
+    let out = agentrt().args(args).output().unwrap();
+    assert!(out.status.success(), "agentrt {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn train_writes_a_run_and_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    run_ok(&train_args(&model, &qs, &out, "straight", 3));
+    let straight = out.join("straight");
+    for f in ["config.toml", "metrics.jsonl", "transcripts.jsonl", "curves.png", "checkpoint-3/adapters/adapter_config.json", "checkpoint-3/optimizer.safetensors", "checkpoint-3/trainer_state.json"] {
+        assert!(straight.join(f).is_file(), "missing {f}");
+    }
+    let m = metrics(&straight);
+    assert_eq!(m.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(m[2]["questions_seen"], 6);
+    assert!(m.iter().any(|l| l["trained_samples"].as_u64().unwrap() > 0), "nothing was trained: {m:?}");
+
+    // One step, then a resume to three: the same data order as the straight run. (Losses are not compared:
+    // candle's multi-threaded CPU reductions are not bitwise reproducible, even between two straight runs.)
+    run_ok(&train_args(&model, &qs, &out, "split", 1));
+    let resumed = out.join("split");
+    let mut args = train_args(&model, &qs, &out, "split", 3);
+    args.extend(["--resume".to_string(), resumed.to_str().unwrap().to_string()]);
+    run_ok(&args);
+    let r = metrics(&resumed);
+    assert_eq!(r.len(), 3);
+    for (a, b) in m.iter().zip(&r) {
+        assert_eq!((&a["step"], &a["questions_seen"]), (&b["step"], &b["questions_seen"]));
+    }
+    let ids = |run: &Path| -> Vec<String> {
+        std::fs::read_to_string(run.join("transcripts.jsonl")).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["episode"]["question"]["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(ids(&straight), ids(&resumed), "the data order after resuming differs");
+
+    // A second run into the same directory without --resume is refused.
+    let out2 = agentrt().args(train_args(&model, &qs, &out, "straight", 3)).output().unwrap();
+    assert!(!out2.status.success() && String::from_utf8_lossy(&out2.stderr).contains("--resume"));
+}
+
+#[test]
+fn kill_nine_mid_run_then_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let run = out.join("killed");
+    let mut child = agentrt().args(train_args(&model, &qs, &out, "killed", 1000)).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !run.join("checkpoint-2").join("trainer_state.json").exists() {
+        assert!(started.elapsed().as_secs() < 300, "no checkpoint-2 after 5 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let mut args = train_args(&model, &qs, &out, "killed", 4);
+    args.extend(["--resume".to_string(), run.to_str().unwrap().to_string()]);
+    run_ok(&args);
+    let steps: Vec<u64> = metrics(&run).iter().map(|l| l["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![1, 2, 3, 4], "each step once, in order");
+    for entry in std::fs::read_dir(&run).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        assert!(!name.ends_with(".partial") && !name.ends_with(".tmp"), "left over: {name}");
+    }
+    assert!(run.join("checkpoint-4/trainer_state.json").is_file());
+}
+
