@@ -109,3 +109,33 @@ impl TurnPolicy for LocalPolicy<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrt_policy::testing::tiny_policy;
+
+    /// The byte-level test tokenizer has no merges, so re-encoding the rendered conversation must give exactly
+    /// the ids the trace built turn by turn: the trace is the conversation the model saw, nothing re-tokenised.
+    #[tokio::test]
+    async fn the_trace_is_the_rendered_conversation_and_masks_only_model_tokens() {
+        let policy = tiny_policy(agentrt_policy::Arch::Llama, 5).unwrap();
+        let lp = LocalPolicy::new(&policy, SamplingParams { max_tokens: 6, ..SamplingParams::default() }, 1);
+        let mut c = Conversation::new("q", vec![Message::system("S"), Message::user("question?")]);
+        lp.begin(&mut c).unwrap();
+        let replies = lp.reply(&[&c]).await.unwrap();
+        let reply = &replies[0];
+        lp.push_reply(&mut c, reply).unwrap();
+        lp.push_tool_turn(&mut c, "tool output").unwrap();
+        let t = c.tokens.as_ref().unwrap();
+        let mut closed = c.messages.clone();
+        closed[2].content = policy.tokenizer.decode(&reply.token_ids).unwrap().trim_end_matches("<|im_end|>").to_string();
+        let expected = policy.tokenizer.encode(&policy.template.render(&closed, true).unwrap()).unwrap();
+        assert_eq!(t.ids, expected);
+        assert_eq!(t.model_tokens(), reply.token_ids.len());
+        let first = t.model_mask.iter().position(|&m| m).unwrap();
+        assert_eq!(&t.ids[first..first + reply.token_ids.len()], reply.token_ids.as_slice());
+        assert!(t.model_mask[first..first + reply.token_ids.len()].iter().all(|&m| m));
+        assert_eq!(t.sampled_logprobs[first..first + reply.token_ids.len()], reply.logprobs[..]);
+    }
+}
