@@ -83,6 +83,19 @@ fn train_writes_a_run_and_resumes_exactly() {
     };
     assert_eq!(ids(&straight), ids(&resumed), "the data order after resuming differs");
 
+    // The checkpoint evaluates end to end through `agentrt eval`.
+    let eval_dir = dir.path().join("eval");
+    run_ok(&[
+        "eval", "--fixture", "--model", model.to_str().unwrap(), "--adapter", straight.join("checkpoint-3").to_str().unwrap(), "--questions", qs.to_str().unwrap(),
+        "--split", "train", "--num-samples", "3", "--max-turns", "2", "--max-new-tokens", "16", "--output-dir", eval_dir.to_str().unwrap(),
+    ].map(String::from));
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(eval_dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["num_questions"], 3);
+    assert!(results["info"]["policy"].as_str().unwrap().contains("checkpoint-3"), "{results}");
+    for f in ["results.md", "results.png", "transcripts.jsonl"] {
+        assert!(eval_dir.join(f).is_file(), "missing {f}");
+    }
+
     // A second run into the same directory without --resume is refused.
     let out2 = agentrt().args(train_args(&model, &qs, &out, "straight", 3)).output().unwrap();
     assert!(!out2.status.success() && String::from_utf8_lossy(&out2.stderr).contains("--resume"));

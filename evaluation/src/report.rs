@@ -93,10 +93,16 @@ pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[
     write_atomic(&paths[1], markdown(info, metrics).as_bytes())?;
     write_atomic(&paths[2], serde_json::to_string_pretty(&results_json(info, metrics)).expect("serialises").as_bytes())?;
     let bar = |label: &str, r: &Rate| Bar { label: label.into(), value: r.value, interval: Some(r.ci95) };
-    let mut bars = vec![bar("accuracy", &metrics.accuracy), bar("search hit", &metrics.search_hit_rate), bar("runnable program", &metrics.runnable_program_replies)];
+    let mut bars = vec![bar("accuracy", &metrics.accuracy), bar("search hit", &metrics.search_hit_rate), bar("runnable", &metrics.runnable_program_replies)];
     for (k, r) in &metrics.outcomes {
         if k != "correct" {
-            bars.push(bar(k, r));
+            let label = match k.as_str() {
+                "wrong_answer" => "wrong",
+                "no_answer" => "no answer",
+                "max_turns" => "max turns",
+                other => other,
+            };
+            bars.push(bar(label, r));
         }
     }
     let chart = BarChart { title: format!("{} (n={})", info.policy, metrics.num_questions), y_label: "fraction (95% CI)".into(), bars };
