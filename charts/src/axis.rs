@@ -14,7 +14,11 @@ pub(crate) fn padded_range(values: impl Iterator<Item = f64>) -> Option<Range<f6
     let mid_scale = lo.abs().max(hi.abs());
     if span <= mid_scale * 1e-9 || span == 0.0 {
         // Constant (or numerically constant) data: give it a width of 10% of its magnitude.
-        let half = if mid_scale == 0.0 { 0.5 } else { mid_scale * 0.05 };
+        let half = if mid_scale == 0.0 {
+            0.5
+        } else {
+            mid_scale * 0.05
+        };
         return Some(lo - half..hi + half);
     }
     Some(lo - span * 0.05..hi + span * 0.05)

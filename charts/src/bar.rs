@@ -133,6 +133,7 @@ fn draw_bars(area: &Area<'_>, chart: &BarChart) -> Result<(), DrawError> {
         .x_labels(n)
         .x_label_formatter(&|x| axis::category_label(&labels, *x))
         .y_desc(chart.y_label.as_str())
+        .light_line_style(TRANSPARENT)
         .label_style(style::label_font())
         .axis_desc_style(style::label_font())
         .draw()?;
@@ -156,7 +157,11 @@ fn draw_bars(area: &Area<'_>, chart: &BarChart) -> Result<(), DrawError> {
                 PathElement::new(vec![(mid - 0.1, low), (mid + 0.1, low)], whisker),
                 PathElement::new(vec![(mid - 0.1, high), (mid + 0.1, high)], whisker),
             ])?;
-            label_at = if bar.value >= 0.0 { high.max(bar.value) } else { low.min(bar.value) };
+            label_at = if bar.value >= 0.0 {
+                high.max(bar.value)
+            } else {
+                low.min(bar.value)
+            };
         }
         let (anchor, offset) = if bar.value >= 0.0 {
             (VPos::Bottom, -3)
@@ -198,6 +203,7 @@ fn draw_grouped(
         .x_labels(n)
         .x_label_formatter(&|x| axis::category_label(groups, *x))
         .y_desc(y_label)
+        .light_line_style(TRANSPARENT)
         .label_style(style::label_font())
         .axis_desc_style(style::label_font())
         .draw()?;
@@ -205,10 +211,17 @@ fn draw_grouped(
     let slot = 0.8 / series.len() as f64;
     for (j, (name, values)) in series.iter().enumerate() {
         let color = style::color(j);
-        let bars = values.iter().enumerate().filter(|(_, v)| plottable(**v)).map(|(g, &v)| {
-            let x0 = g as f64 + 0.1 + j as f64 * slot;
-            Rectangle::new([(x0 + slot * 0.05, 0.0), (x0 + slot * 0.95, v)], color.filled())
-        });
+        let bars = values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| plottable(**v))
+            .map(|(g, &v)| {
+                let x0 = g as f64 + 0.1 + j as f64 * slot;
+                Rectangle::new(
+                    [(x0 + slot * 0.05, 0.0), (x0 + slot * 0.95, v)],
+                    color.filled(),
+                )
+            });
         ctx.draw_series(bars)?
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));

@@ -36,7 +36,11 @@ pub struct LineChart {
 /// as many columns as charts), filled row by row. Axis ranges come from each panel's finite data
 /// with a small margin; a panel with no finite point says "no data". Errors if `charts` is empty
 /// or `columns` is 0. The file is replaced atomically and parent directories are created.
-pub fn write_line_charts(path: &Path, charts: &[LineChart], columns: usize) -> Result<(), ChartError> {
+pub fn write_line_charts(
+    path: &Path,
+    charts: &[LineChart],
+    columns: usize,
+) -> Result<(), ChartError> {
     if charts.is_empty() {
         return Err(ChartError::NoCharts);
     }
@@ -81,6 +85,7 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
     ctx.configure_mesh()
         .x_desc(chart.x_label.as_str())
         .y_desc(chart.y_label.as_str())
+        .light_line_style(TRANSPARENT)
         .label_style(style::label_font())
         .axis_desc_style(style::label_font())
         .x_labels(6)
@@ -101,7 +106,9 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
         }
         ctx.draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
     }
 
     if chart.series.len() > 1 {

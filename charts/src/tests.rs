@@ -37,7 +37,9 @@ impl Image {
 
 fn decode(path: &Path) -> Image {
     let file = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut reader = png::Decoder::new(std::io::BufReader::new(file)).read_info().unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap();
     let mut rgb = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut rgb).unwrap();
     assert_eq!(info.color_type, png::ColorType::Rgb);
@@ -76,8 +78,14 @@ fn line_grid_has_grid_size_and_draws_lines() {
     let path = dir.path().join("nested/dir/curves.png");
     let charts = vec![
         chart("reward", vec![series("run-a", curve(1.0))]),
-        chart("loss", vec![series("run-a", curve(2.0)), series("run-b", curve(3.0))]),
-        chart("broken", vec![series("nan", [(0.0, f64::NAN), (1.0, f64::INFINITY)])]),
+        chart(
+            "loss",
+            vec![series("run-a", curve(2.0)), series("run-b", curve(3.0))],
+        ),
+        chart(
+            "broken",
+            vec![series("nan", [(0.0, f64::NAN), (1.0, f64::INFINITY)])],
+        ),
         chart("single", vec![series("one", [(5.0, 7.0)])]),
     ];
     write_line_charts(&path, &charts, 2).unwrap();
@@ -96,7 +104,10 @@ fn line_grid_has_grid_size_and_draws_lines() {
     // Panel 3: a single point is marked.
     assert!(img.count(PALETTE[0], (500, 350), (1000, 700)) > 5);
     // Nothing but the chart is left in the directory (the temporary file was renamed).
-    let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, vec!["curves.png"]);
 }
 
@@ -118,11 +129,17 @@ fn fewer_charts_than_columns_uses_one_row() {
 fn nan_only_chart_still_writes_a_png() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.png");
-    let charts = vec![chart("all nan", vec![series("s", [(f64::NAN, f64::NAN)]), series("empty", [])])];
+    let charts = vec![chart(
+        "all nan",
+        vec![series("s", [(f64::NAN, f64::NAN)]), series("empty", [])],
+    )];
     write_line_charts(&path, &charts, 1).unwrap();
     let img = decode(&path);
     assert_eq!((img.width, img.height), (500, 350));
-    assert!(img.non_white((0, 0), (500, 350)) > 100, "expected title and 'no data' text");
+    assert!(
+        img.non_white((0, 0), (500, 350)) > 100,
+        "expected title and 'no data' text"
+    );
     assert_eq!(img.count(PALETTE[0], (0, 0), (500, 350)), 0);
 }
 
@@ -130,7 +147,10 @@ fn nan_only_chart_still_writes_a_png() {
 fn constant_values_render() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("flat.png");
-    let charts = vec![chart("flat", vec![series("s", (0..10).map(|i| (i as f64, 0.5)))])];
+    let charts = vec![chart(
+        "flat",
+        vec![series("s", (0..10).map(|i| (i as f64, 0.5)))],
+    )];
     write_line_charts(&path, &charts, 1).unwrap();
     assert!(decode(&path).count(PALETTE[0], (0, 0), (500, 350)) > 100);
 }
@@ -205,8 +225,14 @@ fn bar_chart_draws_bars() {
 fn bar_chart_width_grows_with_bars() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("many.png");
-    let bars = (0..10).map(|i| bar(&format!("m{i}"), i as f64, None)).collect();
-    let chart = BarChart { title: "many".into(), y_label: String::new(), bars };
+    let bars = (0..10)
+        .map(|i| bar(&format!("m{i}"), i as f64, None))
+        .collect();
+    let chart = BarChart {
+        title: "many".into(),
+        y_label: String::new(),
+        bars,
+    };
     write_bar_chart(&path, &chart).unwrap();
     assert_eq!(decode(&path).width, 800);
 }
@@ -231,7 +257,11 @@ fn bar_chart_with_only_nan_says_no_data() {
 fn bar_chart_input_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("b.png");
-    let empty = BarChart { title: "t".into(), y_label: String::new(), bars: vec![] };
+    let empty = BarChart {
+        title: "t".into(),
+        y_label: String::new(),
+        bars: vec![],
+    };
     let err = write_bar_chart(&path, &empty).unwrap_err();
     assert!(matches!(err, ChartError::Empty { .. }), "{err}");
     let inverted = BarChart {
@@ -266,8 +296,19 @@ fn grouped_bar_chart_input_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.png");
     let groups = vec!["a".to_string(), "b".to_string()];
-    let err = write_grouped_bar_chart(&path, "t", "y", &groups, &[("r".into(), vec![1.0])]).unwrap_err();
-    assert!(matches!(err, ChartError::LengthMismatch { expected: 2, got: 1, .. }), "{err}");
+    let err =
+        write_grouped_bar_chart(&path, "t", "y", &groups, &[("r".into(), vec![1.0])]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ChartError::LengthMismatch {
+                expected: 2,
+                got: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let err = write_grouped_bar_chart(&path, "t", "y", &[], &[("r".into(), vec![])]).unwrap_err();
     assert!(matches!(err, ChartError::Empty { .. }), "{err}");
     let err = write_grouped_bar_chart(&path, "t", "y", &groups, &[]).unwrap_err();
