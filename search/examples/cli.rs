@@ -1,9 +1,6 @@
-//! Compiles the root crate's `agentrt index`, `agentrt search` and `agentrt eval` modules against this
-//! crate alone, so they can be checked (and run) without building the sandbox and the policy:
+//! Compiles the root crate's `agentrt index` and `agentrt search` modules against this crate alone, so they can be checked (and run) without building the sandbox and the policy:
 //! `cargo run --release -p agentrt-search --example cli -- search "largest planet"`.
 
-#[path = "../../src/commands/eval.rs"]
-mod eval;
 #[path = "../../src/commands/index.rs"]
 mod index;
 #[path = "../../src/commands/search.rs"]
@@ -21,13 +18,11 @@ struct Cli {
 enum Command {
     Index(index::Args),
     Search(search::Args),
-    Eval(eval::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Index(a) => index::run(a),
         Command::Search(a) => search::run(a),
-        Command::Eval(a) => eval::run(a),
     }
 }

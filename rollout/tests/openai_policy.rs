@@ -1,0 +1,89 @@
+//! An OpenAI-compatible server as the policy, against a real loopback HTTP server: the episode runs the
+//! server's program in the sandbox, sends the tool output back, and grades the server's answer.
+
+use agentrt_judge::{RuleJudge, DEFAULT_F1_THRESHOLD};
+use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, OpenAiPolicy, OpenAiPolicyConfig, Question, RolloutError, DEFAULT_SYSTEM_PROMPT};
+use agentrt_runtime::{FixtureTools, Limits, Sandbox, SandboxConfig};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Serves chat completions: the first request of a conversation gets a program, a request that carries
+/// tool output gets the answer. Every request body is kept.
+async fn serve(listener: tokio::net::TcpListener, bodies: Arc<Mutex<Vec<serde_json::Value>>>) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else { return };
+        let bodies = bodies.clone();
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let body = loop {
+                let n = sock.read(&mut chunk).await.unwrap();
+                if n == 0 {
+                    return;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len: usize = text[..end]
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break serde_json::from_slice::<serde_json::Value>(&buf[end + 4..end + 4 + len]).unwrap();
+                    }
+                }
+            };
+            let saw_tool_output = body["messages"].as_array().unwrap().iter().any(|m| m["content"].as_str().unwrap_or("").starts_with("Tool output:"));
+            bodies.lock().unwrap().push(body);
+            let content = if saw_tool_output { "<answer>Paris</answer>" } else { "```python\nprint(read_section(\"paris:summary\"))\n```" };
+            let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}).to_string();
+            let response = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}", reply.len());
+            sock.write_all(response.as_bytes()).await.unwrap();
+        });
+    }
+}
+
+async fn runner() -> EpisodeRunner {
+    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), plugins: vec![], cache_dir: None }, Arc::new(FixtureTools::default())).await.unwrap();
+    EpisodeRunner {
+        sandbox: Arc::new(sandbox),
+        judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).unwrap()),
+        system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
+        config: EpisodeConfig::default(),
+    }
+}
+
+fn question() -> Question {
+    Question { id: "q".into(), question: "What is the capital of France?".into(), answers: vec!["Paris".into()], page: Some("paris".into()), split: None }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_model_drives_the_sandboxed_tools() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    tokio::spawn(serve(listener, bodies.clone()));
+    let policy = OpenAiPolicy::new(OpenAiPolicyConfig::parse(&format!("openai:tiny-7b@{url}")).unwrap()).unwrap();
+    let batch = runner().await.run(&policy, &[question()]).await.unwrap();
+    let e = &batch.episodes[0];
+    assert_eq!(e.outcome, EpisodeOutcome::Correct, "{:?}", e.turns);
+    assert_eq!(e.turns.len(), 2);
+    assert!(e.turns[0].observation.as_deref().unwrap().contains("capital and most populous city of France"));
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "tiny-7b");
+    assert_eq!(bodies[0]["messages"][0]["role"], "system");
+    assert!(bodies[1]["messages"][3]["content"].as_str().unwrap().contains("most populous city"), "{}", bodies[1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_endpoint_is_a_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let policy = OpenAiPolicy::new(OpenAiPolicyConfig::parse(&format!("openai:m@{url}")).unwrap()).unwrap();
+    match runner().await.run(&policy, &[question()]).await {
+        Err(RolloutError::Endpoint { endpoint, .. }) => assert!(endpoint.starts_with(&url), "{endpoint}"),
+        other => panic!("expected an endpoint error, got {other:?}"),
+    }
+}
