@@ -34,8 +34,11 @@ fn gradient_routing_localises_the_hack_in_the_forget_adapter() {
     let cfg = toy::routing_config();
     let rows = toy::routing_experiment(&cfg, 4, 1024).unwrap();
     eprintln!("{}", toy::routing_table(&rows));
-    let (both, retain, plain) = (rows[0].rates, rows[1].rates, rows[3].rates);
-    assert!(both.hack > 0.5, "the hack was not learned at all, so the test shows nothing: {both:?}");
+    let (both, retain, forget, plain) = (rows[0].rates, rows[1].rates, rows[2].rates, rows[3].rates);
+    // The hack must have been learned (into the forget adapter), or the test shows nothing. How much of it
+    // shows with both adapters on varies between runs (candle's threaded CPU math is not bitwise
+    // reproducible): 0.99 and 0.33 measured.
+    assert!(forget.hack > 0.5, "the hack was not learned at all, so the test shows nothing: {forget:?}");
     assert!(retain.hack <= 0.1 * both.hack, "retain-only still hacks: {retain:?} vs both {both:?}");
     assert!(retain.task >= 0.9 * both.task, "retain-only lost the task: {retain:?} vs both {both:?}");
     assert!(both.task > 0.5, "the task was not learned, so keeping it means nothing: {both:?}");
