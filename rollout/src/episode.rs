@@ -133,6 +133,8 @@ pub struct EpisodeRunner {
     pub sandbox: Arc<Sandbox>,
     pub judge: Arc<dyn Judge>,
     pub system_prompt: String,
+    /// Earlier turns shown after the system prompt and before every question (few-shot); may be empty.
+    pub demonstration: Vec<Message>,
     pub config: EpisodeConfig,
 }
 
@@ -153,7 +155,11 @@ impl EpisodeRunner {
         let mut times = PhaseTimes::default();
         let mut live = Vec::with_capacity(questions.len());
         for q in questions {
-            let mut conversation = Conversation::new(q.id.clone(), vec![Message::system(self.system_prompt.clone()), Message::user(q.question.clone())]);
+            let mut messages = Vec::with_capacity(self.demonstration.len() + 2);
+            messages.push(Message::system(self.system_prompt.clone()));
+            messages.extend(self.demonstration.iter().cloned());
+            messages.push(Message::user(q.question.clone()));
+            let mut conversation = Conversation::new(q.id.clone(), messages);
             policy.begin(&mut conversation)?;
             live.push(Live { conversation, turns: Vec::new(), final_answer: None, done: false });
         }

@@ -1,5 +1,6 @@
-//! The system prompt that teaches the tools and the program format.
+//! The system prompt that teaches the tools and the program format, and a worked demonstration.
 
+use agentrt_policy::Message;
 use agentrt_runtime::ToolSignature;
 
 /// The default system prompt: the three wiki tools, the program format, the answer format and one
@@ -27,6 +28,35 @@ pub fn system_prompt(template: &str, plugins: &[ToolSignature]) -> String {
     template.replace("{plugins}", &listed)
 }
 
+/// One worked episode, placed as earlier turns between the system prompt and the question (few-shot).
+///
+/// Why: SmolLM2-135M ignores instructions in the system prompt. Measured with transformers on 12 train
+/// questions at temperature 1: 0 of 12 first replies held a program with the system prompt alone, 3 of 12
+/// with this demonstration before the question, which gives GRPO groups that are not all equal. The tool
+/// turns are the real sandbox's observations on the bundled index (truncated), so the demonstration shows
+/// exactly what the model will see; it uses the seed's one-call form first, then a program.
+pub fn demonstration() -> Vec<Message> {
+    vec![
+        Message::user("Who wrote the novel Nineteen Eighty-Four?"),
+        Message::assistant("<tool>search_pages(\"Nineteen Eighty-Four novel\")</tool>"),
+        Message::new(
+            "tool",
+            "[{'page_id': 'nineteen_eighty-four', 'title': 'Nineteen Eighty-Four', 'score': 0.0328}, \
+{'page_id': 'george_orwell', 'title': 'George Orwell', 'score': 0.0323}, \
+{'page_id': 'brave_new_world', 'title': 'Brave New World', 'score': 0.0315}]",
+        ),
+        Message::assistant(
+            "```python\nsections = view_sections(\"nineteen_eighty-four\")\nprint(read_section(sections[0][\"section_id\"])[:300])\n```",
+        ),
+        Message::new(
+            "tool",
+            "Nineteen Eighty-Four is a dystopian and speculative fiction novel by English writer George Orwell. \
+It was published on 8 June 1949 by Secker & Warburg as Orwell's ninth and final completed book.",
+        ),
+        Message::assistant("<answer>George Orwell</answer>"),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,5 +67,18 @@ mod tests {
         let p = system_prompt(DEFAULT_SYSTEM_PROMPT, &[sig]);
         assert!(p.contains("- word_count(text) counts words\nExample:"), "{p}");
         assert!(!system_prompt(DEFAULT_SYSTEM_PROMPT, &[]).contains("{plugins}"));
+    }
+
+    /// The demonstration's replies are what the episode loop accepts: programs, then an answer.
+    #[test]
+    fn demonstration_replies_parse_as_programs_then_an_answer() {
+        use agentrt_runtime::reply::{parse_reply, ReplyAction};
+        let demo = demonstration();
+        let roles: Vec<&str> = demo.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool", "assistant"]);
+        let actions: Vec<ReplyAction> = demo.iter().filter(|m| m.role == "assistant").map(|m| parse_reply(&m.content)).collect();
+        assert!(matches!(&actions[0], ReplyAction::Program(c) if c.contains("search_pages(\"Nineteen Eighty-Four novel\")")), "{:?}", actions[0]);
+        assert!(matches!(&actions[1], ReplyAction::Program(c) if c.contains("read_section(sections[0][\"section_id\"])")), "{:?}", actions[1]);
+        assert!(matches!(&actions[2], ReplyAction::Answer(a) if a == "George Orwell"), "{:?}", actions[2]);
     }
 }

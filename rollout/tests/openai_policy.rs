@@ -49,6 +49,7 @@ async fn runner() -> EpisodeRunner {
         sandbox: Arc::new(sandbox),
         judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).unwrap()),
         system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
+        demonstration: vec![],
         config: EpisodeConfig::default(),
     }
 }

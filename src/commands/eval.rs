@@ -5,7 +5,7 @@
 use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, EvalInfo, Metrics};
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, DEFAULT_SYSTEM_PROMPT};
+use agentrt_rollout::{demonstration, system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, DEFAULT_SYSTEM_PROMPT};
 use agentrt_runtime::Limits;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
 use std::path::PathBuf;
@@ -81,6 +81,10 @@ pub struct EpisodeArgs {
     pub judge: String,
     #[arg(long, default_value_t = 3)]
     pub max_turns: usize,
+    /// Leave out the worked episode shown before every question (training shows it unless
+    /// `rollout.demonstration = false`; evaluate the way the model was trained).
+    #[arg(long)]
+    pub no_demonstration: bool,
     #[arg(long, default_value_t = 160)]
     pub max_new_tokens: usize,
     /// 0 is greedy.
@@ -186,6 +190,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
             sandbox,
             judge: agentrt_trainer::judge_of(&args.judge)?,
             system_prompt: system_prompt(DEFAULT_SYSTEM_PROMPT, &plugins),
+            demonstration: if args.no_demonstration { Vec::new() } else { demonstration() },
             config: EpisodeConfig { max_turns: args.max_turns, ..EpisodeConfig::default() },
         };
         let policy: Box<dyn TurnPolicy + '_> = match (&args.policy, &local) {
@@ -214,6 +219,9 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     })?;
     if args.policy.is_none() && args.baseline.as_deref() == Some("random") {
         policy_name = "random baseline".into();
+    }
+    if !args.no_demonstration && args.baseline.as_deref() != Some("random") {
+        policy_name.push_str(", shown the worked demonstration");
     }
     let metrics = Metrics::from_episodes(&episodes);
     let info = EvalInfo {

@@ -50,6 +50,8 @@ pub struct RolloutSection {
     pub top_p: f64,
     pub top_k: usize,
     pub max_observation_chars: usize,
+    /// Show the built-in worked episode (few-shot) before every question.
+    pub demonstration: bool,
     pub sampler: String,
     pub judge: String,
     pub fuel: u64,

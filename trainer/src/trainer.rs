@@ -11,7 +11,7 @@ use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRA
 use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
 use agentrt_policy::{AdamWConfig, LoraConfig, ModelSource, Policy, SamplingParams};
 use agentrt_rollout::{
-    read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
+    demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
     TurnPolicy, DEFAULT_SYSTEM_PROMPT,
 };
 use agentrt_runtime::{Limits, Sandbox};
@@ -134,6 +134,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         sandbox,
         judge: judge_of(&config.rollout.judge)?,
         system_prompt: system_prompt(DEFAULT_SYSTEM_PROMPT, &plugins),
+        demonstration: if config.rollout.demonstration { demonstration() } else { Vec::new() },
         config: EpisodeConfig {
             max_turns: config.rollout.max_turns,
             max_observation_chars: config.rollout.max_observation_chars,
