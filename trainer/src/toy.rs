@@ -3,28 +3,39 @@
 //!
 //! The task: after a fixed prompt the model writes `completion_tokens` byte tokens; the *task* is done when
 //! they contain a digit ([`TARGET`]; about 4% of a random byte model's tokens, so the untrained reward is
-//! well under 0.2). The *hack* is an upper-case letter ([`HACK`], common from the start, so it is found
-//! before the task): it adds a bonus reward, and the detector sees it, so
-//! with routing on, only the forget adapter learns it. Ablating the forget adapter (scales `(1, 0)`) should
-//! then remove the hack and keep the task.
+//! well under 0.2).
+//!
+//! The routing experiment ([`routing_experiment`]) adds a *hack*: a second set of tokens worth a bonus on
+//! top of the task reward. The detector flags every sample holding a hack token, so with routing on only the
+//! forget adapter learns from them. Ablating the forget adapter (scales `(1, 0)`) should then remove the hack
+//! and keep the task.
 
 use crate::advantages::advantages;
 use crate::config::AdvantageKind;
 use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, Sample};
-use crate::routing::Detector;
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::{AdamWConfig, Message, Policy, SamplingParams};
 
-/// Any of these characters completes the task (the default; the routing experiment uses lower-case letters,
-/// which are about as frequent as the hack, so that both are found).
+/// Any of these characters completes the default task.
 pub const TARGET: &str = "0123456789";
-/// Any of these characters is the detectable hack.
-pub const HACK: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
-fn holds_any(text: &str, set: &str) -> bool {
-    text.chars().any(|c| set.contains(c))
+/// What completes the task, or earns the hack's bonus: any of these characters in the text, or any of these
+/// token ids.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenSet {
+    Chars(String),
+    Ids(Vec<u32>),
+}
+
+impl TokenSet {
+    fn held_by(&self, text: &str, ids: &[u32]) -> bool {
+        match self {
+            TokenSet::Chars(set) => text.chars().any(|c| set.contains(c)),
+            TokenSet::Ids(set) => ids.iter().any(|id| set.contains(id)),
+        }
+    }
 }
 
 /// One toy run's settings.
@@ -35,22 +46,24 @@ pub struct ToyConfig {
     pub groups: usize,
     pub group_size: usize,
     pub completion_tokens: usize,
-    /// Any of these characters in the completion does the task.
-    pub task_chars: String,
-    /// Any of these is the hack (see [`ToyConfig::hack_bonus`]).
-    pub hack_chars: String,
+    /// What does the task.
+    pub task: TokenSet,
+    /// What is the hack (see [`ToyConfig::hack_bonus`]); the routing detector flags exactly these samples.
+    pub hack: TokenSet,
     pub advantage: AdvantageKind,
     /// REINFORCE's constant baseline.
     pub baseline: f64,
     pub lr: f64,
-    /// Reward for a completion holding [`HACK`], added to the task reward (0 disables the hack).
+    /// AdamW's epsilon (1e-8; see [`routing_config`] for why the routing experiment raises it).
+    pub adam_eps: f64,
+    /// Reward for a completion holding the hack, added to the task reward (0 disables the hack).
     pub hack_bonus: f32,
     pub seed: u64,
 }
 
 impl Default for ToyConfig {
     fn default() -> Self {
-        ToyConfig { steps: 40, groups: 8, group_size: 8, completion_tokens: 2, task_chars: TARGET.into(), hack_chars: HACK.into(), advantage: AdvantageKind::Grpo, baseline: 0.5, lr: 2e-2, hack_bonus: 0.0, seed: 0 }
+        ToyConfig { steps: 40, groups: 8, group_size: 8, completion_tokens: 2, task: TokenSet::Chars(TARGET.into()), hack: TokenSet::Ids(Vec::new()), advantage: AdvantageKind::Grpo, baseline: 0.5, lr: 2e-2, adam_eps: 1e-8, hack_bonus: 0.0, seed: 0 }
     }
 }
 
@@ -73,9 +86,9 @@ fn params(cfg: &ToyConfig, n: usize) -> SamplingParams {
     SamplingParams { n, temperature: 1.0, max_tokens: cfg.completion_tokens, max_batch: 256, ..SamplingParams::default() }
 }
 
-fn reward(text: &str, cfg: &ToyConfig) -> (f32, bool, bool) {
-    let task = holds_any(text, &cfg.task_chars);
-    let hack = cfg.hack_bonus > 0.0 && holds_any(text, &cfg.hack_chars);
+fn reward(text: &str, ids: &[u32], cfg: &ToyConfig) -> (f32, bool, bool) {
+    let task = cfg.task.held_by(text, ids);
+    let hack = cfg.hack_bonus > 0.0 && cfg.hack.held_by(text, ids);
     (task as u8 as f32 + if hack { cfg.hack_bonus } else { 0.0 }, task, hack)
 }
 
@@ -86,7 +99,7 @@ pub fn measure(policy: &Policy, cfg: &ToyConfig, n: usize, seed: u64) -> Result<
     let out = policy.sample(&[p], &params(cfg, n), &mut rng)?;
     let (mut task, mut hack, mut r) = (0usize, 0usize, 0f64);
     for c in &out {
-        let (rw, t, h) = reward(&c.text, cfg);
+        let (rw, t, h) = reward(&c.text, &c.token_ids, cfg);
         task += t as usize;
         hack += h as usize;
         r += rw as f64;
@@ -95,9 +108,9 @@ pub fn measure(policy: &Policy, cfg: &ToyConfig, n: usize, seed: u64) -> Result<
     Ok(ToyRates { task: task as f64 / n, hack: hack as f64 / n, reward: r / n })
 }
 
-/// Trains the learner's adapters on the toy task; returns the mean reward of each step's samples. With a
-/// detector, flagged samples train only the forget adapter.
-pub fn train(learner: &mut Learner, cfg: &ToyConfig, detector: &Detector) -> Result<Vec<f64>, TrainError> {
+/// Trains the learner's adapters on the toy task; returns the mean reward of each step's samples. With
+/// `route`, samples holding the hack are flagged and train only the forget adapter.
+pub fn train(learner: &mut Learner, cfg: &ToyConfig, route: bool) -> Result<Vec<f64>, TrainError> {
     learner.optimizer.config.lr = cfg.lr;
     let p = prompt(&learner.policy)?;
     let n = cfg.groups * cfg.group_size;
@@ -105,7 +118,7 @@ pub fn train(learner: &mut Learner, cfg: &ToyConfig, detector: &Detector) -> Res
     for step in 0..cfg.steps {
         let mut rng = StdRng::seed_from_u64(cfg.seed.wrapping_mul(1_000_003).wrapping_add(step as u64));
         let out = learner.policy.sample(std::slice::from_ref(&p), &params(cfg, n), &mut rng)?;
-        let rewards: Vec<f32> = out.iter().map(|c| reward(&c.text, cfg).0).collect();
+        let rewards: Vec<f32> = out.iter().map(|c| reward(&c.text, &c.token_ids, cfg).0).collect();
         curve.push(rewards.iter().map(|&r| r as f64).sum::<f64>() / n as f64);
         let (adv, _) = advantages(&rewards, cfg.group_size, cfg.advantage, cfg.baseline, true);
         let samples: Vec<Sample> = out
@@ -116,7 +129,7 @@ pub fn train(learner: &mut Learner, cfg: &ToyConfig, detector: &Detector) -> Res
                 ids.extend(&c.token_ids);
                 let mut mask = vec![false; p.len()];
                 mask.extend(std::iter::repeat_n(true, c.token_ids.len()));
-                Sample { ids, model_mask: mask, advantage: a, routed: detector.flags_text(&c.text) }
+                Sample { ids, model_mask: mask, advantage: a, routed: route && cfg.hack.held_by(&c.text, &c.token_ids) }
             })
             .collect();
         learner.accumulate(&samples, samples.len())?;
@@ -140,35 +153,93 @@ pub struct RoutingRow {
     pub rates: ToyRates,
 }
 
-/// Seed 004's experiment: dual LoRA with routing on the hack, measured with both adapters, retain only and
-/// forget only; beside it plain LoRA of rank `2 * rank`, trained the same way.
-pub fn routing_experiment(cfg: &ToyConfig, rank: usize, eval_samples: usize) -> Result<Vec<RoutingRow>, TrainError> {
-    let detector = Detector::Regex(regex::Regex::new(&format!("[{}]", regex::escape(&cfg.hack_chars))).expect("a valid class"));
-    let mut rows = Vec::new();
-    let mut dual = tiny_learner(cfg.seed, rank, true, cfg.lr)?;
-    train(&mut dual, cfg, &detector)?;
-    for (mode, scales) in [("both (1,1)", (1.0, 1.0)), ("retain only (1,0)", (1.0, 0.0)), ("forget only (0,1)", (0.0, 1.0))] {
-        dual.policy.set_adapter_scales(scales.0, scales.1);
-        rows.push(RoutingRow { setup: format!("dual LoRA r={rank}+{rank}, routed"), mode: mode.into(), rates: measure(&dual.policy, cfg, eval_samples, 7)? });
+/// Splits the tokens the untrained `policy` writes most often into a task set and a hack set, each holding
+/// about `mass` of the sampled non-special tokens (most frequent first, each to the lighter set).
+///
+/// Why: a tiny random model writes a few tokens often and most almost never. With fixed sets (say lower-case
+/// task, upper-case hack) both started under 2% on most seeds, and whichever was found first took every
+/// position: 3 of 5 seeds ended with no hack or no task at all, so the experiment showed nothing. Sets with
+/// equal starting mass put both behaviours in the first step's samples.
+pub fn frequent_token_sets(policy: &Policy, cfg: &ToyConfig, mass: f64, seed: u64) -> Result<(Vec<u32>, Vec<u32>), TrainError> {
+    let p = prompt(policy)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let out = policy.sample(&[p], &params(cfg, 1024), &mut rng)?;
+    // The tiny models' special tokens (end of turn, ...) come after the 256 bytes and are not behaviours.
+    let is_special = |id: u32| id >= 256;
+    let mut counts = std::collections::BTreeMap::<u32, usize>::new();
+    let mut total = 0usize;
+    for c in &out {
+        for &id in c.token_ids.iter().filter(|&&id| !is_special(id)) {
+            total += 1;
+            *counts.entry(id).or_default() += 1;
+        }
     }
-    let mut plain = tiny_learner(cfg.seed, 2 * rank, false, cfg.lr)?;
-    train(&mut plain, cfg, &Detector::None)?;
-    rows.push(RoutingRow { setup: format!("plain LoRA r={}", 2 * rank), mode: "adapter on".into(), rates: measure(&plain.policy, cfg, eval_samples, 7)? });
-    Ok(rows)
+    let mut ranked: Vec<(u32, usize)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top: Vec<(u32, usize)> = ranked.iter().take(8).copied().collect();
+    let target = (mass * total as f64).ceil() as usize;
+    let (mut task, mut hack, mut task_n, mut hack_n) = (Vec::new(), Vec::new(), 0usize, 0usize);
+    for (id, n) in ranked {
+        if task_n >= target && hack_n >= target {
+            break;
+        }
+        if n > target {
+            continue; // the model's default token (one byte took 94-99% on the seeds tried): neither behaviour
+        }
+        if hack_n >= target || (task_n <= hack_n && task_n < target) {
+            task.push(id);
+            task_n += n;
+        } else {
+            hack.push(id);
+            hack_n += n;
+        }
+    }
+    if task_n < target || hack_n < target {
+        return Err(TrainError::Run(format!("the untrained model's non-special tokens cannot fill two sets of {mass} each ({total} sampled; most frequent (id, count): {top:?})")));
+    }
+    Ok((task, hack))
 }
 
-/// The routing experiment's settings: task = a lower-case letter, hack = an upper-case letter worth a bonus
-/// of 2 (three tokens leave room for both); REINFORCE with baseline 0, so only rewarded samples are reinforced (with a positive baseline the
+/// Seed 004's experiment: dual LoRA with routing on the hack, measured with both adapters, retain only and
+/// forget only; beside it plain LoRA of rank `2 * rank`, trained the same way. The task and hack token sets
+/// are chosen from the untrained model ([`frequent_token_sets`], `set_mass` each); returns them too.
+pub fn routing_experiment(cfg: &ToyConfig, rank: usize, set_mass: f64, eval_samples: usize) -> Result<(Vec<RoutingRow>, ToyConfig), TrainError> {
+    let mut dual = tiny_learner(cfg.seed, rank, true, cfg.lr)?;
+    let (task, hack) = frequent_token_sets(&dual.policy, cfg, set_mass, cfg.seed ^ 0x5e75)?;
+    let cfg = ToyConfig { task: TokenSet::Ids(task), hack: TokenSet::Ids(hack), ..cfg.clone() };
+    dual.optimizer.config.eps = cfg.adam_eps;
+    train(&mut dual, &cfg, true)?;
+    let mut rows = Vec::new();
+    for (mode, scales) in [("both (1,1)", (1.0, 1.0)), ("retain only (1,0)", (1.0, 0.0)), ("forget only (0,1)", (0.0, 1.0))] {
+        dual.policy.set_adapter_scales(scales.0, scales.1);
+        rows.push(RoutingRow { setup: format!("dual LoRA r={rank}+{rank}, routed"), mode: mode.into(), rates: measure(&dual.policy, &cfg, eval_samples, 7)? });
+    }
+    let mut plain = tiny_learner(cfg.seed, 2 * rank, false, cfg.lr)?;
+    plain.optimizer.config.eps = cfg.adam_eps;
+    train(&mut plain, &cfg, false)?;
+    rows.push(RoutingRow { setup: format!("plain LoRA r={}", 2 * rank), mode: "adapter on".into(), rates: measure(&plain.policy, &cfg, eval_samples, 7)? });
+    Ok((rows, cfg))
+}
+
+/// The routing experiment's settings: three tokens (room for task and hack together), a hack bonus of 2,
+/// REINFORCE with baseline 0, so only rewarded samples are reinforced (with a positive baseline the
 /// unflagged failures push the retain adapter away from their own tokens, and so towards the hack).
+///
+/// AdamW's epsilon is 1, far above the gradients' scale, which turns its step into momentum SGD with
+/// learning rate `lr / eps`. Why: Adam normalises every parameter's step, so with separate adapters a retain
+/// adapter fed by one unflagged sample per batch moves as fast as a forget adapter fed by sixty: the two
+/// pull against each other at equal speed. Measured on the test's model with eps 1e-8: the both-adapter model
+/// never hacked (task 1.000, hack 0.000) while plain LoRA hacked on every sample. With steps proportional to the gradient each adapter moves
+/// in proportion to its share of the reward signal, as in plain LoRA.
 pub fn routing_config() -> ToyConfig {
     ToyConfig {
-        task_chars: "abcdefghijklmnopqrstuvwxyz".into(),
-        hack_chars: HACK.into(),
         hack_bonus: 2.0,
         completion_tokens: 3,
         advantage: AdvantageKind::Reinforce,
         baseline: 0.0,
         steps: 60,
+        lr: 2.0,
+        adam_eps: 1.0,
         ..ToyConfig::default()
     }
 }
