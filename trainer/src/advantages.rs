@@ -2,6 +2,19 @@
 
 use crate::config::AdvantageKind;
 
+/// For each sample, whether its group carries no signal and is skipped: all its rewards are equal and the
+/// advantage is relative to the group (RLOO, GRPO). REINFORCE's constant baseline skips nothing.
+pub fn skipped_samples(rewards: &[f32], group_size: usize, kind: AdvantageKind) -> Vec<bool> {
+    assert!(group_size > 0 && rewards.len() % group_size == 0, "{} rewards in groups of {group_size}", rewards.len());
+    rewards
+        .chunks(group_size)
+        .flat_map(|g| {
+            let skip = kind != AdvantageKind::Reinforce && g.iter().all(|&r| r == g[0]);
+            std::iter::repeat_n(skip, g.len())
+        })
+        .collect()
+}
+
 /// Advantages in the order of `rewards` (groups are consecutive runs of `group_size`), and how many groups
 /// carried no signal (every reward equal) and were zeroed. REINFORCE subtracts a constant baseline and
 /// keeps every group.
@@ -34,6 +47,15 @@ pub fn advantages(rewards: &[f32], group_size: usize, kind: AdvantageKind, basel
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uniform_groups_are_skipped_except_under_a_constant_baseline() {
+        let r = [1.0, 1.0, 0.0, 1.0, 0.0, 0.0];
+        assert_eq!(skipped_samples(&r, 2, AdvantageKind::Grpo), [true, true, false, false, true, true]);
+        assert_eq!(skipped_samples(&r, 2, AdvantageKind::Rloo), [true, true, false, false, true, true]);
+        assert_eq!(skipped_samples(&r, 2, AdvantageKind::Reinforce), [false; 6]);
+        assert_eq!(advantages(&r, 2, AdvantageKind::Grpo, 0.5, true).1, 2);
+    }
 
     #[test]
     fn the_three_estimators() {

@@ -1,7 +1,7 @@
 //! The training loop on the wiki task: rollouts in the sandbox, advantages, routing, update, logs and
 //! checkpoints.
 
-use crate::advantages::advantages;
+use crate::advantages::{advantages, skipped_samples};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::external::ExternalSampler;
@@ -201,11 +201,17 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
             let (adv, skipped) = advantages(&rewards, group, config.algorithm.advantage, config.algorithm.baseline, config.algorithm.scale_by_std);
             skipped_groups += skipped;
+            // Skipped groups are left out of the update entirely (their KL term alone is not worth a forward
+            // and backward pass: 165 s of a 230 s step measured on the defaults when every group was skipped).
+            let skip = skipped_samples(&rewards, group, config.algorithm.advantage);
             let mut samples = Vec::with_capacity(rollouts.episodes.len());
-            for (e, a) in rollouts.episodes.iter().zip(adv) {
+            for ((e, a), skip) in rollouts.episodes.iter().zip(adv).zip(skip) {
                 let t = e.conversation.tokens.as_ref().ok_or_else(|| TrainError::Run("an episode has no token trace".into()))?;
                 let flagged = detector.flags(e);
                 routed += flagged as usize;
+                if skip {
+                    continue;
+                }
                 samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage: a, routed: flagged });
             }
             let started = Instant::now();
