@@ -28,6 +28,13 @@ use bindings::agentrt::tools::types::{Outcome, ProgramError};
 use monty::{MontyRun, RunProgress};
 use monty_types::{CompileOptions, MontyObject, NameLookupResult, PrintWriter, ResourceLimits, ResourceTracker};
 
+/// monty allocates and frees many small objects while it parses, compiles and runs a program; talc does
+/// that faster than Rust's default wasm allocator (dlmalloc). Measured with `agentrt bench sandbox`
+/// (release, p50, median of 5 interleaved runs on a loaded machine): 211 -> 195 us; 8 interleaved pairs of
+/// a probe: 134 -> 127 us. It burns ~5% more fuel (376K -> 394K for the bench's 3-call program).
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 /// Python recursion depth allowed before `RecursionError`; well inside the wasm stack.
 const MAX_RECURSION_DEPTH: usize = 200;
 
