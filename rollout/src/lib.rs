@@ -30,6 +30,6 @@ pub use episode::{Episode, EpisodeConfig, EpisodeOutcome, EpisodeRunner, PhaseTi
 pub use error::RolloutError;
 pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
-pub use prompt::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT};
+pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
 pub use questions::{read_questions, Question};
 pub use turn_policy::{Finish, Reply, TurnPolicy};

@@ -5,7 +5,7 @@
 use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, EvalInfo, Metrics};
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{demonstration, system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, DEFAULT_SYSTEM_PROMPT};
+use agentrt_rollout::{demonstration, system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, system_prompt_template};
 use agentrt_runtime::Limits;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
 use std::path::PathBuf;
@@ -81,6 +81,9 @@ pub struct EpisodeArgs {
     pub judge: String,
     #[arg(long, default_value_t = 3)]
     pub max_turns: usize,
+    /// `short`, `full`, or the system prompt's own text (as `rollout.system_prompt` in training).
+    #[arg(long, default_value = "short")]
+    pub system_prompt: String,
     /// Leave out the worked episode shown before every question (training shows it unless
     /// `rollout.demonstration = false`; evaluate the way the model was trained).
     #[arg(long)]
@@ -90,6 +93,9 @@ pub struct EpisodeArgs {
     /// 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Sample only among the k most likely tokens (0: all; transformers' default is 50).
+    #[arg(long, default_value_t = 50)]
+    pub top_k: usize,
     /// Episodes played at once.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
@@ -151,6 +157,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
     let params = SamplingParams {
         temperature: args.temperature,
+        top_k: args.top_k,
         max_tokens: args.max_new_tokens,
         stop: agentrt_trainer::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
         ..SamplingParams::default()
@@ -189,7 +196,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         let runner = EpisodeRunner {
             sandbox,
             judge: agentrt_trainer::judge_of(&args.judge)?,
-            system_prompt: system_prompt(DEFAULT_SYSTEM_PROMPT, &plugins),
+            system_prompt: system_prompt(system_prompt_template(&args.system_prompt), &plugins),
             demonstration: if args.no_demonstration { Vec::new() } else { demonstration() },
             config: EpisodeConfig { max_turns: args.max_turns, ..EpisodeConfig::default() },
         };

@@ -50,6 +50,8 @@ pub struct RolloutSection {
     pub top_p: f64,
     pub top_k: usize,
     pub max_observation_chars: usize,
+    /// `short` (default), `full`, or the system prompt's own text (`{plugins}` lists plug-in tools).
+    pub system_prompt: String,
     /// Show the built-in worked episode (few-shot) before every question.
     pub demonstration: bool,
     pub sampler: String,
@@ -80,6 +82,8 @@ pub struct AlgorithmSection {
     pub weight_decay: f64,
     pub max_grad_norm: f64,
     pub gradient_accumulation_steps: usize,
+    /// Added to an episode's reward when one of its programs ran without an error (0: the judge alone).
+    pub program_bonus: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -160,6 +164,9 @@ impl TrainConfig {
         }
         if !(a.lr > 0.0 && a.lr < 1.0) {
             return bad("algorithm.lr", "must be in (0, 1)");
+        }
+        if !(a.program_bonus >= 0.0 && a.program_bonus.is_finite()) {
+            return bad("algorithm.program_bonus", "must be a finite number, 0 or more");
         }
         if a.beta < 0.0 || a.max_grad_norm < 0.0 || a.weight_decay < 0.0 {
             return bad("algorithm.beta / max_grad_norm / weight_decay", "must not be negative");

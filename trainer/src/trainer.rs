@@ -12,7 +12,7 @@ use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
 use agentrt_policy::{AdamWConfig, LoraConfig, ModelSource, Policy, SamplingParams};
 use agentrt_rollout::{
     demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
-    TurnPolicy, DEFAULT_SYSTEM_PROMPT,
+    TurnPolicy, system_prompt_template,
 };
 use agentrt_runtime::{Limits, Sandbox};
 use serde_json::json;
@@ -133,7 +133,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let runner = EpisodeRunner {
         sandbox,
         judge: judge_of(&config.rollout.judge)?,
-        system_prompt: system_prompt(DEFAULT_SYSTEM_PROMPT, &plugins),
+        system_prompt: system_prompt(system_prompt_template(&config.rollout.system_prompt), &plugins),
         demonstration: if config.rollout.demonstration { demonstration() } else { Vec::new() },
         config: EpisodeConfig {
             max_turns: config.rollout.max_turns,
@@ -188,7 +188,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             questions_seen += config.rollout.batch_size;
             let sample_seed = seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64);
             let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed);
-            let rollouts = match &remote {
+            let mut rollouts = match &remote {
                 None => runner.run(&local, &batch).await?,
                 Some(c) => {
                     let sampler = ExternalSampler { remote: OpenAiPolicy::new(c.clone())?, tokens: local, policy: &learner.policy };
@@ -198,6 +198,9 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             times.generate_s += rollouts.times.generate_s;
             times.tools_s += rollouts.times.tools_s;
             times.judge_s += rollouts.times.judge_s;
+            for e in &mut rollouts.episodes {
+                e.reward += program_bonus(e, config.algorithm.program_bonus);
+            }
             let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
             let (adv, skipped) = advantages(&rewards, group, config.algorithm.advantage, config.algorithm.baseline, config.algorithm.scale_by_std);
             skipped_groups += skipped;
@@ -278,6 +281,18 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// The shaping bonus added to an episode's reward: `bonus` when at least one of its programs ran without an
+/// error. Why: the judge alone rewards only correct answers, which a 135M model almost never gives, so every
+/// GRPO group was all zeros and skipped; a runnable program is the first thing it has to learn.
+fn program_bonus(e: &Episode, bonus: f64) -> f32 {
+    let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
+    if ran {
+        bonus as f32
+    } else {
+        0.0
+    }
+}
+
 fn step_metrics(
     step: usize,
     questions_seen: usize,
