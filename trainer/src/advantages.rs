@@ -5,7 +5,7 @@ use crate::config::AdvantageKind;
 /// For each sample, whether its group carries no signal and is skipped: all its rewards are equal and the
 /// advantage is relative to the group (RLOO, GRPO). REINFORCE's constant baseline skips nothing.
 pub fn skipped_samples(rewards: &[f32], group_size: usize, kind: AdvantageKind) -> Vec<bool> {
-    assert!(group_size > 0 && rewards.len() % group_size == 0, "{} rewards in groups of {group_size}", rewards.len());
+    assert!(group_size > 0 && rewards.len().is_multiple_of(group_size), "{} rewards in groups of {group_size}", rewards.len());
     rewards
         .chunks(group_size)
         .flat_map(|g| {
@@ -19,20 +19,19 @@ pub fn skipped_samples(rewards: &[f32], group_size: usize, kind: AdvantageKind) 
 /// carried no signal (every reward equal) and were zeroed. REINFORCE subtracts a constant baseline and
 /// keeps every group.
 pub fn advantages(rewards: &[f32], group_size: usize, kind: AdvantageKind, baseline: f64, scale_by_std: bool) -> (Vec<f32>, usize) {
-    assert!(group_size > 0 && rewards.len() % group_size == 0, "{} rewards in groups of {group_size}", rewards.len());
     assert!(rewards.iter().all(|r| r.is_finite()), "a reward is not finite: {rewards:?}");
+    let skip = skipped_samples(rewards, group_size, kind); // also checks the grouping
     let mut out = Vec::with_capacity(rewards.len());
     let mut skipped = 0;
-    for g in rewards.chunks(group_size) {
+    for (g, skip) in rewards.chunks(group_size).zip(skip.chunks(group_size)) {
         let n = g.len() as f64;
         let mean = g.iter().map(|&r| r as f64).sum::<f64>() / n;
-        let uniform = g.iter().all(|&r| r == g[0]);
         match kind {
-            AdvantageKind::Reinforce => out.extend(g.iter().map(|&r| (r as f64 - baseline) as f32)),
-            _ if uniform => {
+            _ if skip[0] => {
                 skipped += 1;
                 out.extend(std::iter::repeat_n(0.0, g.len()));
             }
+            AdvantageKind::Reinforce => out.extend(g.iter().map(|&r| (r as f64 - baseline) as f32)),
             AdvantageKind::Rloo => out.extend(g.iter().map(|&r| ((r as f64 - mean) * n / (n - 1.0)) as f32)),
             AdvantageKind::Grpo => {
                 let std = (g.iter().map(|&r| (r as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();

@@ -280,7 +280,6 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 /// The shaping bonus added to an episode's reward: `bonus` when at least one of its programs ran without an
 /// error. Why: the judge alone rewards only correct answers, which a 135M model almost never gives, so every
 /// GRPO group was all zeros and skipped; a runnable program is the first thing it has to learn.
@@ -293,6 +292,7 @@ fn program_bonus(e: &Episode, bonus: f64) -> f32 {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn step_metrics(
     step: usize,
     questions_seen: usize,
