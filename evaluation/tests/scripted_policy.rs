@@ -2,11 +2,8 @@
 //! tools in the real sandbox, the rule judge grades, and each number is asserted exactly.
 
 use agentrt_eval::{compare, read_results, write_report, EvalInfo, Metrics, Rate};
-use agentrt_judge::{RuleJudge, DEFAULT_F1_THRESHOLD};
-use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, Question, RandomPolicy, ScriptedPolicy, DEFAULT_SYSTEM_PROMPT};
-use agentrt_runtime::{FixtureTools, Limits, Sandbox, SandboxConfig};
+use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, Question, RandomPolicy, ScriptedPolicy};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
     Question { id: id.into(), question: question.into(), answers: vec![answer.into()], page: Some(page.into()), split: Some("dev".into()) }
@@ -17,14 +14,7 @@ fn program(code: &str) -> String {
 }
 
 async fn runner(max_turns: usize) -> EpisodeRunner {
-    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), plugins: vec![], cache_dir: None }, Arc::new(FixtureTools::default())).await.unwrap();
-    EpisodeRunner {
-        sandbox: Arc::new(sandbox),
-        judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).unwrap()),
-        system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
-        demonstration: vec![],
-        config: EpisodeConfig { max_turns, ..EpisodeConfig::default() },
-    }
+    agentrt_rollout::testing::fixture_runner(EpisodeConfig { max_turns, ..EpisodeConfig::default() }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

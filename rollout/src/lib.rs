@@ -22,6 +22,7 @@ mod local_policy;
 mod openai_policy;
 mod prompt;
 mod questions;
+pub mod testing;
 mod turn_policy;
 
 pub use baselines::{RandomPolicy, ScriptedPolicy};

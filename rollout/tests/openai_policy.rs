@@ -1,9 +1,7 @@
 //! An OpenAI-compatible server as the policy, against a real loopback HTTP server: the episode runs the
 //! server's program in the sandbox, sends the tool output back, and grades the server's answer.
 
-use agentrt_judge::{RuleJudge, DEFAULT_F1_THRESHOLD};
-use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, OpenAiPolicy, OpenAiPolicyConfig, Question, RolloutError, DEFAULT_SYSTEM_PROMPT};
-use agentrt_runtime::{FixtureTools, Limits, Sandbox, SandboxConfig};
+use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, OpenAiPolicy, OpenAiPolicyConfig, Question, RolloutError};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -44,14 +42,7 @@ async fn serve(listener: tokio::net::TcpListener, bodies: Arc<Mutex<Vec<serde_js
 }
 
 async fn runner() -> EpisodeRunner {
-    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), plugins: vec![], cache_dir: None }, Arc::new(FixtureTools::default())).await.unwrap();
-    EpisodeRunner {
-        sandbox: Arc::new(sandbox),
-        judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).unwrap()),
-        system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
-        demonstration: vec![],
-        config: EpisodeConfig::default(),
-    }
+    agentrt_rollout::testing::fixture_runner(EpisodeConfig::default()).await
 }
 
 fn question() -> Question {

@@ -1,0 +1,21 @@
+//! An episode runner over the fixture tools, for tests (no index, no model download).
+
+use crate::{EpisodeConfig, EpisodeRunner, DEFAULT_SYSTEM_PROMPT};
+use agentrt_judge::{RuleJudge, DEFAULT_F1_THRESHOLD};
+use agentrt_runtime::{FixtureTools, Limits, Sandbox, SandboxConfig};
+use std::sync::Arc;
+
+/// A runner with the real sandbox over [`FixtureTools`], the rule judge, the default system prompt and no
+/// demonstration.
+pub async fn fixture_runner(config: EpisodeConfig) -> EpisodeRunner {
+    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), plugins: vec![], cache_dir: None }, Arc::new(FixtureTools::default()))
+        .await
+        .expect("the sandbox over the fixture tools starts");
+    EpisodeRunner {
+        sandbox: Arc::new(sandbox),
+        judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).expect("the default threshold is valid")),
+        system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
+        demonstration: vec![],
+        config,
+    }
+}
