@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         "bench_train" => {
             let rank = req["rank"].as_u64().unwrap_or(16) as usize;
-            policy.init_adapters(LoraConfig { rank, alpha: 2.0 * rank as f64, targets: Target::ALL.to_vec(), dual: false })?;
+            policy.init_adapters(LoraConfig { rank, alpha: 2.0 * rank as f64, targets: Target::ALL.to_vec(), dual: false }, 0)?;
             let mut opt = AdamW::new(policy.trainable_vars(), AdamWConfig::default())?;
             let steps = req["steps"].as_u64().unwrap_or(3) as usize;
             let mut times = vec![];

@@ -116,7 +116,7 @@ impl AdapterSet {
     pub fn load_peft(dir: &Path, model: &ModelConfig, device: &Device) -> Result<AdapterSet> {
         if dir.join(CONFIG).is_file() {
             let (retain, config) = load_adapter(dir, model, device)?;
-            return Ok(AdapterSet { config, retain, forget: None, scales: (1.0, 1.0) });
+            return Ok(AdapterSet { config, retain, forget: None, scales: (1.0, 1.0), routing: Default::default() });
         }
         if !dir.join("retain").join(CONFIG).is_file() {
             return Err(bad(dir, format!("neither {CONFIG} nor retain/{CONFIG} found")));
@@ -132,7 +132,7 @@ impl AdapterSet {
                 scales = (v["scales"][0].as_f64().unwrap_or(1.0), v["scales"][1].as_f64().unwrap_or(1.0));
             }
         }
-        Ok(AdapterSet { config: LoraConfig { dual: true, ..config }, retain, forget: Some(forget), scales })
+        Ok(AdapterSet { config: LoraConfig { dual: true, ..config }, retain, forget: Some(forget), scales, routing: Default::default() })
     }
 
     /// The base weights with the adapters folded in at their current scales (`W + s·(alpha/r)·B·A`).

@@ -24,7 +24,7 @@ pub mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};
 pub use error::{PolicyError, Result};
-pub use lora::{AdapterSet, LoraConfig, Target, Which};
+pub use lora::{AdapterSet, LoraConfig, Routing, Target, Which};
 pub use model::{Arch, Decoder, ModelConfig, ModelWeights};
 pub use optim::{AdamW, AdamWConfig};
 pub use sampling::{Completion, FinishReason, SamplingParams};
@@ -175,9 +175,9 @@ impl Policy {
         self.tokenizer.encode(&self.template.render(messages, true)?)
     }
 
-    /// Fresh adapters (PEFT initialisation: the policy is unchanged until they train).
-    pub fn init_adapters(&mut self, config: LoraConfig) -> Result<()> {
-        self.adapters = Some(AdapterSet::new(config, self.config(), self.device())?);
+    /// Fresh adapters (PEFT initialisation: the policy is unchanged until they train), drawn from `seed`.
+    pub fn init_adapters(&mut self, config: LoraConfig, seed: u64) -> Result<()> {
+        self.adapters = Some(AdapterSet::new(config, self.config(), self.device(), seed)?);
         Ok(())
     }
 
@@ -197,6 +197,13 @@ impl Policy {
     pub fn set_adapter_scales(&mut self, retain: f64, forget: f64) {
         if let Some(a) = &mut self.adapters {
             a.scales = (retain, forget);
+        }
+    }
+
+    /// What unflagged samples train when there are two adapters (see [`Routing`]).
+    pub fn set_routing(&mut self, routing: Routing) {
+        if let Some(a) = &mut self.adapters {
+            a.routing = routing;
         }
     }
 

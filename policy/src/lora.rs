@@ -9,6 +9,11 @@
 //! *detached* and the per-row mask `m` is `[s_r, s_f, 0]` on ordinary rows and `[0, s_f, s_r]` on routed rows.
 //! The value is identical on every row; on routed rows the retain contribution flows only through the
 //! detached copy, so `x` still receives its full gradient but the retain parameters receive exactly none.
+//!
+//! What an *ordinary* (unflagged) sample trains is the [`Routing`] mode: both adapters (`Shared`, the
+//! default) or the retain adapter alone (`Exclusive`, a strict partition of the data between the two). The
+//! general form is rank 4r, `[A_r; A_f; A_r'; A_f']` with each adapter live on the rows it learns from and
+//! detached on the others; a batch whose rows all agree takes the rank-2r form with the right copies detached.
 
 use crate::model::ModelConfig;
 use candle_core::{DType, Device, Tensor, Var};
@@ -133,14 +138,20 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// PEFT's initialisation: `A` Kaiming-uniform (a = sqrt(5), i.e. bound `1/sqrt(in)`), `B` zero.
-    pub fn new(cfg: &LoraConfig, model: &ModelConfig, device: &Device) -> candle_core::Result<Adapter> {
+    /// PEFT's initialisation: `A` Kaiming-uniform (a = sqrt(5), i.e. bound `1/sqrt(in)`), `B` zero; `A`
+    /// drawn from `seed`, so that a run is reproducible (candle's `Tensor::rand` draws from an unseeded
+    /// generator: the routing toy's outcome varied from run to run with everything else fixed).
+    pub fn new(cfg: &LoraConfig, model: &ModelConfig, device: &Device, seed: u64) -> candle_core::Result<Adapter> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut pairs = BTreeMap::new();
         for layer in 0..model.num_layers {
             for &t in &cfg.targets {
                 let (i, o) = t.dims(model);
                 let bound = 1.0 / (i as f64).sqrt();
-                let a = Var::from_tensor(&Tensor::rand(-bound as f32, bound as f32, (cfg.rank, i), device)?)?;
+                let bound = bound as f32;
+                let a: Vec<f32> = (0..cfg.rank * i).map(|_| rng.random_range(-bound..bound)).collect();
+                let a = Var::from_tensor(&Tensor::from_vec(a, (cfg.rank, i), device)?)?;
                 let b = Var::from_tensor(&Tensor::zeros((o, cfg.rank), DType::F32, device)?)?;
                 pairs.insert((layer, t), LoraPair { a, b });
             }
@@ -162,14 +173,28 @@ pub struct AdapterSet {
     pub forget: Option<Adapter>,
     /// Multipliers on each adapter's `alpha/r`: `(1, 0)` ablates the forget adapter.
     pub scales: (f64, f64),
+    /// What unflagged samples train (flagged ones always train the forget adapter alone).
+    pub routing: Routing,
+}
+
+/// Which adapters an unflagged sample trains, when there are two.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Both adapters (gradient routing as in Cloud et al.: only the flagged data is confined).
+    #[default]
+    Shared,
+    /// The retain adapter alone: the forget adapter learns only from flagged samples, the retain adapter only
+    /// from the others, so that the retain adapter alone still does what the unflagged samples taught.
+    Exclusive,
 }
 
 impl AdapterSet {
     /// Fresh adapters with PEFT's initialisation.
-    pub fn new(config: LoraConfig, model: &ModelConfig, device: &Device) -> candle_core::Result<AdapterSet> {
-        let retain = Adapter::new(&config, model, device)?;
-        let forget = if config.dual { Some(Adapter::new(&config, model, device)?) } else { None };
-        Ok(AdapterSet { config, retain, forget, scales: (1.0, 1.0) })
+    pub fn new(config: LoraConfig, model: &ModelConfig, device: &Device, seed: u64) -> candle_core::Result<AdapterSet> {
+        let retain = Adapter::new(&config, model, device, seed)?;
+        let forget = if config.dual { Some(Adapter::new(&config, model, device, seed ^ 0xf0f0_f0f0)?) } else { None };
+        Ok(AdapterSet { config, retain, forget, scales: (1.0, 1.0), routing: Routing::Shared })
     }
 
     /// Sets every `B` to small random values (tests: with `B = 0`, `A` gets no gradient).
@@ -209,43 +234,37 @@ impl AdapterSet {
             return Ok(Some((h.matmul(&r.b.t()?)? * sr)?));
         };
         let rank = self.config.rank;
-        if routed.is_some_and(|m| m.iter().all(|&b| b)) {
-            // Every row routed: the retain weights enter only detached, so they get no gradient entry at all
-            // (an optimizer then skips them, rather than seeing a zero gradient).
-            let a = Tensor::cat(&[f.a.as_tensor(), &r.a.as_tensor().detach()], 0)?;
-            let b = Tensor::cat(&[f.b.as_tensor(), &r.b.as_tensor().detach()], 1)?;
-            let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sf as f32 } else { sr as f32 }).collect();
+        // Which adapters learn from a row: (retain, forget).
+        let exclusive = self.routing == Routing::Exclusive;
+        let live = |routed_row: bool| if routed_row { (false, true) } else { (true, !exclusive) };
+        let weights = |live: bool, t: &Var| if live { t.as_tensor().clone() } else { t.as_tensor().detach() };
+        let rows = routed.unwrap_or(&[]);
+        let n = x.dim(0)?;
+        if routed.is_some() && rows.len() != n {
+            candle_core::bail!("routing mask has {} rows, input has {n}", rows.len());
+        }
+        let uniform = rows.iter().all(|&b| b == rows.first().copied().unwrap_or(false));
+        if uniform {
+            let (lr, lf) = live(rows.first().copied().unwrap_or(false));
+            let a = Tensor::cat(&[weights(lr, &r.a), weights(lf, &f.a)], 0)?;
+            let b = Tensor::cat(&[weights(lr, &r.b), weights(lf, &f.b)], 1)?;
+            let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sr as f32 } else { sf as f32 }).collect();
             let col = Tensor::from_vec(col, (1, 2 * rank), x.device())?;
             let h = x.matmul(&a.t()?)?.broadcast_mul(&col)?;
             return Ok(Some(h.matmul(&b.t()?)?));
         }
-        match routed.filter(|m| m.iter().any(|&b| b)) {
-            None => {
-                let a = Tensor::cat(&[r.a.as_tensor(), f.a.as_tensor()], 0)?;
-                let b = Tensor::cat(&[r.b.as_tensor(), f.b.as_tensor()], 1)?;
-                let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sr as f32 } else { sf as f32 }).collect();
-                let col = Tensor::from_vec(col, (1, 2 * rank), x.device())?;
-                let h = x.matmul(&a.t()?)?.broadcast_mul(&col)?;
-                Ok(Some(h.matmul(&b.t()?)?))
-            }
-            Some(mask) => {
-                let n = x.dim(0)?;
-                if mask.len() != n {
-                    candle_core::bail!("routing mask has {} rows, input has {n}", mask.len());
-                }
-                let a = Tensor::cat(&[r.a.as_tensor(), f.a.as_tensor(), &r.a.as_tensor().detach()], 0)?;
-                let b = Tensor::cat(&[r.b.as_tensor(), f.b.as_tensor(), &r.b.as_tensor().detach()], 1)?;
-                let mut m = Vec::with_capacity(n * 3 * rank);
-                for &routed_row in mask {
-                    let (live, dead) = if routed_row { (0.0, sr as f32) } else { (sr as f32, 0.0) };
-                    m.extend(std::iter::repeat_n(live, rank));
-                    m.extend(std::iter::repeat_n(sf as f32, rank));
-                    m.extend(std::iter::repeat_n(dead, rank));
-                }
-                let m = Tensor::from_vec(m, (n, 3 * rank), x.device())?;
-                let h = (x.matmul(&a.t()?)? * m)?;
-                Ok(Some(h.matmul(&b.t()?)?))
+        let a = Tensor::cat(&[r.a.as_tensor(), f.a.as_tensor(), &r.a.as_tensor().detach(), &f.a.as_tensor().detach()], 0)?;
+        let b = Tensor::cat(&[r.b.as_tensor(), f.b.as_tensor(), &r.b.as_tensor().detach(), &f.b.as_tensor().detach()], 1)?;
+        let mut m = Vec::with_capacity(n * 4 * rank);
+        for &routed_row in rows {
+            let (lr, lf) = live(routed_row);
+            let (sr, sf) = (sr as f32, sf as f32);
+            for scale in [if lr { sr } else { 0.0 }, if lf { sf } else { 0.0 }, if lr { 0.0 } else { sr }, if lf { 0.0 } else { sf }] {
+                m.extend(std::iter::repeat_n(scale, rank));
             }
         }
+        let m = Tensor::from_vec(m, (n, 4 * rank), x.device())?;
+        let h = (x.matmul(&a.t()?)? * m)?;
+        Ok(Some(h.matmul(&b.t()?)?))
     }
 }

@@ -17,9 +17,19 @@ pub fn tiny_config(arch: Arch) -> ModelConfig {
 
 /// A tiny random-weight policy with a byte-level tokenizer and a ChatML template.
 pub fn tiny_policy(arch: Arch, seed: u64) -> Result<Policy> {
-    let cfg = tiny_config(arch);
+    tiny_policy_with(tiny_config(arch), seed)
+}
+
+/// A tiny policy of configuration `cfg` (vocabulary: bytes plus [`SPECIALS`]) with random weights.
+pub fn tiny_policy_with(cfg: ModelConfig, seed: u64) -> Result<Policy> {
+    let w = ModelWeights::random(&cfg, seed, &Device::Cpu)?;
+    tiny_policy_from(cfg, w)
+}
+
+/// A tiny policy of configuration `cfg` with the given weights (e.g. random ones, rescaled).
+pub fn tiny_policy_from(cfg: ModelConfig, w: ModelWeights) -> Result<Policy> {
+    let arch = cfg.arch;
     let dev = Device::Cpu;
-    let w = ModelWeights::random(&cfg, seed, &dev)?;
     let tok = PolicyTokenizer::bytes_only(SPECIALS)?;
     Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None)?, format!("tiny-{arch:?}"), &dev)
 }

@@ -110,7 +110,7 @@ fn gguf_loads_to_the_same_model_with_qk_unpermuted_and_its_own_tokenizer() {
 fn peft_adapters_round_trip_and_merge_export_reloads_as_the_same_model() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = tiny_policy(Arch::Qwen2, 5).unwrap();
-    p.init_adapters(LoraConfig { rank: 4, alpha: 16.0, targets: Target::ALL.to_vec(), dual: true }).unwrap();
+    p.init_adapters(LoraConfig { rank: 4, alpha: 16.0, targets: Target::ALL.to_vec(), dual: true }, 0).unwrap();
     p.adapters.as_ref().unwrap().randomize_b(0.2).unwrap();
     p.set_adapter_scales(1.0, 0.5);
     let with = logits(&p);
