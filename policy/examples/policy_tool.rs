@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let params = SamplingParams { n, temperature: 1.0, max_tokens, ..Default::default() };
             let mut rng = rand::rngs::StdRng::seed_from_u64(0);
             // Warm-up, then the timed run.
-            policy.sample(&[prompt.clone()], &SamplingParams { n: 1, max_tokens: 2, ..params.clone() }, &mut rng)?;
+            policy.sample(std::slice::from_ref(&prompt), &SamplingParams { n: 1, max_tokens: 2, ..params.clone() }, &mut rng)?;
             let t = Instant::now();
             let outs = policy.sample(&[prompt], &params, &mut rng)?;
             let secs = t.elapsed().as_secs_f64();

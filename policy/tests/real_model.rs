@@ -12,7 +12,7 @@ fn smollm2_greedy_answers_paris() {
     let text = p.template.render(&[Message::user("What is the capital of France?")], true).unwrap();
     assert!(text.contains("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"), "{text}");
     let params = SamplingParams { temperature: 0.0, max_tokens: 24, ..Default::default() };
-    let out = p.sample(&[prompt.clone()], &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
+    let out = p.sample(std::slice::from_ref(&prompt), &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
     assert!(out[0].text.contains("Paris"), "answer: {:?}", out[0].text);
     // The sampled log-probs are those the training forward gives on the same ids.
     let mut full = prompt.clone();

@@ -53,7 +53,7 @@ impl RandomPolicy {
     fn program(question: &str, rng: &mut StdRng) -> String {
         let words: Vec<&str> = question.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 2).collect();
         let n = rng.random_range(1..=3usize).min(words.len().max(1));
-        let query: Vec<&str> = (0..n).filter_map(|_| (!words.is_empty()).then(|| words[rng.random_range(0..words.len())])).collect();
+        let query: Vec<&str> = if words.is_empty() { Vec::new() } else { (0..n).map(|_| words[rng.random_range(0..words.len())]).collect() };
         let query = if query.is_empty() { question.to_string() } else { query.join(" ") };
         let (hit, section) = (rng.random_range(0..5usize), rng.random_range(0..8usize));
         format!(

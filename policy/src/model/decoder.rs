@@ -91,6 +91,8 @@ impl Decoder {
         self.weights.embed.device()
     }
 
+    /// One projection: frozen weight and bias, plus the LoRA delta of `(layer, target)` under `routed`.
+    #[allow(clippy::too_many_arguments)] // the site, its weights and the pass's mode are all needed here
     fn proj(
         &self,
         x: &Tensor,
