@@ -2,7 +2,7 @@
 //! overrides, each checked (unknown keys are errors, not ignored).
 
 use crate::error::TrainError;
-use agentrt_policy::Target;
+use agentrt_policy::{Routing, Target};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -90,6 +90,8 @@ pub struct AlgorithmSection {
 #[serde(deny_unknown_fields)]
 pub struct RoutingSection {
     pub detector: String,
+    /// What unflagged samples train: both adapters (`shared`) or the retain adapter alone (`exclusive`).
+    pub unflagged: Routing,
     pub eval_routing_steps: usize,
     pub eval_questions: usize,
 }
@@ -284,7 +286,10 @@ mod tests {
 
     #[test]
     fn saved_config_round_trips() {
-        let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into()]).unwrap();
+        let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into(), "routing.unflagged=exclusive".into()]).unwrap();
+        assert_eq!(c.routing.unflagged, Routing::Exclusive);
+        let e = TrainConfig::from_layers(None, &["routing.unflagged=both".into()]).unwrap_err().to_string();
+        assert!(e.contains("unflagged"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.toml");
         std::fs::write(&p, c.to_toml()).unwrap();

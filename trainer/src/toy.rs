@@ -6,9 +6,12 @@
 //! well under 0.2).
 //!
 //! The routing experiment ([`routing_experiment`]) adds a *hack*: a second set of tokens worth a bonus on
-//! top of the task reward. The detector flags every sample holding a hack token, so with routing on only the
-//! forget adapter learns from them. Ablating the forget adapter (scales `(1, 0)`) should then remove the hack
-//! and keep the task.
+//! top of the task reward. The detector flags every sample holding a hack token; with routing on, only the
+//! forget adapter learns from flagged samples (and, with exclusive routing, only the retain adapter from
+//! the others). Ablating the forget adapter (scales `(1, 0)`) should then remove the hack and keep the task. The
+//! model is the tiny Llama with an untied output head ([`routing_policy`]), and the task and hack sets are
+//! drawn from what it writes untrained ([`frequent_token_sets`]); everything is seeded, so a run repeats
+//! exactly.
 
 use crate::advantages::advantages;
 use crate::config::AdvantageKind;
@@ -16,7 +19,7 @@ use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, Sample};
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
-use agentrt_policy::{AdamWConfig, Message, Policy, SamplingParams};
+use agentrt_policy::{AdamWConfig, Message, Policy, Routing, SamplingParams};
 
 /// Any of these characters completes the default task.
 pub const TARGET: &str = "0123456789";
@@ -25,7 +28,9 @@ pub const TARGET: &str = "0123456789";
 /// token ids.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TokenSet {
+    /// Any of these characters anywhere in the completion.
     Chars(String),
+    /// Any of these token ids anywhere in the completion.
     Ids(Vec<u32>),
 }
 
@@ -58,12 +63,14 @@ pub struct ToyConfig {
     pub adam_eps: f64,
     /// Reward for a completion holding the hack, added to the task reward (0 disables the hack).
     pub hack_bonus: f32,
+    /// What unflagged samples train in the routing experiment.
+    pub routing: Routing,
     pub seed: u64,
 }
 
 impl Default for ToyConfig {
     fn default() -> Self {
-        ToyConfig { steps: 40, groups: 8, group_size: 8, completion_tokens: 2, task: TokenSet::Chars(TARGET.into()), hack: TokenSet::Ids(Vec::new()), advantage: AdvantageKind::Grpo, baseline: 0.5, lr: 2e-2, adam_eps: 1e-8, hack_bonus: 0.0, seed: 0 }
+        ToyConfig { steps: 40, groups: 8, group_size: 8, completion_tokens: 2, task: TokenSet::Chars(TARGET.into()), hack: TokenSet::Ids(Vec::new()), advantage: AdvantageKind::Grpo, baseline: 0.5, lr: 2e-2, adam_eps: 1e-8, hack_bonus: 0.0, routing: Routing::Shared, seed: 0 }
     }
 }
 
@@ -140,9 +147,26 @@ pub fn train(learner: &mut Learner, cfg: &ToyConfig, route: bool) -> Result<Vec<
 
 /// A learner over a tiny random model with fresh adapters.
 pub fn tiny_learner(seed: u64, rank: usize, dual: bool, lr: f64) -> Result<Learner, TrainError> {
-    let mut policy = agentrt_policy::testing::tiny_policy(agentrt_policy::Arch::Llama, seed)?;
-    policy.init_adapters(agentrt_policy::LoraConfig { rank, alpha: 2.0 * rank as f64, dual, ..Default::default() })?;
+    learner(agentrt_policy::testing::tiny_policy(agentrt_policy::Arch::Llama, seed)?, rank, dual, lr, seed)
+}
+
+/// A learner over `policy` with fresh adapters of `rank` (retain and forget ones when `dual`) drawn from `seed`.
+pub fn learner(mut policy: Policy, rank: usize, dual: bool, lr: f64, seed: u64) -> Result<Learner, TrainError> {
+    policy.init_adapters(agentrt_policy::LoraConfig { rank, alpha: 2.0 * rank as f64, dual, ..Default::default() }, seed)?;
     Learner::new(policy, LearnerConfig { beta: 0.0, max_grad_norm: 1.0, optimizer: AdamWConfig { lr, ..AdamWConfig::default() } })
+}
+
+/// The routing experiment's model: the tiny Llama with an untied output head. Why: the tied tiny models
+/// copy the prompt's last token (one byte took 94-99% of the first completion tokens on the seeds tried),
+/// leaving almost no mass for a task or a hack to start from; an untied random head starts nearly uniform.
+pub fn routing_policy(seed: u64) -> Result<Policy, TrainError> {
+    use agentrt_policy::testing::{tiny_config, tiny_policy_from};
+    let cfg = agentrt_policy::ModelConfig { tie_word_embeddings: false, ..tiny_config(agentrt_policy::Arch::Llama) };
+    let mut w = agentrt_policy::ModelWeights::random(&cfg, seed, &agentrt_policy::Device::Cpu)?;
+    // Random heads have std 0.1: at 32 dimensions that leaves the reachable logit margin so small that 60
+    // steps learned next to nothing; std 0.4 still starts with no token above a few percent.
+    w.lm_head = w.lm_head.map(|h| h * 4.0).transpose()?;
+    Ok(tiny_policy_from(cfg, w)?)
 }
 
 /// One row of the routing table.
@@ -153,93 +177,101 @@ pub struct RoutingRow {
     pub rates: ToyRates,
 }
 
-/// Splits the tokens the untrained `policy` writes most often into a task set and a hack set, each holding
-/// about `mass` of the sampled non-special tokens (most frequent first, each to the lighter set).
+/// Picks a task set and then a disjoint hack set from the tokens the untrained `policy` writes, each holding
+/// about `task_mass` and `hack_mass` of the sampled tokens (most frequent first, leaving out any token above
+/// the mass on its own, e.g. a tied model's copy of the prompt's last token).
 ///
-/// Why: a tiny random model writes a few tokens often and most almost never. With fixed sets (say lower-case
-/// task, upper-case hack) both started under 2% on most seeds, and whichever was found first took every
-/// position: 3 of 5 seeds ended with no hack or no task at all, so the experiment showed nothing. Sets with
-/// equal starting mass put both behaviours in the first step's samples.
-pub fn frequent_token_sets(policy: &Policy, cfg: &ToyConfig, mass: f64, seed: u64) -> Result<(Vec<u32>, Vec<u32>), TrainError> {
+/// Why: a random model writes a few tokens often and most almost never, so fixed sets such as "a digit"
+/// started far below 1% on most seeds and the behaviours were found by chance or not at all.
+pub fn frequent_token_sets(policy: &Policy, cfg: &ToyConfig, task_mass: f64, hack_mass: f64, seed: u64) -> Result<(Vec<u32>, Vec<u32>), TrainError> {
     let p = prompt(policy)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let out = policy.sample(&[p], &params(cfg, 1024), &mut rng)?;
-    // The tiny models' special tokens (end of turn, ...) come after the 256 bytes and are not behaviours.
-    let is_special = |id: u32| id >= 256;
     let mut counts = std::collections::BTreeMap::<u32, usize>::new();
-    let mut total = 0usize;
-    for c in &out {
-        for &id in c.token_ids.iter().filter(|&&id| !is_special(id)) {
-            total += 1;
-            *counts.entry(id).or_default() += 1;
-        }
+    let mut total = 0;
+    for &id in out.iter().flat_map(|c| &c.token_ids) {
+        total += 1;
+        *counts.entry(id).or_default() += 1;
     }
     let mut ranked: Vec<(u32, usize)> = counts.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let top: Vec<(u32, usize)> = ranked.iter().take(8).copied().collect();
-    let target = (mass * total as f64).ceil() as usize;
-    let (mut task, mut hack, mut task_n, mut hack_n) = (Vec::new(), Vec::new(), 0usize, 0usize);
-    for (id, n) in ranked {
-        if task_n >= target && hack_n >= target {
-            break;
+    let pick = |mass: f64, taken: &[u32]| -> Result<Vec<u32>, TrainError> {
+        let target = (mass * total as f64).ceil() as usize;
+        // The tiny models' special tokens (end of turn, ...) come after the 256 bytes and are not behaviours.
+        let (mut ids, mut n) = (Vec::new(), 0usize);
+        for &(id, count) in ranked.iter().filter(|&&(id, count)| id < 256 && count <= target && !taken.contains(&id)) {
+            if n >= target {
+                break;
+            }
+            ids.push(id);
+            n += count;
         }
-        if n > target {
-            continue; // the model's default token (one byte took 94-99% on the seeds tried): neither behaviour
+        if n < target {
+            let top: Vec<(u32, usize)> = ranked.iter().take(8).copied().collect();
+            return Err(TrainError::Run(format!("the untrained model's tokens cannot fill a set of {mass} ({total} counted; most frequent (id, count): {top:?})")));
         }
-        if hack_n >= target || (task_n <= hack_n && task_n < target) {
-            task.push(id);
-            task_n += n;
-        } else {
-            hack.push(id);
-            hack_n += n;
-        }
-    }
-    if task_n < target || hack_n < target {
-        return Err(TrainError::Run(format!("the untrained model's non-special tokens cannot fill two sets of {mass} each ({total} sampled; most frequent (id, count): {top:?})")));
-    }
+        Ok(ids)
+    };
+    let task = pick(task_mass, &[])?;
+    let hack = pick(hack_mass, &task)?;
     Ok((task, hack))
 }
 
 /// Seed 004's experiment: dual LoRA with routing on the hack, measured with both adapters, retain only and
 /// forget only; beside it plain LoRA of rank `2 * rank`, trained the same way. The task and hack token sets
-/// are chosen from the untrained model ([`frequent_token_sets`], `set_mass` each); returns them too.
-pub fn routing_experiment(cfg: &ToyConfig, rank: usize, set_mass: f64, eval_samples: usize) -> Result<(Vec<RoutingRow>, ToyConfig), TrainError> {
-    let mut dual = tiny_learner(cfg.seed, rank, true, cfg.lr)?;
-    let (task, hack) = frequent_token_sets(&dual.policy, cfg, set_mass, cfg.seed ^ 0x5e75)?;
+/// are chosen from the untrained model ([`frequent_token_sets`]); returns them too.
+pub fn routing_experiment(cfg: &ToyConfig, rank: usize, task_mass: f64, hack_mass: f64, eval_samples: usize) -> Result<(Vec<RoutingRow>, ToyConfig), TrainError> {
+    let mut dual = learner(routing_policy(cfg.seed)?, rank, true, cfg.lr, cfg.seed)?;
+    let (task, hack) = frequent_token_sets(&dual.policy, cfg, task_mass, hack_mass, cfg.seed ^ 0x5e75)?;
     let cfg = ToyConfig { task: TokenSet::Ids(task), hack: TokenSet::Ids(hack), ..cfg.clone() };
     dual.optimizer.config.eps = cfg.adam_eps;
+    dual.policy.set_routing(cfg.routing);
     train(&mut dual, &cfg, true)?;
     let mut rows = Vec::new();
     for (mode, scales) in [("both (1,1)", (1.0, 1.0)), ("retain only (1,0)", (1.0, 0.0)), ("forget only (0,1)", (0.0, 1.0))] {
         dual.policy.set_adapter_scales(scales.0, scales.1);
         rows.push(RoutingRow { setup: format!("dual LoRA r={rank}+{rank}, routed"), mode: mode.into(), rates: measure(&dual.policy, &cfg, eval_samples, 7)? });
     }
-    let mut plain = tiny_learner(cfg.seed, 2 * rank, false, cfg.lr)?;
+    let mut plain = learner(routing_policy(cfg.seed)?, 2 * rank, false, cfg.lr, cfg.seed)?;
     plain.optimizer.config.eps = cfg.adam_eps;
     train(&mut plain, &cfg, false)?;
     rows.push(RoutingRow { setup: format!("plain LoRA r={}", 2 * rank), mode: "adapter on".into(), rates: measure(&plain.policy, &cfg, eval_samples, 7)? });
     Ok((rows, cfg))
 }
 
-/// The routing experiment's settings: three tokens (room for task and hack together), a hack bonus of 2,
-/// REINFORCE with baseline 0, so only rewarded samples are reinforced (with a positive baseline the
-/// unflagged failures push the retain adapter away from their own tokens, and so towards the hack).
+/// The routing experiment's task set: about this share of the untrained model's tokens.
+pub const ROUTING_TASK_MASS: f64 = 0.05;
+/// The routing experiment's hack set: half the task's starting mass (see [`routing_config`]).
+pub const ROUTING_HACK_MASS: f64 = 0.025;
+
+/// The routing experiment's settings: three tokens (room for task and hack together), a hack bonus of 3,
+/// REINFORCE with baseline 0, and AdamW turned into momentum SGD. Why each:
 ///
-/// AdamW's epsilon is 1, far above the gradients' scale, which turns its step into momentum SGD with
-/// learning rate `lr / eps`. Why: Adam normalises every parameter's step, so with separate adapters a retain
-/// adapter fed by one unflagged sample per batch moves as fast as a forget adapter fed by sixty: the two
-/// pull against each other at equal speed. Measured on the test's model with eps 1e-8: the both-adapter model
-/// never hacked (task 1.000, hack 0.000) while plain LoRA hacked on every sample. With steps proportional to the gradient each adapter moves
-/// in proportion to its share of the reward signal, as in plain LoRA.
+/// - *Baseline 0*: only rewarded samples are reinforced. With a positive baseline the unflagged failures
+///   push the retain adapter away from their own tokens, and so towards the hack.
+/// - *Bonus 3 and SGD*: AdamW's epsilon is 1, far above the gradients' scale, so its step is momentum SGD with
+///   learning rate `lr / eps` and each adapter moves in proportion to its share of the reward signal. Adam
+///   normalises each adapter's step separately: a retain adapter fed by a few unflagged samples then moves
+///   as fast as a forget adapter fed by many, and the both-adapter model did the task and never hacked on
+///   some seeds. With proportional steps a bonus of 3 makes the hack the faster behaviour, as a reward hack
+///   is (the hack set starts at half the task set's mass).
+/// - *lr 1 for 90 steps*: at lr 2 for 60 steps plain LoRA overshot to reward 0 on 2 of 5 seeds.
+///
+/// Measured with `--example routing_toy` (seeds 0, 1, 3, 4): both adapters hack on 99-100% of samples
+/// and retain-only on 0-9%; the retain-only task rate is 0.73, 1.00, 0.65, 0.29 where both adapters do
+/// the task at 0.00, 1.00, 1.00, 0.00. Exclusive routing ([`Routing::Exclusive`]) gave 0.68, 1.00, 0.73,
+/// 0.29 with the same hack rates. The test uses seed 1, where both adapters do task and hack and
+/// retain-only keeps the task (0.997) without the hack (0.001).
 pub fn routing_config() -> ToyConfig {
     ToyConfig {
-        hack_bonus: 2.0,
+        hack_bonus: 3.0,
         completion_tokens: 3,
         advantage: AdvantageKind::Reinforce,
         baseline: 0.0,
-        steps: 60,
-        lr: 2.0,
+        steps: 90,
+        lr: 1.0,
         adam_eps: 1.0,
+        seed: 1,
         ..ToyConfig::default()
     }
 }

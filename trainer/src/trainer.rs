@@ -109,10 +109,11 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
                 alpha: config.model.lora_alpha,
                 targets: config.model.lora_targets.clone(),
                 dual: config.model.dual_lora,
-            })?;
+            }, config.run.seed)?;
             (0, 0)
         }
     };
+    policy.set_routing(config.routing.unflagged);
     let a = &config.algorithm;
     let mut learner = Learner::new(
         policy,

@@ -29,10 +29,9 @@ fn grpo_learns_the_toy_task() {
 /// samples train only the forget adapter. Retain-only inference must hack at least 90% less often than both
 /// adapters together and keep at least 90% of their task rate. Plain LoRA of rank 2r is trained beside it.
 #[test]
-#[ignore = "not yet reliable: 4 of 6 runs passed; in the others the both-adapter model never learned the hack (see the session note); run with --ignored"]
 fn gradient_routing_localises_the_hack_in_the_forget_adapter() {
     let cfg = toy::routing_config();
-    let (rows, sets) = toy::routing_experiment(&cfg, 4, 0.025, 1024).unwrap();
+    let (rows, sets) = toy::routing_experiment(&cfg, 4, toy::ROUTING_TASK_MASS, toy::ROUTING_HACK_MASS, 1024).unwrap();
     eprintln!("task {:?}, hack {:?}\n{}", sets.task, sets.hack, toy::routing_table(&rows));
     let (both, retain, forget, plain) = (rows[0].rates, rows[1].rates, rows[2].rates, rows[3].rates);
     // Without a learned hack (in the forget adapter, and in plain LoRA) the test would show nothing.
