@@ -10,9 +10,15 @@
 //! - **who keeps**: the extracted files are renamed into the cache in one step, so a killed fetch never
 //!   leaves a half-written model behind; a later call finds the directory and returns at once.
 //!
+//! Every file a run writes for a later one goes through [`write_atomic`] (it lives here because every crate
+//! of the workspace already depends on this one).
+//!
 //! The cache lives in `$AGENTRT_CACHE/assets` (default `~/.cache/agentrt/assets`). A directory of wheels
 //! already on disk can be named with `$AGENTRT_WHEELHOUSE`; it is tried before the network, with the
 //! same checksum check.
+
+mod atomic;
+pub use atomic::write_atomic;
 
 use sha2::{Digest, Sha256};
 use std::fs;

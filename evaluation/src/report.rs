@@ -5,7 +5,6 @@ use crate::EvalError;
 use agentrt_charts::{write_bar_chart, Bar, BarChart};
 use agentrt_rollout::Episode;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const RESULTS_JSON: &str = "results.json";
@@ -30,11 +29,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> EvalError + '_ {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    agentrt_assets::write_atomic(path, bytes).map_err(io(path))
 }
 
 /// `results.json`: the headline numbers at the top level, then everything.

@@ -4,9 +4,7 @@ use crate::{JudgeError, Verdict};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything that determines an LLM verdict; its sha256 names the cache file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,8 +47,6 @@ pub fn default_cache_dir() -> PathBuf {
     agentrt_assets::cache_root().join("judge")
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 impl VerdictCache {
     /// Opens (creating it if needed) a cache in `dir`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, JudgeError> {
@@ -76,7 +72,7 @@ impl VerdictCache {
         (entry.key == *key).then_some(entry.verdict)
     }
 
-    /// Stores `verdict` under `key`: written to a temporary file, then renamed into place.
+    /// Stores `verdict` under `key`, atomically.
     pub fn put(&self, key: &CacheKey, verdict: &Verdict) -> Result<(), JudgeError> {
         let path = self.path_for(key);
         let entry = Entry { key: key.clone(), verdict: verdict.clone() };
@@ -84,22 +80,7 @@ impl VerdictCache {
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        let tmp = self.dir.join(format!(
-            ".{}.{}-{}.tmp",
-            key.digest(),
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let write = || -> std::io::Result<()> {
-            let mut file = fs::File::create(&tmp)?;
-            file.write_all(&body)?;
-            file.sync_all()?;
-            fs::rename(&tmp, &path)
-        };
-        write().map_err(|source| {
-            let _ = fs::remove_file(&tmp);
-            JudgeError::Cache { path, source }
-        })
+        agentrt_assets::write_atomic(&path, &body).map_err(|source| JudgeError::Cache { path, source })
     }
 }
 

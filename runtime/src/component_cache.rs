@@ -67,9 +67,5 @@ fn cache_key(engine: &Engine, wasm: &[u8]) -> String {
 /// Writes atomically: a reader sees the whole artefact or none.
 fn store(path: &Path, component: &Component) -> Result<(), String> {
     let bytes = component.serialize().map_err(|e| format!("{e:#}"))?;
-    let dir = path.parent().ok_or("no parent directory")?;
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("c"), std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    agentrt_assets::write_atomic(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
 }

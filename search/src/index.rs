@@ -467,9 +467,8 @@ pub fn build_index(
     let gen_name = format!("gen-{nanos}-{}", std::process::id());
     let gen = dir.join(&gen_name);
     std::fs::rename(&building, &gen).map_err(|e| SearchError::write(&gen, e))?;
-    let tmp = dir.join(format!(".CURRENT.{}", std::process::id()));
-    write_file(&tmp, gen_name.as_bytes())?;
-    std::fs::rename(&tmp, dir.join(CURRENT_FILE)).map_err(|e| SearchError::write(dir.join(CURRENT_FILE), e))?;
+    let current = dir.join(CURRENT_FILE);
+    agentrt_assets::write_atomic(&current, gen_name.as_bytes()).map_err(|e| SearchError::write(&current, e))?;
     sweep(dir, &gen_name);
     Ok(BuildOutcome::Built { reason, pages: catalog.pages.len(), sections: catalog.sections.len(), seconds })
 }
