@@ -5,6 +5,7 @@
 //! cargo run --release -p agentrt-search --example wiki -- index  [--pages F] [--index-dir D]
 //! cargo run --release -p agentrt-search --example wiki -- search --queries F [--index-dir D]   # timings, JSON
 //! cargo run --release -p agentrt-search --example wiki -- eval   [--split dev] [--index-dir D]
+//! cargo run --release -p agentrt-search --example wiki -- stages --queries F [--index-dir D]  # where a query's time goes
 
 use agentrt_search::*;
 use std::path::PathBuf;
@@ -68,6 +69,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean})
             );
         }
+        Some("stages") => {
+            // The hybrid search_pages path, stage by stage: embed the query (tokenizer + int8 encoder;
+            // candle's f32 BERT beside it for comparison), rank sections by vector and by BM25, fuse.
+            let index = WikiIndex::open(&dir)?;
+            let file = arg(&args, "--queries").ok_or("--queries FILE")?;
+            let queries: Vec<String> =
+                std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+            index.warm_up()?;
+            let embedder = match arg(&args, "--model-dir") {
+                Some(d) => Embedder::load(std::path::Path::new(&d))?,
+                None => Embedder::minilm()?,
+            };
+            let mut stages: Vec<(&str, Vec<f64>)> =
+                ["embed (int8)", "embed (candle f32)", "vector ranking", "bm25 ranking", "search_pages (hybrid)"]
+                    .into_iter()
+                    .map(|s| (s, Vec::new()))
+                    .collect();
+            let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+            // candle's pass in its own loop: its 90 MB of f32 weights would push the int8 weights out of
+            // the cache between stages, which the real search path never does.
+            for q in &queries {
+                let t = Instant::now();
+                embedder.embed_one_f32(q)?;
+                stages[1].1.push(ms(t));
+            }
+            for q in &queries {
+                let t = Instant::now();
+                let v = embedder.embed_one(q)?;
+                stages[0].1.push(ms(t));
+                let t = Instant::now();
+                index.vector_pages(&v);
+                stages[2].1.push(ms(t));
+                let t = Instant::now();
+                index.bm25_pages(q)?;
+                stages[3].1.push(ms(t));
+                index.clear_query_cache();
+                let t = Instant::now();
+                index.search_pages(q, 10)?;
+                stages[4].1.push(ms(t));
+            }
+            println!("{} queries, ms            p50      p99     mean", queries.len());
+            for (name, mut lat) in stages {
+                lat.sort_by(f64::total_cmp);
+                let pct = |p: f64| lat[((p / 100.0) * (lat.len() - 1) as f64).round() as usize];
+                println!("{name:<24} {:>8.3} {:>8.3} {:>8.3}", pct(50.0), pct(99.0), lat.iter().sum::<f64>() / lat.len() as f64);
+            }
+        }
         Some("eval") => {
             let index = WikiIndex::open(&dir)?;
             let split = arg(&args, "--split").unwrap_or_else(|| "dev".into());
@@ -78,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("{:<22} {:>6.3} {:>6.3} {:>6.3}", x.mode, x.at1, x.at5, x.at10);
             }
         }
-        _ => return Err("usage: wiki index|search|eval [--index-dir D] ...".into()),
+        _ => return Err("usage: wiki index|search|stages|eval [--index-dir D] ...".into()),
     }
     Ok(())
 }

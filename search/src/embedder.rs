@@ -1,4 +1,5 @@
-//! Who matches (part one): all-MiniLM-L6-v2 sentence vectors on candle's CPU BERT.
+//! Who matches (part one): all-MiniLM-L6-v2 sentence vectors: sections in batches on candle's CPU BERT
+//! (f32), a query alone on [`QueryEncoder`] (int8 weights, about a millisecond).
 //!
 //! Mean pooling over the attention mask, then L2 normalisation, as sentence-transformers does; inputs
 //! are truncated at 256 word pieces (the model's `max_seq_length`). The tokenizer.json that ships with
@@ -6,6 +7,7 @@
 //! its own longest member instead, with inputs sorted by length so that batches waste little.
 
 use crate::error::SearchError;
+use crate::query_encoder::{QueryEncoder, Scratch};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
@@ -55,6 +57,7 @@ impl ModelId {
 /// A loaded sentence embedder; `Send + Sync`, one per process is enough.
 pub struct Embedder {
     model: BertModel,
+    query_encoder: QueryEncoder,
     tokenizer: Tokenizer,
     device: Device,
 }
@@ -76,13 +79,14 @@ impl Embedder {
         let device = Device::Cpu;
         let vb = VarBuilder::from_buffered_safetensors(read(file("model.safetensors"))?, DType::F32, &device)?;
         let model = BertModel::load(vb, &config)?;
+        let query_encoder = QueryEncoder::load(dir)?;
         let mut tokenizer = Tokenizer::from_file(file("tokenizer.json"))
             .map_err(|e| SearchError::Embedder(format!("{}: {e}", file("tokenizer.json").display())))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
             .map_err(|e| SearchError::Embedder(format!("tokenizer truncation: {e}")))?;
-        Ok(Embedder { model, tokenizer, device })
+        Ok(Embedder { model, query_encoder, tokenizer, device })
     }
 
     /// Truncate inputs at `max_tokens` word pieces from now on.
@@ -93,14 +97,25 @@ impl Embedder {
         Ok(())
     }
 
-    /// One L2-normalised vector for one text.
+    /// One L2-normalised vector for one text (a query), on the int8 [`QueryEncoder`].
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, SearchError> {
+        thread_local! {
+            // Buffers reused across queries on a thread: fresh ones cost page faults on every query.
+            static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+        }
+        let ids = self.tokenize(text)?;
+        SCRATCH.with_borrow_mut(|scratch| self.query_encoder.encode(&ids, scratch))
+    }
+
+    /// One L2-normalised vector for one text on candle's f32 BERT, the way sections are embedded.
+    pub fn embed_one_f32(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
         let mut out = self.forward(&[ids])?;
         Ok(out.pop().unwrap_or_default())
     }
 
-    /// L2-normalised vectors for many texts, `batch` at a time; `progress(done)` after each batch.
+    /// L2-normalised vectors for many texts (sections) on candle's f32 BERT, `batch` at a time;
+    /// `progress(done)` after each batch.
     pub fn embed_many(
         &self,
         texts: &[String],

@@ -282,9 +282,11 @@ impl WikiIndex {
         }
     }
 
-    /// Embed many queries at once (faster than one by one; used by the evaluation).
+    /// Embed many queries (used by the evaluation): one by one, on the same encoder as `search_pages`, so
+    /// that recall is measured on the vectors the tools see.
     pub fn embed_queries(&self, queries: &[String]) -> Result<Vec<Vec<f32>>, SearchError> {
-        self.embedder()?.embed_many(queries, 64, &mut |_| {})
+        let embedder = self.embedder()?;
+        queries.iter().map(|q| embedder.embed_one(q)).collect()
     }
 
     /// BM25 page ranking.

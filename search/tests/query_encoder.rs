@@ -1,0 +1,40 @@
+//! The int8 query encoder against candle's f32 BERT (the encoder the sections are embedded with), on
+//! the real all-MiniLM-L6-v2 weights and real questions from the bundled data.
+
+use agentrt_search::Embedder;
+use std::path::Path;
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()
+}
+
+#[test]
+fn int8_query_vectors_point_where_the_f32_vectors_do() {
+    let embedder = Embedder::minilm().expect("all-MiniLM-L6-v2");
+    let questions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/wiki/questions.jsonl");
+    let mut texts: Vec<String> = agentrt_search::read_questions(&questions, Some("dev"))
+        .expect("questions")
+        .into_iter()
+        .take(60)
+        .map(|q| q.question)
+        .collect();
+    texts.extend(["Paris", "a", "Ünïcödé, emoji 🦀 and punctuation?!", &"long query ".repeat(120)].map(String::from));
+    let mut worst = (1.0f32, String::new());
+    let mut total = 0.0;
+    for text in &texts {
+        let fast = embedder.embed_one(text).unwrap();
+        let exact = embedder.embed_one_f32(text).unwrap();
+        assert_eq!(fast.len(), exact.len());
+        let norm = cosine(&fast, &fast).sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "{text:?}: norm {norm}");
+        let c = cosine(&fast, &exact);
+        total += c;
+        if c < worst.0 {
+            worst = (c, text.clone());
+        }
+    }
+    let mean = total / texts.len() as f32;
+    eprintln!("cosine int8 vs f32 over {} texts: mean {mean:.5}, worst {:.5} ({:?})", texts.len(), worst.0, worst.1);
+    assert!(worst.0 >= 0.99, "worst cosine {:.5} for {:?}", worst.0, worst.1);
+    assert!(mean >= 0.995, "mean cosine {mean:.5}");
+}
