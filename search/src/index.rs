@@ -340,8 +340,11 @@ impl WikiIndex {
             SearchMode::Bm25 => self.bm25_pages(query)?,
             SearchMode::Vector => self.vector_pages(&self.embed_query(query)?),
             SearchMode::Hybrid => {
-                let v = self.embed_query(query)?;
-                hybrid::fuse(&self.bm25_pages(query)?, &self.vector_pages(&v), fusion)
+                // The two rankings are independent: BM25 (~0.4 ms) runs on a second core while the
+                // query is embedded.
+                let (bm25, vector) =
+                    rayon::join(|| self.bm25_pages(query), || self.embed_query(query).map(|v| self.vector_pages(&v)));
+                hybrid::fuse(&bm25?, &vector?, fusion)
             }
         };
         Ok(self.hits(&ranked, k))

@@ -31,7 +31,7 @@ pub mod eval;
 pub mod hybrid;
 pub mod index;
 pub mod ingest;
-pub mod int8_linear;
+pub mod int8;
 pub mod lanes;
 pub mod manifest;
 pub mod query_encoder;

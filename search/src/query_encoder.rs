@@ -12,7 +12,7 @@
 //! → 0.708); vectors alone moved from 0.915 to 0.911.
 
 use crate::error::SearchError;
-use crate::int8_linear::{Int8Linear, QuantizedRows};
+use crate::int8::{Int8Linear, QuantizedRows};
 use crate::lanes;
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
@@ -149,6 +149,16 @@ impl QueryEncoder {
 
     /// The mean-pooled, L2-normalised vector of one tokenised text (with its [CLS] and [SEP]).
     pub fn encode(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, SearchError> {
+        // The int8 layers split their columns over two cores with rayon::join, which is cheap between
+        // rayon's own workers but costs a hand-off each time from any other thread: so the whole
+        // encoding moves to a worker once.
+        if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
+            return rayon::scope(|_| self.encode_here(ids, scratch));
+        }
+        self.encode_here(ids, scratch)
+    }
+
+    fn encode_here(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, SearchError> {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")

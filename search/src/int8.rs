@@ -95,15 +95,20 @@ pub fn quantize_i8(v: &[f32], codes: &mut [i8]) -> f32 {
     scale
 }
 
-/// `Σ_k x[k] · w[k]` for unsigned `x` (activation codes) and signed `w`, exact.
-pub fn dot_u8_i8(x: &[u8], w: &[i8]) -> i32 {
-    assert_eq!(x.len(), w.len(), "dot_u8_i8: lengths differ");
+/// `out[r] = Σ_k x[k] · rows[r][k]` for unsigned `x` (a query's codes) and every signed row of `rows`
+/// (row width `x.len()`), exact. The scan of the section vectors.
+pub fn dots_u8_i8(x: &[u8], rows: &[i8], out: &mut [i32]) {
+    let dim = x.len();
+    assert!(dim > 0 && rows.len() == out.len() * dim, "dots_u8_i8: {} bytes is not {} rows of {dim}", rows.len(), out.len());
     #[cfg(target_arch = "x86_64")]
-    if x.len() % 64 == 0 && std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the features are present and the lengths are equal multiples of 64.
-        return unsafe { vnni::dot(x, w) };
+    if dim % 64 == 0 && std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the features are present; the row width is a multiple of 64 and the sizes were checked.
+        unsafe { vnni::dots(x, rows, out) };
+        return;
     }
-    x.iter().zip(w).map(|(&a, &b)| a as i32 * b as i32).sum()
+    for (o, row) in out.iter_mut().zip(rows.chunks_exact(dim)) {
+        *o = x.iter().zip(row).map(|(&a, &b)| a as i32 * b as i32).sum();
+    }
 }
 
 /// The scale that maps `[-max, max]` onto `[-127, 127]`, and its inverse. A row too small for the
@@ -199,9 +204,23 @@ impl Int8Linear {
     fn integer_sums(&self, x: &QuantizedRows, sums: &mut [i32]) {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         if self.in_dim % 64 == 0 && amx::available() {
+            assert!(sums.len() >= x.rows * self.out_dim && x.data.len() >= x.rows * self.in_dim);
+            let out = SharedOutput(sums.as_mut_ptr());
             // SAFETY: AMX is present and this process may use it; `in_dim` and `out_dim` are multiples
-            // of 64, and the buffers were sized by the caller.
-            unsafe { amx::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, sums) };
+            // of 64 and the buffers are large enough (asserted above); the two halves below write
+            // disjoint columns of `sums`, which outlives both.
+            let run = |columns: std::ops::Range<usize>| unsafe {
+                amx::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, columns, out.pointer())
+            };
+            let tiles = self.out_dim / 64;
+            // On a rayon worker with a second core, the columns are split in two: a layer reads its
+            // weights once per query, so it is bound by one core's share of memory bandwidth.
+            if tiles >= 2 && self.packed.len() >= SPLIT_BYTES && rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1 {
+                let middle = tiles / 2 * 64;
+                rayon::join(|| run(0..middle), || run(middle..self.out_dim));
+            } else {
+                run(0..self.out_dim);
+            }
             return;
         }
         #[cfg(target_arch = "x86_64")]
@@ -211,6 +230,23 @@ impl Int8Linear {
             return;
         }
         portable_integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, sums);
+    }
+}
+
+/// Layers with at least this many weight bytes are worth two cores.
+const SPLIT_BYTES: usize = 64 * 1024;
+
+/// The sums buffer, shared by the two halves of a split layer: each writes its own columns.
+#[derive(Clone, Copy)]
+struct SharedOutput(*mut i32);
+// SAFETY: used only by `integer_sums`, whose two halves write disjoint columns while the caller waits.
+unsafe impl Send for SharedOutput {}
+unsafe impl Sync for SharedOutput {}
+
+impl SharedOutput {
+    // A method, not `.0`: a closure would capture the bare pointer field, which is not `Sync`.
+    fn pointer(self) -> *mut i32 {
+        self.0
     }
 }
 
@@ -272,16 +308,19 @@ mod vnni {
         }
     }
 
-    /// One dot product of 64-byte multiples.
+    /// One dot product per row; the row width `x.len()` is a multiple of 64.
     #[target_feature(enable = "avx512f,avx512vnni")]
-    pub(super) unsafe fn dot(x: &[u8], w: &[i8]) -> i32 {
-        let mut acc = _mm512_setzero_si512();
-        for i in (0..x.len()).step_by(64) {
-            let xv = _mm512_loadu_si512(x.as_ptr().add(i) as *const _);
-            let wv = _mm512_loadu_si512(w.as_ptr().add(i) as *const _);
-            acc = _mm512_dpbusd_epi32(acc, xv, wv);
+    pub(super) unsafe fn dots(x: &[u8], rows: &[i8], out: &mut [i32]) {
+        let dim = x.len();
+        for (r, o) in out.iter_mut().enumerate() {
+            let row = rows.as_ptr().add(r * dim);
+            let mut acc = _mm512_setzero_si512();
+            for i in (0..dim).step_by(64) {
+                let xv = _mm512_loadu_si512(x.as_ptr().add(i) as *const _);
+                acc = _mm512_dpbusd_epi32(acc, xv, _mm512_loadu_si512(row.add(i) as *const _));
+            }
+            *o = _mm512_reduce_add_epi32(acc);
         }
-        _mm512_reduce_add_epi32(acc)
     }
 
     #[inline]
@@ -384,10 +423,19 @@ mod amx {
         };
     }
 
-    /// Same contract as the VNNI kernel; `in_dim` and `out_dim` are multiples of 64.
-    pub(super) unsafe fn integer_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], out_dim: usize, sums: &mut [i32]) {
-        debug_assert!(in_dim % 64 == 0 && out_dim % 64 == 0);
-        debug_assert!(x.len() >= rows * in_dim && sums.len() >= rows * out_dim && packed.len() == in_dim * out_dim);
+    /// Same contract as the VNNI kernel, for the output columns `columns` only (multiples of 64), and
+    /// with `sums` as a raw pointer so that two threads can each fill their own columns.
+    pub(super) unsafe fn integer_sums(
+        x: &[u8],
+        rows: usize,
+        in_dim: usize,
+        packed: &[i8],
+        out_dim: usize,
+        columns: std::ops::Range<usize>,
+        sums: *mut i32,
+    ) {
+        debug_assert!(in_dim % 64 == 0 && out_dim % 64 == 0 && columns.start % 64 == 0 && columns.end <= out_dim);
+        debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim);
         let block_bytes = in_dim * LANES; // one 16-output block
         let mut r0 = 0;
         while r0 < rows {
@@ -395,19 +443,30 @@ mod amx {
             let config = TileConfig::new(m);
             asm!("ldtilecfg [{0}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
             let xp = x.as_ptr().add(r0 * in_dim);
-            for col in (0..out_dim).step_by(64) {
+            for col in columns.clone().step_by(64) {
                 asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
                 let w = packed.as_ptr().add((col / LANES) * block_bytes);
                 for k in (0..in_dim).step_by(64) {
                     asm!("tileloadd tmm4, [{x} + {stride}*1]", x = in(reg) xp.add(k), stride = in(reg) in_dim, options(nostack, readonly));
                     // Block j's 16 groups of 4 inputs starting at input k: 16 rows of 64 bytes.
                     let wk = w.add(k * LANES);
+                    // Ask for the weights two steps ahead (4 × 1 KB): the tile loads otherwise wait on
+                    // the cache hierarchy one after another.
+                    let ahead = k * LANES + 2 * 64 * LANES;
+                    if ahead < block_bytes {
+                        for j in 0..4 {
+                            let p = w.add(j * block_bytes + ahead);
+                            for line in 0..16 {
+                                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.add(line * 64));
+                            }
+                        }
+                    }
                     tile_product!("tmm0", "tmm5", wk);
                     tile_product!("tmm1", "tmm6", wk.add(block_bytes));
                     tile_product!("tmm2", "tmm5", wk.add(2 * block_bytes));
                     tile_product!("tmm3", "tmm6", wk.add(3 * block_bytes));
                 }
-                let out = sums.as_mut_ptr().add(r0 * out_dim + col);
+                let out = sums.add(r0 * out_dim + col);
                 let stride = out_dim * 4;
                 store_sums!("tmm0", out, stride);
                 store_sums!("tmm1", out.add(LANES), stride);
@@ -489,6 +548,21 @@ mod tests {
         }
     }
 
+    /// On a rayon worker a large layer is split over two threads by columns: still the same sums.
+    #[test]
+    fn a_layer_split_over_two_threads_gives_the_same_sums() {
+        let (in_dim, out_dim, rows) = (384, 320, 15);
+        let lin = Int8Linear::new(&values(out_dim * in_dim, 21, 1.0), &vec![0.0; out_dim], out_dim, in_dim);
+        assert!(lin.packed.len() >= SPLIT_BYTES);
+        let x = QuantizedRows::quantize(&values(rows * in_dim, 22, 2.0), rows, in_dim);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let mut split = vec![0i32; rows * out_dim];
+        pool.install(|| lin.integer_sums(&x, &mut split));
+        let mut portable = vec![0i32; rows * out_dim];
+        portable_integer_sums(&x.data, rows, in_dim, &lin.packed, out_dim, &mut portable);
+        assert_eq!(split, portable);
+    }
+
     /// Which kernel the exactness test above exercised on this machine (printed, for the log).
     #[test]
     fn report_the_kernel_in_use() {
@@ -515,13 +589,21 @@ mod tests {
     }
 
     #[test]
-    fn the_row_dot_is_exact() {
-        let x = QuantizedRows::quantize(&values(384, 11, 1.0), 1, 384);
-        let mut w = vec![0i8; 384];
-        quantize_i8(&values(384, 12, 0.3), &mut w);
-        let plain: i32 = x.row(0).0.iter().zip(&w).map(|(&a, &b)| a as i32 * b as i32).sum();
-        assert_eq!(dot_u8_i8(x.row(0).0, &w), plain);
-        assert_eq!(dot_u8_i8(&x.row(0).0[..100], &w[..100]), x.row(0).0[..100].iter().zip(&w).map(|(&a, &b)| a as i32 * b as i32).sum::<i32>());
+    fn the_row_scan_is_exact() {
+        for dim in [384, 100] {
+            let x = QuantizedRows::quantize(&values(dim, 11, 1.0), 1, dim);
+            let mut rows = vec![0i8; 5 * dim];
+            for (r, row) in rows.chunks_exact_mut(dim).enumerate() {
+                quantize_i8(&values(dim, 12 + r as u64, 0.3), row);
+            }
+            let mut got = vec![0i32; 5];
+            dots_u8_i8(x.row(0).0, &rows, &mut got);
+            let plain: Vec<i32> = rows
+                .chunks_exact(dim)
+                .map(|row| x.row(0).0.iter().zip(row).map(|(&a, &b)| a as i32 * b as i32).sum())
+                .collect();
+            assert_eq!(got, plain, "width {dim}");
+        }
     }
 
     #[test]
