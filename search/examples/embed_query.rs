@@ -1,4 +1,4 @@
-//! Embed one query many times and report the latency of each encoder: the int8 query encoder and
+//! Embed one query many times and report the latency of each encoder: the int8 encoder and
 //! candle's f32 BERT, on the same text.
 //!
 //! cargo run --release -p agentrt-search --example embed_query -- "Which planet has a Great Red Spot?" [REPEATS]
@@ -15,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let exact = embedder.embed_one_f32(&text)?;
     let cosine: f32 = fast.iter().zip(&exact).map(|(a, b)| a * b).sum();
     println!("{text:?}: cosine(int8, f32) = {cosine:.5}");
-    for (name, f32_path) in [("int8 query encoder", false), ("candle f32 BERT", true)] {
+    for (name, f32_path) in [("int8 encoder", false), ("candle f32 BERT", true)] {
         let n = if f32_path { repeats / 10 + 1 } else { repeats };
         let mut lat = Vec::with_capacity(n);
         for _ in 0..n {

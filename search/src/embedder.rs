@@ -1,17 +1,20 @@
-//! Who matches (part one): all-MiniLM-L6-v2 sentence vectors: sections in batches on candle's CPU BERT
-//! (f32), a query alone on [`QueryEncoder`] (int8 weights, about a millisecond).
+//! Who matches (part one): all-MiniLM-L6-v2 sentence vectors, for sections and queries alike, from
+//! the int8 [`Int8Bert`] (one text at a time; sections on every core). candle's f32 BERT stays
+//! beside it, loaded only when asked for, as the reference the int8 vectors are checked against.
 //!
-//! Mean pooling over the attention mask, then L2 normalisation, as sentence-transformers does; inputs
-//! are truncated at 256 word pieces (the model's `max_seq_length`). The tokenizer.json that ships with
-//! the model pads every input to 128 tokens: padding is switched off here and each batch is padded to
-//! its own longest member instead, with inputs sorted by length so that batches waste little.
+//! Mean pooling over the tokens, then L2 normalisation, as sentence-transformers does; inputs are
+//! truncated at 256 word pieces (the model's `max_seq_length`), sections at 128. The tokenizer.json that
+//! ships with the model pads every input to 128 tokens: padding is switched off here, since each text
+//! is encoded alone (and the f32 reference pads a batch to its own longest member).
 
 use crate::error::SearchError;
-use crate::query_encoder::{QueryEncoder, Scratch};
+use crate::int8_bert::{Int8Bert, Scratch};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use tokenizers::{Tokenizer, TruncationParams};
 
 /// The width of a MiniLM vector.
@@ -56,10 +59,11 @@ impl ModelId {
 
 /// A loaded sentence embedder; `Send + Sync`, one per process is enough.
 pub struct Embedder {
-    model: BertModel,
-    query_encoder: QueryEncoder,
+    dir: PathBuf,
+    encoder: Int8Bert,
     tokenizer: Tokenizer,
-    device: Device,
+    /// candle's f32 BERT, loaded by the first [`Embedder::embed_one_f32`].
+    reference: OnceLock<Result<BertModel, String>>,
 }
 
 impl Embedder {
@@ -72,21 +76,30 @@ impl Embedder {
 
     /// Load a BERT sentence embedder from a directory with config.json, model.safetensors, tokenizer.json.
     pub fn load(dir: &Path) -> Result<Self, SearchError> {
-        let file = |name: &str| -> PathBuf { dir.join(name) };
-        let read = |p: PathBuf| std::fs::read(&p).map_err(|e| SearchError::Embedder(format!("{}: {e}", p.display())));
-        let config: Config = serde_json::from_slice(&read(file("config.json"))?)
-            .map_err(|e| SearchError::Embedder(format!("{}: {e}", file("config.json").display())))?;
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(read(file("model.safetensors"))?, DType::F32, &device)?;
-        let model = BertModel::load(vb, &config)?;
-        let query_encoder = QueryEncoder::load(dir)?;
-        let mut tokenizer = Tokenizer::from_file(file("tokenizer.json"))
-            .map_err(|e| SearchError::Embedder(format!("{}: {e}", file("tokenizer.json").display())))?;
+        let encoder = Int8Bert::load(dir)?;
+        let path = dir.join("tokenizer.json");
+        let mut tokenizer =
+            Tokenizer::from_file(&path).map_err(|e| SearchError::Embedder(format!("{}: {e}", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
             .map_err(|e| SearchError::Embedder(format!("tokenizer truncation: {e}")))?;
-        Ok(Embedder { model, query_encoder, tokenizer, device })
+        Ok(Embedder { dir: dir.to_path_buf(), encoder, tokenizer, reference: OnceLock::new() })
+    }
+
+    fn reference(&self) -> Result<&BertModel, SearchError> {
+        self.reference
+            .get_or_init(|| {
+                let config_path = self.dir.join("config.json");
+                let text = std::fs::read(&config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
+                let config: Config = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", config_path.display()))?;
+                let weights = self.dir.join("model.safetensors");
+                let bytes = std::fs::read(&weights).map_err(|e| format!("{}: {e}", weights.display()))?;
+                let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &Device::Cpu).map_err(|e| e.to_string())?;
+                BertModel::load(vb, &config).map_err(|e| format!("{}: {e}", weights.display()))
+            })
+            .as_ref()
+            .map_err(|e| SearchError::Embedder(e.clone()))
     }
 
     /// Truncate inputs at `max_tokens` word pieces from now on.
@@ -97,46 +110,38 @@ impl Embedder {
         Ok(())
     }
 
-    /// One L2-normalised vector for one text (a query), on the int8 [`QueryEncoder`].
+    /// One L2-normalised vector for one text (a query), on the int8 [`Int8Bert`].
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, SearchError> {
-        thread_local! {
-            // Buffers reused across queries on a thread: fresh ones cost page faults on every query.
-            static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
-        }
         let ids = self.tokenize(text)?;
-        SCRATCH.with_borrow_mut(|scratch| self.query_encoder.encode(&ids, scratch))
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.encoder.encode(&ids, &mut scratch),
+            // Re-entered on this thread: a rayon worker waiting inside one encoding (for the other half
+            // of a split layer) may pick up another text's encoding meanwhile.
+            Err(_) => self.encoder.encode(&ids, &mut Scratch::default()),
+        })
     }
 
-    /// One L2-normalised vector for one text on candle's f32 BERT, the way sections are embedded.
+    /// One L2-normalised vector for one text on candle's f32 BERT (the reference for the int8 vectors;
+    /// the model is loaded on the first call).
     pub fn embed_one_f32(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
-        let mut out = self.forward(&[ids])?;
+        let mut out = self.forward_f32(&[ids])?;
         Ok(out.pop().unwrap_or_default())
     }
 
-    /// L2-normalised vectors for many texts (sections) on candle's f32 BERT, `batch` at a time;
-    /// `progress(done)` after each batch.
+    /// L2-normalised vectors for many texts (sections), on every core; `progress(done)` after each
+    /// `chunk` texts.
     pub fn embed_many(
         &self,
         texts: &[String],
-        batch: usize,
+        chunk: usize,
         progress: &mut dyn FnMut(usize),
     ) -> Result<Vec<Vec<f32>>, SearchError> {
-        let mut tokenized: Vec<(usize, Vec<u32>)> = Vec::with_capacity(texts.len());
-        for (i, t) in texts.iter().enumerate() {
-            tokenized.push((i, self.tokenize(t)?));
-        }
-        tokenized.sort_by_key(|(_, ids)| std::cmp::Reverse(ids.len()));
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        let mut done = 0;
-        for group in tokenized.chunks(batch.max(1)) {
-            let ids: Vec<Vec<u32>> = group.iter().map(|(_, ids)| ids.clone()).collect();
-            let vecs = self.forward(&ids)?;
-            for ((i, _), v) in group.iter().zip(vecs) {
-                out[*i] = v;
-            }
-            done += group.len();
-            progress(done);
+        let mut out = Vec::with_capacity(texts.len());
+        for group in texts.chunks(chunk.max(1)) {
+            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| self.embed_one(t)).collect::<Result<_, _>>()?;
+            out.extend(vectors);
+            progress(out.len());
         }
         Ok(out)
     }
@@ -146,8 +151,10 @@ impl Embedder {
         Ok(enc.get_ids().to_vec())
     }
 
-    /// Run BERT on a batch of token id lists (padded here), mean-pool with the mask, normalise.
-    fn forward(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, SearchError> {
+    /// Run the f32 BERT on a batch of token id lists (padded here), mean-pool with the mask, normalise.
+    fn forward_f32(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, SearchError> {
+        let model = self.reference()?;
+        let device = Device::Cpu;
         let n = batch.len();
         let len = batch.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let mut ids = vec![0u32; n * len];
@@ -158,10 +165,10 @@ impl Embedder {
                 *m = 1;
             }
         }
-        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
+        let ids = Tensor::from_vec(ids, (n, len), &device)?;
+        let mask = Tensor::from_vec(mask, (n, len), &device)?;
         let types = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (n, len, dim)
+        let hidden = model.forward(&ids, &types, Some(&mask))?; // (n, len, dim)
         let maskf = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (n, len, 1)
         let summed = hidden.broadcast_mul(&maskf)?.sum(1)?; // (n, dim)
         let counts = maskf.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (n, 1)
@@ -169,6 +176,11 @@ impl Embedder {
         let rows: Vec<Vec<f32>> = mean.to_vec2()?;
         Ok(rows.into_iter().map(normalise).collect())
     }
+}
+
+thread_local! {
+    // Buffers reused across texts on a thread: fresh ones cost page faults on every query.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// Scale a vector to unit length (a zero vector stays zero).

@@ -54,7 +54,7 @@ pub struct BuildOptions {
     pub chunking: ChunkParams,
     /// Rebuild even when the index is up to date.
     pub force: bool,
-    /// Sections per embedding batch.
+    /// Sections embedded between two progress reports (each section is encoded alone, on every core).
     pub batch_size: usize,
     /// Directory of the embedding model; `None` fetches all-MiniLM-L6-v2 through `agentrt_assets`.
     pub model_dir: Option<PathBuf>,
@@ -67,7 +67,7 @@ impl Default for BuildOptions {
         BuildOptions {
             chunking: ChunkParams::default(),
             force: false,
-            batch_size: 32,
+            batch_size: 64,
             model_dir: None,
             max_tokens: crate::embedder::SECTION_TOKENS,
         }

@@ -1,4 +1,4 @@
-//! Int8 linear layers for the query encoder: weights quantised once per output channel, activations
+//! Int8 arithmetic for the BERT encoder and the vector scan: weights quantised once per output channel, activations
 //! quantised per row on the fly, products accumulated exactly in i32.
 //!
 //! Why int8: a query is about 15 word pieces, so each of BERT's linear layers multiplies a skinny matrix
@@ -437,15 +437,20 @@ mod amx {
         debug_assert!(in_dim % 64 == 0 && out_dim % 64 == 0 && columns.start % 64 == 0 && columns.end <= out_dim);
         debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim);
         let block_bytes = in_dim * LANES; // one 16-output block
-        let mut r0 = 0;
-        while r0 < rows {
-            let m = (rows - r0).min(16);
-            let config = TileConfig::new(m);
-            asm!("ldtilecfg [{0}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
-            let xp = x.as_ptr().add(r0 * in_dim);
-            for col in columns.clone().step_by(64) {
+        // Columns outside, rows inside: a 64-column slice of the weights (24-96 KB) is read from
+        // memory once and reused from the cache by every 16-row tile of a long input.
+        let mut configured_rows = 0;
+        for col in columns.step_by(64) {
+            let w = packed.as_ptr().add((col / LANES) * block_bytes);
+            for r0 in (0..rows).step_by(16) {
+                let m = (rows - r0).min(16);
+                if m != configured_rows {
+                    let config = TileConfig::new(m);
+                    asm!("ldtilecfg [{0}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
+                    configured_rows = m;
+                }
+                let xp = x.as_ptr().add(r0 * in_dim);
                 asm!("tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3", options(nostack, nomem));
-                let w = packed.as_ptr().add((col / LANES) * block_bytes);
                 for k in (0..in_dim).step_by(64) {
                     asm!("tileloadd tmm4, [{x} + {stride}*1]", x = in(reg) xp.add(k), stride = in(reg) in_dim, options(nostack, readonly));
                     // Block j's 16 groups of 4 inputs starting at input k: 16 rows of 64 bytes.
@@ -453,7 +458,7 @@ mod amx {
                     // Ask for the weights two steps ahead (4 × 1 KB): the tile loads otherwise wait on
                     // the cache hierarchy one after another.
                     let ahead = k * LANES + 2 * 64 * LANES;
-                    if ahead < block_bytes {
+                    if r0 == 0 && ahead < block_bytes {
                         for j in 0..4 {
                             let p = w.add(j * block_bytes + ahead);
                             for line in 0..16 {
@@ -473,7 +478,6 @@ mod amx {
                 store_sums!("tmm2", out.add(2 * LANES), stride);
                 store_sums!("tmm3", out.add(3 * LANES), stride);
             }
-            r0 += m;
         }
         asm!("tilerelease", options(nostack, nomem));
     }

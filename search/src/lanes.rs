@@ -4,7 +4,7 @@
 //! f32 runs one add after another. Sixteen independent partial results, combined at the end, let a
 //! loop use whole vector registers; the order of additions is fixed, so results stay deterministic.
 //! The functions are `#[inline(always)]` so that a caller compiled for AVX-512 (see
-//! [`crate::query_encoder`]) gets them in AVX-512 too.
+//! [`crate::int8_bert`]) gets them in AVX-512 too.
 
 const LANES: usize = 16;
 

@@ -1,4 +1,4 @@
-//! The int8 query encoder against candle's f32 BERT (the encoder the sections are embedded with), on
+//! The int8 encoder's vectors against candle's f32 BERT (the reference implementation), on
 //! the real all-MiniLM-L6-v2 weights and real questions from the bundled data.
 
 use agentrt_search::Embedder;

@@ -1,15 +1,17 @@
-//! The query side of "who matches": one text through all-MiniLM-L6-v2 in one to two milliseconds.
+//! all-MiniLM-L6-v2 (any BERT with GELU, absolute positions and heads of 32 or 64) for one text at a
+//! time: a query in one to two milliseconds, a 128-word-piece section in about twenty.
 //!
 //! candle's BERT is built for batches: on one 15-word-piece query it spends ~20 ms, most of it packing
-//! weights for its general matrix product. This encoder is written for exactly one sequence: the
-//! weights are quantised and laid out once, at load ([`Int8Linear`]); every linear layer is then one
-//! pass over a quarter of f32's bytes, and the few remaining steps (embeddings, layer norms, 12-head
-//! attention over ~15 positions, GELU, mean pooling) are plain loops over small buffers.
+//! weights for its general matrix product. This encoder is written for one sequence: the weights are
+//! quantised and laid out once, at load ([`Int8Linear`]); every linear layer is then one pass over a
+//! quarter of f32's bytes, as AMX tile products where the CPU has them, and the remaining steps
+//! (embeddings, layer norms, 12-head attention, GELU, mean pooling) are loops over small buffers, compiled
+//! for AVX-512 where the CPU has it. Activations are quantised per token on the fly.
 //!
-//! Sections are still embedded in f32 by candle's BERT, in batches ([`crate::embedder`]). On real
-//! questions a query's int8 vector is within cosine 0.99 of candle's f32 vector (mean 0.998; a test
-//! checks it). On the 952 dev questions, hybrid recall@10 of the gold page stayed 0.963 (recall@1 0.704
-//! → 0.708); vectors alone moved from 0.915 to 0.911.
+//! Accuracy: on real questions an int8 vector is within cosine 0.99 of candle's f32 vector (mean
+//! 0.998; `tests/int8_vectors.rs` checks it). On the 952 dev questions, with queries from this encoder,
+//! recall@10 of the gold page was 0.963 (hybrid) over sections embedded by candle's f32 BERT at 64 word
+//! pieces, and 0.968 over sections embedded by this encoder at 128.
 
 use crate::error::SearchError;
 use crate::int8::{Int8Linear, QuantizedRows};
@@ -54,7 +56,7 @@ struct EncoderLayer {
 }
 
 /// A BERT sentence encoder for single texts: int8 linear layers, f32 everything else.
-pub struct QueryEncoder {
+pub struct Int8Bert {
     hidden: usize,
     heads: usize,
     max_positions: usize,
@@ -78,7 +80,7 @@ pub struct Scratch {
     sums: Vec<i32>,
 }
 
-impl QueryEncoder {
+impl Int8Bert {
     /// Load from a sentence-transformers directory (config.json, model.safetensors).
     pub fn load(dir: &Path) -> Result<Self, SearchError> {
         let err = |what: String| SearchError::Embedder(format!("{}: {what}", dir.display()));
@@ -87,7 +89,7 @@ impl QueryEncoder {
         let shape: BertShape = serde_json::from_str(&text).map_err(|e| err(format!("config.json: {e}")))?;
         if shape.hidden_act != "gelu" || shape.position_embedding_type != "absolute" {
             return Err(err(format!(
-                "config.json: the query encoder runs BERT with GELU and absolute positions, not {:?} with {:?}",
+                "config.json: the int8 encoder runs BERT with GELU and absolute positions, not {:?} with {:?}",
                 shape.hidden_act, shape.position_embedding_type
             )));
         }
@@ -99,7 +101,7 @@ impl QueryEncoder {
         }
         let head_width = shape.hidden_size / shape.num_attention_heads;
         if head_width != 32 && head_width != 64 {
-            return Err(err(format!("config.json: heads {head_width} wide; the query encoder runs heads of 32 or 64")));
+            return Err(err(format!("config.json: heads {head_width} wide; the int8 encoder runs heads of 32 or 64")));
         }
         let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
             .map_err(|e| err(format!("model.safetensors: {e}")))?;
@@ -135,7 +137,7 @@ impl QueryEncoder {
                 ffn_norm: weights.layer_norm(&format!("{p}.output.LayerNorm"), h, eps)?,
             });
         }
-        Ok(QueryEncoder {
+        Ok(Int8Bert {
             hidden: h,
             heads: shape.num_attention_heads,
             max_positions: shape.max_position_embeddings,
@@ -185,7 +187,7 @@ impl QueryEncoder {
         let (t, h) = (ids.len(), self.hidden);
         if t == 0 || t > self.max_positions {
             return Err(SearchError::Embedder(format!(
-                "query encoder: {t} word pieces (expected 1 to {})",
+                "int8 encoder: {t} word pieces (expected 1 to {})",
                 self.max_positions
             )));
         }
@@ -195,7 +197,7 @@ impl QueryEncoder {
         for (pos, &id) in ids.iter().enumerate() {
             let id = id as usize;
             if id >= vocab {
-                return Err(SearchError::Embedder(format!("query encoder: token id {id} outside the vocabulary of {vocab}")));
+                return Err(SearchError::Embedder(format!("int8 encoder: token id {id} outside the vocabulary of {vocab}")));
             }
             let word = &self.word_embeddings[id * h..(id + 1) * h];
             let position = &self.position_embeddings[pos * h..(pos + 1) * h];
