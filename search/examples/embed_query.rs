@@ -15,6 +15,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let exact = embedder.embed_one_f32(&text)?;
     let cosine: f32 = fast.iter().zip(&exact).map(|(a, b)| a * b).sum();
     println!("{text:?}: cosine(int8, f32) = {cosine:.5}");
+    let t = Instant::now();
+    for _ in 0..repeats {
+        embedder.tokenize(&text)?;
+    }
+    println!("tokenizer            mean {:.3} ms ({} word pieces)", t.elapsed().as_secs_f64() * 1e3 / repeats as f64, embedder.tokenize(&text)?.len());
     for (name, f32_path) in [("int8 encoder", false), ("candle f32 BERT", true)] {
         let n = if f32_path { repeats / 10 + 1 } else { repeats };
         let mut lat = Vec::with_capacity(n);

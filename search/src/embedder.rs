@@ -113,11 +113,15 @@ impl Embedder {
     /// One L2-normalised vector for one text (a query), on the int8 [`Int8Bert`].
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
+        self.encode(&ids, true)
+    }
+
+    fn encode(&self, ids: &[u32], second_core: bool) -> Result<Vec<f32>, SearchError> {
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.encoder.encode(&ids, &mut scratch),
-            // Re-entered on this thread: a rayon worker waiting inside one encoding (for the other half
-            // of a split layer) may pick up another text's encoding meanwhile.
-            Err(_) => self.encoder.encode(&ids, &mut Scratch::default()),
+            Ok(mut scratch) => self.encoder.encode(ids, &mut scratch, second_core),
+            // Re-entered on this thread: a rayon worker waiting at the end of one encoding (for the
+            // second core's task) may pick up another text's encoding meanwhile.
+            Err(_) => self.encoder.encode(ids, &mut Scratch::default(), second_core),
         })
     }
 
@@ -139,14 +143,16 @@ impl Embedder {
     ) -> Result<Vec<Vec<f32>>, SearchError> {
         let mut out = Vec::with_capacity(texts.len());
         for group in texts.chunks(chunk.max(1)) {
-            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| self.embed_one(t)).collect::<Result<_, _>>()?;
+            let vectors: Vec<Vec<f32>> =
+                group.par_iter().map(|t| self.encode(&self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
             out.extend(vectors);
             progress(out.len());
         }
         Ok(out)
     }
 
-    fn tokenize(&self, text: &str) -> Result<Vec<u32>, SearchError> {
+    /// The word-piece ids of a text (with [CLS] and [SEP], truncated as configured).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, SearchError> {
         let enc = self.tokenizer.encode(text, true).map_err(|e| SearchError::Embedder(format!("tokenizer: {e}")))?;
         Ok(enc.get_ids().to_vec())
     }

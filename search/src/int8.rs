@@ -11,6 +11,10 @@
 //! tiles where the CPU and the kernel allow them (`tdpbusd`, 16 × 16 × 64 multiply-adds per
 //! instruction), else AVX-512 VNNI, else plain Rust.
 
+use std::cell::UnsafeCell;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
 /// How many outputs one kernel register holds (16 × i32 in a 512-bit register).
 const LANES: usize = 16;
 /// Output channels per kernel tile: four registers' worth, so each activation broadcast feeds four
@@ -182,13 +186,19 @@ impl Int8Linear {
     }
 
     /// `out = x Wᵀ + b` for every row of `x`; `out` is `x.rows() × out_dim`. `sums` is scratch space.
+    /// With a [`SecondCore`], a large layer's columns are split between it and this thread.
     #[inline(always)]
-    pub fn forward(&self, x: &QuantizedRows, sums: &mut Vec<i32>, out: &mut [f32]) {
+    pub fn forward(&self, x: &QuantizedRows, sums: &mut Vec<i32>, out: &mut [f32], second_core: Option<&SecondCore>) {
         assert_eq!(x.dim, self.in_dim, "Int8Linear: input width {} for a layer of {}", x.dim, self.in_dim);
         assert_eq!(out.len(), x.rows * self.out_dim, "Int8Linear: output buffer size");
         sums.clear();
         sums.resize(x.rows * self.out_dim, 0);
-        self.integer_sums(x, sums);
+        let tiles = self.out_dim / TILE_OUT;
+        match second_core {
+            Some(core) if tiles >= 2 && self.packed.len() >= SPLIT_BYTES => core.split(self, x, sums, tiles / 2 * TILE_OUT),
+            // SAFETY: `sums` holds rows × out_dim values and this thread alone writes it.
+            _ => unsafe { self.integer_sums(x, 0..self.out_dim, sums.as_mut_ptr()) },
+        }
         for r in 0..x.rows {
             let xs = x.scale[r];
             let (acc, y) = (&sums[r * self.out_dim..(r + 1) * self.out_dim], &mut out[r * self.out_dim..(r + 1) * self.out_dim]);
@@ -201,61 +211,139 @@ impl Int8Linear {
         }
     }
 
-    fn integer_sums(&self, x: &QuantizedRows, sums: &mut [i32]) {
+    /// Fill the columns `columns` (multiples of 64) of `sums`, a `x.rows() × out_dim` buffer.
+    ///
+    /// # Safety
+    /// `sums` must point to `x.rows() × out_dim` values that no other thread reads or writes in these
+    /// columns meanwhile.
+    unsafe fn integer_sums(&self, x: &QuantizedRows, columns: Range<usize>, sums: *mut i32) {
+        assert!(columns.start % TILE_OUT == 0 && columns.end % TILE_OUT == 0 && columns.end <= self.out_dim);
+        assert!(x.data.len() >= x.rows * self.in_dim);
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         if self.in_dim % 64 == 0 && amx::available() {
-            assert!(sums.len() >= x.rows * self.out_dim && x.data.len() >= x.rows * self.in_dim);
-            let out = SharedOutput(sums.as_mut_ptr());
-            // SAFETY: AMX is present and this process may use it; `in_dim` and `out_dim` are multiples
-            // of 64 and the buffers are large enough (asserted above); the two halves below write
-            // disjoint columns of `sums`, which outlives both.
-            let run = |columns: std::ops::Range<usize>| unsafe {
-                amx::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, columns, out.pointer())
-            };
-            let tiles = self.out_dim / 64;
-            // On a rayon worker with a second core, the columns are split in two: a layer reads its
-            // weights once per query, so it is bound by one core's share of memory bandwidth.
-            if tiles >= 2 && self.packed.len() >= SPLIT_BYTES && rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1 {
-                let middle = tiles / 2 * 64;
-                rayon::join(|| run(0..middle), || run(middle..self.out_dim));
-            } else {
-                run(0..self.out_dim);
-            }
+            // SAFETY: AMX is present and this process may use it; the shapes were checked.
+            unsafe { amx::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, columns, sums) };
             return;
         }
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the features are present; shapes were checked by the caller and `new`.
-            unsafe { vnni::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, sums) };
+            // SAFETY: the features are present; the shapes were checked.
+            unsafe { vnni::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, columns, sums) };
             return;
         }
-        portable_integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, sums);
+        // SAFETY: as the caller promised.
+        unsafe { portable_integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, columns, sums) };
     }
 }
 
-/// Layers with at least this many weight bytes are worth two cores.
+/// Layers with at least this many weight bytes are worth splitting over two cores.
 const SPLIT_BYTES: usize = 64 * 1024;
 
-/// The sums buffer, shared by the two halves of a split layer: each writes its own columns.
-#[derive(Clone, Copy)]
-struct SharedOutput(*mut i32);
-// SAFETY: used only by `integer_sums`, whose two halves write disjoint columns while the caller waits.
-unsafe impl Send for SharedOutput {}
-unsafe impl Sync for SharedOutput {}
+const IDLE: u32 = 0;
+const POSTED: u32 = 1;
+const TAKEN: u32 = 2;
+const FINISHED: u32 = 3;
 
-impl SharedOutput {
-    // A method, not `.0`: a closure would capture the bare pointer field, which is not `Sync`.
-    fn pointer(self) -> *mut i32 {
-        self.0
+/// A second core lent to one encoding: it spins beside the encoding thread and takes the second half of
+/// the columns of each large layer.
+///
+/// Why not `rayon::join` per layer: a layer takes 10-40 µs and the gaps between layers are as long, so
+/// rayon's idle worker had gone back to sleep by the next layer, and the split bought little (1.50 →
+/// 1.40 ms a query). The encoding thread never waits for the helper to show up: if it has not taken
+/// the posted half by the time the first half is done, the encoding thread takes it back and does it.
+pub struct SecondCore {
+    done: AtomicBool,
+    state: AtomicU32,
+    job: UnsafeCell<ColumnJob>,
+}
+
+#[derive(Clone, Copy)]
+struct ColumnJob {
+    layer: *const Int8Linear,
+    x: *const QuantizedRows,
+    sums: *mut i32,
+    columns: (usize, usize),
+}
+
+// SAFETY: `job` is written only by the encoding thread while `state` is IDLE, and read by the helper
+// only after it has moved `state` from POSTED to TAKEN (release/acquire); the pointers in it stay valid
+// until the encoding thread has seen the job FINISHED or taken it back.
+unsafe impl Sync for SecondCore {}
+unsafe impl Send for SecondCore {}
+
+impl SecondCore {
+    /// Run `f` with a second core serving its split layers when rayon has two threads; else `f(None)`.
+    pub fn lend<R: Send>(f: impl FnOnce(Option<&SecondCore>) -> R + Send) -> R {
+        if rayon::current_num_threads() < 2 {
+            return f(None);
+        }
+        let core = SecondCore {
+            done: AtomicBool::new(false),
+            state: AtomicU32::new(IDLE),
+            job: UnsafeCell::new(ColumnJob {
+                layer: std::ptr::null(),
+                x: std::ptr::null(),
+                sums: std::ptr::null_mut(),
+                columns: (0, 0),
+            }),
+        };
+        rayon::scope(|scope| {
+            scope.spawn(|_| core.serve());
+            let result = f(Some(&core));
+            core.done.store(true, Ordering::Release);
+            result
+        })
+    }
+
+    fn serve(&self) {
+        while !self.done.load(Ordering::Acquire) {
+            if self.state.compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                // SAFETY: see the `Sync` impl: the job is ours until we publish FINISHED.
+                unsafe {
+                    let job = *self.job.get();
+                    (*job.layer).integer_sums(&*job.x, job.columns.0..job.columns.1, job.sums);
+                }
+                self.state.store(FINISHED, Ordering::Release);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn split(&self, layer: &Int8Linear, x: &QuantizedRows, sums: &mut [i32], middle: usize) {
+        debug_assert_eq!(self.state.load(Ordering::Relaxed), IDLE);
+        let out = sums.as_mut_ptr();
+        // SAFETY: the state is IDLE, so the helper does not read the job now.
+        unsafe { *self.job.get() = ColumnJob { layer, x, sums: out, columns: (middle, layer.out_dim) } };
+        self.state.store(POSTED, Ordering::Release);
+        // SAFETY: this thread writes columns [0, middle), the helper (if it takes the job) the rest.
+        unsafe { layer.integer_sums(x, 0..middle, out) };
+        if self.state.compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            // SAFETY: taken back: no one else will touch the job.
+            unsafe { layer.integer_sums(x, middle..layer.out_dim, out) };
+        } else {
+            while self.state.load(Ordering::Acquire) != FINISHED {
+                std::hint::spin_loop();
+            }
+        }
+        self.state.store(IDLE, Ordering::Relaxed);
     }
 }
 
-/// `sums[r][o] = Σ_k x[r][k] · w[o][k]` over the packed weights, in plain Rust.
-fn portable_integer_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], out_dim: usize, sums: &mut [i32]) {
+/// `sums[r][o] = Σ_k x[r][k] · w[o][k]` over the packed weights, in plain Rust, for `o` in `columns`.
+unsafe fn portable_integer_sums(
+    x: &[u8],
+    rows: usize,
+    in_dim: usize,
+    packed: &[i8],
+    out_dim: usize,
+    columns: Range<usize>,
+    sums: *mut i32,
+) {
     let groups = in_dim / 4;
     for r in 0..rows {
         let xr = &x[r * in_dim..(r + 1) * in_dim];
-        for block in 0..out_dim / LANES {
+        for block in columns.start / LANES..columns.end / LANES {
             let mut acc = [0i32; LANES];
             for g in 0..groups {
                 let w = &packed[(block * groups + g) * LANES * 4..][..LANES * 4];
@@ -266,7 +354,7 @@ fn portable_integer_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], ou
                     }
                 }
             }
-            sums[r * out_dim + block * LANES..][..LANES].copy_from_slice(&acc);
+            std::ptr::copy_nonoverlapping(acc.as_ptr(), sums.add(r * out_dim + block * LANES), LANES);
         }
     }
 }
@@ -284,17 +372,18 @@ mod vnni {
         in_dim: usize,
         packed: &[i8],
         out_dim: usize,
-        sums: &mut [i32],
+        columns: std::ops::Range<usize>,
+        sums: *mut i32,
     ) {
-        debug_assert!(x.len() >= rows * in_dim && sums.len() >= rows * out_dim);
+        debug_assert!(x.len() >= rows * in_dim);
         debug_assert_eq!(packed.len(), in_dim * out_dim);
         let block_bytes = in_dim * LANES; // one 16-output block: in_dim/4 groups × 64 bytes
-        for col in (0..out_dim).step_by(TILE_OUT) {
+        for col in columns.step_by(TILE_OUT) {
             let w = packed.as_ptr().add((col / LANES) * block_bytes);
             let mut r = 0;
             while r < rows {
                 let n = (rows - r).min(TILE_ROWS);
-                let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.as_mut_ptr().add(r * out_dim + col));
+                let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.add(r * out_dim + col));
                 match n {
                     6 => tile::<6>(xp, in_dim, w, block_bytes, sp, out_dim),
                     5 => tile::<5>(xp, in_dim, w, block_bytes, sp, out_dim),
@@ -423,8 +512,7 @@ mod amx {
         };
     }
 
-    /// Same contract as the VNNI kernel, for the output columns `columns` only (multiples of 64), and
-    /// with `sums` as a raw pointer so that two threads can each fill their own columns.
+    /// Same contract as the VNNI kernel: the output columns `columns` (multiples of 64) of `sums`.
     pub(super) unsafe fn integer_sums(
         x: &[u8],
         rows: usize,
@@ -517,7 +605,7 @@ mod tests {
         let b = values(out_dim, 3, 0.5);
         let lin = Int8Linear::new(&w, &b, out_dim, in_dim);
         let mut out = vec![0f32; rows * out_dim];
-        lin.forward(&QuantizedRows::quantize(&x, rows, in_dim), &mut Vec::new(), &mut out);
+        lin.forward(&QuantizedRows::quantize(&x, rows, in_dim), &mut Vec::new(), &mut out, None);
         let want = reference(&x, rows, &w, &b, out_dim, in_dim);
         let err = out.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         let size = want.iter().map(|v| v.abs()).fold(0f32, f32::max);
@@ -533,14 +621,14 @@ mod tests {
         for rows in (1..=18).chain([33, 40]) {
             let x = QuantizedRows::quantize(&values(rows * in_dim, rows as u64, 3.0), rows, in_dim);
             let mut fast = vec![0i32; rows * out_dim];
-            lin.integer_sums(&x, &mut fast);
+            unsafe { lin.integer_sums(&x, 0..out_dim, fast.as_mut_ptr()) };
             let mut portable = vec![0i32; rows * out_dim];
-            portable_integer_sums(&x.data, rows, in_dim, &lin.packed, out_dim, &mut portable);
+            unsafe { portable_integer_sums(&x.data, rows, in_dim, &lin.packed, out_dim, 0..out_dim, portable.as_mut_ptr()) };
             assert_eq!(fast, portable, "{rows} rows");
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx512vnni") {
                 let mut vnni = vec![0i32; rows * out_dim];
-                unsafe { vnni::integer_sums(&x.data, rows, in_dim, &lin.packed, out_dim, &mut vnni) };
+                unsafe { vnni::integer_sums(&x.data, rows, in_dim, &lin.packed, out_dim, 0..out_dim, vnni.as_mut_ptr()) };
                 assert_eq!(vnni, portable, "VNNI, {rows} rows");
             }
             // And both are the plain definition over unpacked weights.
@@ -552,19 +640,31 @@ mod tests {
         }
     }
 
-    /// On a rayon worker a large layer is split over two threads by columns: still the same sums.
+    /// With a second core lent, large layers are split between two threads by columns: still the
+    /// same outputs, whether or not the helper gets to take its half.
     #[test]
-    fn a_layer_split_over_two_threads_gives_the_same_sums() {
+    fn a_layer_split_over_two_threads_gives_the_same_output() {
         let (in_dim, out_dim, rows) = (384, 320, 15);
-        let lin = Int8Linear::new(&values(out_dim * in_dim, 21, 1.0), &vec![0.0; out_dim], out_dim, in_dim);
+        let lin = Int8Linear::new(&values(out_dim * in_dim, 21, 1.0), &values(out_dim, 23, 1.0), out_dim, in_dim);
         assert!(lin.packed.len() >= SPLIT_BYTES);
         let x = QuantizedRows::quantize(&values(rows * in_dim, 22, 2.0), rows, in_dim);
+        let mut alone = vec![0f32; rows * out_dim];
+        lin.forward(&x, &mut Vec::new(), &mut alone, None);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        let mut split = vec![0i32; rows * out_dim];
-        pool.install(|| lin.integer_sums(&x, &mut split));
-        let mut portable = vec![0i32; rows * out_dim];
-        portable_integer_sums(&x.data, rows, in_dim, &lin.packed, out_dim, &mut portable);
-        assert_eq!(split, portable);
+        for _ in 0..20 {
+            let split = pool.install(|| {
+                SecondCore::lend(|core| {
+                    assert!(core.is_some());
+                    let mut out = vec![0f32; rows * out_dim];
+                    let mut sums = Vec::new();
+                    for _ in 0..10 {
+                        lin.forward(&x, &mut sums, &mut out, core);
+                    }
+                    out
+                })
+            });
+            assert_eq!(split, alone);
+        }
     }
 
     /// Which kernel the exactness test above exercised on this machine (printed, for the log).
@@ -588,7 +688,7 @@ mod tests {
         let (in_dim, out_dim) = (8, 64);
         let lin = Int8Linear::new(&values(out_dim * in_dim, 9, 1.0), &vec![0.25; out_dim], out_dim, in_dim);
         let mut out = vec![0f32; out_dim];
-        lin.forward(&QuantizedRows::quantize(&[0.0; 8], 1, in_dim), &mut Vec::new(), &mut out);
+        lin.forward(&QuantizedRows::quantize(&[0.0; 8], 1, in_dim), &mut Vec::new(), &mut out, None);
         assert!(out.iter().all(|v| (v - 0.25).abs() < 1e-6), "{out:?}");
     }
 

@@ -14,7 +14,7 @@
 //! pieces, and 0.968 over sections embedded by this encoder at 128.
 
 use crate::error::SearchError;
-use crate::int8::{Int8Linear, QuantizedRows};
+use crate::int8::{Int8Linear, QuantizedRows, SecondCore};
 use crate::lanes;
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
@@ -150,17 +150,17 @@ impl Int8Bert {
     }
 
     /// The mean-pooled, L2-normalised vector of one tokenised text (with its [CLS] and [SEP]).
-    pub fn encode(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, SearchError> {
-        // The int8 layers split their columns over two cores with rayon::join, which is cheap between
-        // rayon's own workers but costs a hand-off each time from any other thread: so the whole
-        // encoding moves to a worker once.
-        if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
-            return rayon::scope(|_| self.encode_here(ids, scratch));
+    /// `second_core`: lend this encoding a second core for its large layers (a query, whose latency
+    /// matters); sections are encoded one per core instead.
+    pub fn encode(&self, ids: &[u32], scratch: &mut Scratch, second_core: bool) -> Result<Vec<f32>, SearchError> {
+        if second_core {
+            SecondCore::lend(|core| self.encode_dispatch(ids, scratch, core))
+        } else {
+            self.encode_dispatch(ids, scratch, None)
         }
-        self.encode_here(ids, scratch)
     }
 
-    fn encode_here(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, SearchError> {
+    fn encode_dispatch(&self, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
@@ -169,21 +169,21 @@ impl Int8Bert {
             && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the features are present.
-            return unsafe { self.encode_avx512(ids, scratch) };
+            return unsafe { self.encode_avx512(ids, scratch, core) };
         }
-        self.encode_body(ids, scratch)
+        self.encode_body(ids, scratch, core)
     }
 
     /// The same code as `encode_body`, compiled for AVX-512: the f32 loops between the int8 layers
     /// (layer norms, GELU, attention, quantisation) are all inlined into it and run 16 lanes wide.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-    unsafe fn encode_avx512(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, SearchError> {
-        self.encode_body(ids, scratch)
+    unsafe fn encode_avx512(&self, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+        self.encode_body(ids, scratch, core)
     }
 
     #[inline(always)]
-    fn encode_body(&self, ids: &[u32], scratch: &mut Scratch) -> Result<Vec<f32>, SearchError> {
+    fn encode_body(&self, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
         let (t, h) = (ids.len(), self.hidden);
         if t == 0 || t > self.max_positions {
             return Err(SearchError::Embedder(format!(
@@ -208,7 +208,7 @@ impl Int8Bert {
             // Self-attention.
             quantized.requantize(x, t, h);
             wide.resize(t * 3 * h, 0.0);
-            layer.qkv.forward(quantized, sums, wide);
+            layer.qkv.forward(quantized, sums, wide, core);
             match h / self.heads {
                 32 => attend::<32>(wide, t, h, attention, attended),
                 64 => attend::<64>(wide, t, h, attention, attended),
@@ -216,19 +216,19 @@ impl Int8Bert {
             }
             quantized.requantize(attended, t, h);
             projected.resize(t * h, 0.0);
-            layer.attention_out.forward(quantized, sums, projected);
+            layer.attention_out.forward(quantized, sums, projected, core);
             add_into(x, projected);
             layer.attention_norm.apply(x, h);
             // Feed-forward.
             quantized.requantize(x, t, h);
             let ffn = layer.ffn_in.out_dim();
             wide.resize(t * ffn, 0.0);
-            layer.ffn_in.forward(quantized, sums, &mut wide[..t * ffn]);
+            layer.ffn_in.forward(quantized, sums, &mut wide[..t * ffn], core);
             for v in &mut wide[..t * ffn] {
                 *v = gelu(*v);
             }
             quantized.requantize(&wide[..t * ffn], t, ffn);
-            layer.ffn_out.forward(quantized, sums, projected);
+            layer.ffn_out.forward(quantized, sums, projected, core);
             add_into(x, projected);
             layer.ffn_norm.apply(x, h);
         }
