@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# search_pages latency and index build time: agentrt (tantivy + candle MiniLM) against the seed's stack
+# search_pages latency and index build time: agentrt (tantivy + our int8 MiniLM) against the seed's stack
 # (chromadb + sentence-transformers all-MiniLM-L6-v2), side by side in one run, on the same sections
 # and the same 200 dev questions.
 #
@@ -62,7 +62,7 @@ import json, sys
 ours, theirs, ours_build = json.loads(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
 print(f"search_pages over {ours['queries']} dev questions, same sections, same model (all-MiniLM-L6-v2)\n")
 print(f"{'':34} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9} {'build s':>9}")
-print(f"{'agentrt (tantivy + candle, hybrid)':34} {ours['p50_ms']:>9.2f} {ours['p99_ms']:>9.2f} {ours['mean_ms']:>9.2f} {ours_build:>9.1f}")
+print(f"{'agentrt (tantivy + int8 MiniLM, hybrid)':34} {ours['p50_ms']:>9.2f} {ours['p99_ms']:>9.2f} {ours['mean_ms']:>9.2f} {ours_build:>9.1f}")
 print(f"{'seed (chromadb + sent.-transformers)':34} {theirs['p50_ms']:>9.2f} {theirs['p99_ms']:>9.2f} {theirs['mean_ms']:>9.2f} {theirs['build_s']:>9.1f}")
 print(f"\nratio (seed / agentrt): p50 {theirs['p50_ms']/ours['p50_ms']:.1f}x, p99 {theirs['p99_ms']/ours['p99_ms']:.1f}x, "
       f"build {theirs['build_s']/ours_build:.2f}x")
