@@ -105,7 +105,7 @@ pub fn dots_u8_i8(x: &[u8], rows: &[i8], out: &mut [i32]) {
     let dim = x.len();
     assert!(dim > 0 && rows.len() == out.len() * dim, "dots_u8_i8: {} bytes is not {} rows of {dim}", rows.len(), out.len());
     #[cfg(target_arch = "x86_64")]
-    if dim % 64 == 0 && std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512f") {
+    if dim.is_multiple_of(64) && std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the features are present; the row width is a multiple of 64 and the sizes were checked.
         unsafe { vnni::dots(x, rows, out) };
         return;
@@ -147,7 +147,7 @@ impl Int8Linear {
     pub fn new(weight: &[f32], bias: &[f32], out_dim: usize, in_dim: usize) -> Self {
         assert_eq!(weight.len(), out_dim * in_dim, "Int8Linear: weight is not {out_dim} × {in_dim}");
         assert_eq!(bias.len(), out_dim, "Int8Linear: bias has {} values for {out_dim} outputs", bias.len());
-        assert!(in_dim % 4 == 0 && out_dim % TILE_OUT == 0, "Int8Linear: {out_dim} × {in_dim} does not tile");
+        assert!(in_dim.is_multiple_of(4) && out_dim.is_multiple_of(TILE_OUT), "Int8Linear: {out_dim} × {in_dim} does not tile");
         let mut scale = vec![0f32; out_dim];
         let mut offset_correction = vec![0i32; out_dim];
         let mut q = vec![0i8; out_dim * in_dim];
@@ -217,10 +217,10 @@ impl Int8Linear {
     /// `sums` must point to `x.rows() × out_dim` values that no other thread reads or writes in these
     /// columns meanwhile.
     unsafe fn integer_sums(&self, x: &QuantizedRows, columns: Range<usize>, sums: *mut i32) {
-        assert!(columns.start % TILE_OUT == 0 && columns.end % TILE_OUT == 0 && columns.end <= self.out_dim);
+        assert!(columns.start.is_multiple_of(TILE_OUT) && columns.end.is_multiple_of(TILE_OUT) && columns.end <= self.out_dim);
         assert!(x.data.len() >= x.rows * self.in_dim);
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        if self.in_dim % 64 == 0 && amx::available() {
+        if self.in_dim.is_multiple_of(64) && amx::available() {
             // SAFETY: AMX is present and this process may use it; the shapes were checked.
             unsafe { amx::integer_sums(&x.data, x.rows, self.in_dim, &self.packed, self.out_dim, columns, sums) };
             return;
@@ -522,7 +522,7 @@ mod amx {
         columns: std::ops::Range<usize>,
         sums: *mut i32,
     ) {
-        debug_assert!(in_dim % 64 == 0 && out_dim % 64 == 0 && columns.start % 64 == 0 && columns.end <= out_dim);
+        debug_assert!(in_dim.is_multiple_of(64) && out_dim.is_multiple_of(64) && columns.start.is_multiple_of(64) && columns.end <= out_dim);
         debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim);
         let block_bytes = in_dim * LANES; // one 16-output block
         // Columns outside, rows inside: a 64-column slice of the weights (24-96 KB) is read from

@@ -93,7 +93,7 @@ impl Int8Bert {
                 shape.hidden_act, shape.position_embedding_type
             )));
         }
-        if shape.num_attention_heads == 0 || shape.hidden_size % shape.num_attention_heads != 0 {
+        if shape.num_attention_heads == 0 || !shape.hidden_size.is_multiple_of(shape.num_attention_heads) {
             return Err(err(format!(
                 "config.json: hidden size {} does not split into {} heads",
                 shape.hidden_size, shape.num_attention_heads
@@ -266,17 +266,21 @@ fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut Attenti
             }
         }
         for i in 0..t {
-            let q = &qkv[i * 3 * h + head * d..][..d];
+            let q: &[f32; D] = qkv[i * 3 * h + head * d..][..d].try_into().expect("head width");
             for (c, chunk) in scores.chunks_exact_mut(W).enumerate() {
-                let mut acc = [0f32; W];
-                for (k, &qk) in q.iter().enumerate() {
-                    let key = &keys[k * t16 + c * W..][..W];
-                    for l in 0..W {
-                        acc[l] += qk * key[l];
+                // Four partial sums, so consecutive multiply-adds do not wait on one another.
+                let mut acc = [[0f32; W]; 4];
+                for k4 in (0..D).step_by(4) {
+                    for (u, acc) in acc.iter_mut().enumerate() {
+                        let key = &keys[(k4 + u) * t16 + c * W..][..W];
+                        for l in 0..W {
+                            acc[l] += q[k4 + u] * key[l];
+                        }
                     }
                 }
                 for l in 0..W {
-                    chunk[l] = if c * W + l < t { acc[l] * scale } else { f32::NEG_INFINITY };
+                    let sum = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+                    chunk[l] = if c * W + l < t { sum * scale } else { f32::NEG_INFINITY };
                 }
             }
             let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| if s > m { s } else { m });

@@ -54,7 +54,7 @@ impl VectorStore {
 
     /// Decode the file's bytes; None when the length is not a whole number of rows.
     pub fn from_bytes(dim: usize, bytes: &[u8]) -> Option<Self> {
-        if dim == 0 || bytes.len() % (4 * dim) != 0 {
+        if dim == 0 || !bytes.len().is_multiple_of(4 * dim) {
             return None;
         }
         let data: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
