@@ -271,6 +271,18 @@ struct ColumnJob {
 unsafe impl Sync for SecondCore {}
 unsafe impl Send for SecondCore {}
 
+/// Spin briefly, then yield the core at every turn: on a machine busy with other work (a policy
+/// training beside the searches), a pure spin took the core from the threads that had work, and a
+/// query then took three times as long.
+fn idle_wait(turns: &mut u32) {
+    *turns += 1;
+    if *turns < 256 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 impl SecondCore {
     /// Run `f` with a second core serving its split layers when rayon has two threads; else `f(None)`.
     pub fn lend<R: Send>(f: impl FnOnce(Option<&SecondCore>) -> R + Send) -> R {
@@ -296,6 +308,7 @@ impl SecondCore {
     }
 
     fn serve(&self) {
+        let mut idle = 0u32;
         while !self.done.load(Ordering::Acquire) {
             if self.state.compare_exchange(POSTED, TAKEN, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 // SAFETY: see the `Sync` impl: the job is ours until we publish FINISHED.
@@ -304,8 +317,9 @@ impl SecondCore {
                     (*job.layer).integer_sums(&*job.x, job.columns.0..job.columns.1, job.sums);
                 }
                 self.state.store(FINISHED, Ordering::Release);
+                idle = 0;
             } else {
-                std::hint::spin_loop();
+                idle_wait(&mut idle);
             }
         }
     }
@@ -322,8 +336,9 @@ impl SecondCore {
             // SAFETY: taken back: no one else will touch the job.
             unsafe { layer.integer_sums(x, middle..layer.out_dim, out) };
         } else {
+            let mut idle = 0;
             while self.state.load(Ordering::Acquire) != FINISHED {
-                std::hint::spin_loop();
+                idle_wait(&mut idle);
             }
         }
         self.state.store(IDLE, Ordering::Relaxed);
