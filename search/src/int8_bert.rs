@@ -268,18 +268,22 @@ fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut Attenti
         for i in 0..t {
             let q: &[f32; D] = qkv[i * 3 * h + head * d..][..d].try_into().expect("head width");
             for (c, chunk) in scores.chunks_exact_mut(W).enumerate() {
-                // Four partial sums, so consecutive multiply-adds do not wait on one another.
-                let mut acc = [[0f32; W]; 4];
+                // Four partial sums, so consecutive multiply-adds do not wait on one another (four
+                // named arrays: an array of arrays was kept on the stack and not vectorised).
+                let (mut a0, mut a1, mut a2, mut a3) = ([0f32; W], [0f32; W], [0f32; W], [0f32; W]);
                 for k4 in (0..D).step_by(4) {
-                    for (u, acc) in acc.iter_mut().enumerate() {
-                        let key = &keys[(k4 + u) * t16 + c * W..][..W];
-                        for l in 0..W {
-                            acc[l] += q[k4 + u] * key[l];
-                        }
+                    let key = |u: usize| -> &[f32; W] { keys[(k4 + u) * t16 + c * W..][..W].try_into().expect("width") };
+                    let (k0, k1, k2, k3) = (key(0), key(1), key(2), key(3));
+                    let (q0, q1, q2, q3) = (q[k4], q[k4 + 1], q[k4 + 2], q[k4 + 3]);
+                    for l in 0..W {
+                        a0[l] += q0 * k0[l];
+                        a1[l] += q1 * k1[l];
+                        a2[l] += q2 * k2[l];
+                        a3[l] += q3 * k3[l];
                     }
                 }
                 for l in 0..W {
-                    let sum = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+                    let sum = (a0[l] + a1[l]) + (a2[l] + a3[l]);
                     chunk[l] = if c * W + l < t { sum * scale } else { f32::NEG_INFINITY };
                 }
             }
