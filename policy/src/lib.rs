@@ -15,6 +15,7 @@ pub mod adapter_io;
 pub mod chat_template;
 pub mod error;
 pub mod frozen_linear;
+pub mod fused;
 pub mod lora;
 pub mod model;
 pub mod optim;
@@ -34,7 +35,7 @@ pub use candle_core::{backprop::GradStore, Device, Tensor, Var};
 /// The random number generators `sample` takes, re-exported so callers need no version match.
 pub use rand;
 
-use candle_core::{DType, D};
+use candle_core::DType;
 use std::path::{Path, PathBuf};
 
 /// Where a model comes from.
@@ -239,19 +240,12 @@ impl Policy {
         let dev = self.device();
         let tokens = Tensor::from_vec(flat, (b, t), dev)?;
         let routed = if routed.iter().any(|&r| r) { Some(routed) } else { None };
-        let logits = if self.recompute_layers {
-            self.decoder.forward_train_checkpointed(&tokens, self.adapters.as_ref(), routed, &self.side_grads)?
-        } else {
-            self.decoder.forward_train(&tokens, self.adapters.as_ref(), routed)?
-        };
-        // Targets are the next tokens; the last position gets a dummy target and is cut off afterwards (cutting
-        // the logits instead would copy all of them: gather needs contiguous input).
+        let side = self.recompute_layers.then_some(&self.side_grads);
+        let hidden = self.decoder.hidden_train(&tokens, self.adapters.as_ref(), routed, side)?;
+        // Targets are the next tokens; the last position gets a dummy target and is cut off afterwards.
         let targets = Tensor::cat(&[&tokens.narrow(1, 1, t - 1)?, &Tensor::zeros((b, 1), DType::U32, dev)?], 1)?;
-        // log p = logit[target] - logsumexp(logits); the max is a detached constant shift.
-        let m = logits.max_keepdim(D::Minus1)?.detach();
-        let lse = logits.broadcast_sub(&m)?.exp()?.sum_keepdim(D::Minus1)?.log()?.broadcast_add(&m)?;
-        let picked = logits.gather(&targets.unsqueeze(2)?.contiguous()?, 2)?;
-        let lp = (picked - lse)?.squeeze(2)?.narrow(1, 0, t - 1)?;
+        let lp = fused::head_log_probs(&hidden, self.decoder.weights.lm_head(), &targets.flatten_all()?)?;
+        let lp = lp.reshape((b, t))?.narrow(1, 0, t - 1)?;
         let valid = Tensor::from_vec(valid, (b, t - 1), dev)?;
         Ok((lp * valid)?)
     }

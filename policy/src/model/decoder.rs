@@ -1,8 +1,9 @@
 //! The decoder forward, twice: a differentiable one for training and a fused one with a KV cache for
 //! sampling. Both compute the same function (a test checks the logits agree).
 //!
-//! The training path is built only from ops that have a backward in candle 0.11: its fused `rms_norm`,
-//! `softmax_last_dim` and `rope` have none, and gradients would silently stop there. Frozen projections go
+//! The training path uses only ops that have a backward: candle 0.11's fused `rms_norm`, `softmax_last_dim`
+//! and `rope` have none, and gradients would silently stop there. RMSNorm, the causal softmax and the SwiGLU
+//! gate are our own fused ops with hand-written backward passes ([`crate::fused`]); frozen projections go
 //! through [`frozen_linear`](crate::frozen_linear::frozen_linear), which skips the weight gradient.
 //!
 //! Grouped-query attention without copying k/v: the `rep` query heads that share a kv head are folded into
@@ -11,6 +12,7 @@
 use super::config::ModelConfig;
 use super::weights::{LayerWeights, ModelWeights};
 use crate::frozen_linear::frozen_linear;
+use crate::fused;
 use crate::lora::{AdapterSet, Target};
 use candle_core::{DType, Device, Tensor, Var, D};
 
@@ -49,18 +51,6 @@ impl KvCache {
         }
         Ok(())
     }
-}
-
-fn rms_norm_diff(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
-    let var = x.sqr()?.mean_keepdim(D::Minus1)?;
-    x.broadcast_div(&(var + eps)?.sqrt()?)?.broadcast_mul(w)
-}
-
-fn softmax_diff(x: &Tensor) -> candle_core::Result<Tensor> {
-    // The max is a constant shift for numerical safety; detaching it changes no gradient.
-    let m = x.max_keepdim(D::Minus1)?.detach();
-    let e = x.broadcast_sub(&m)?.exp()?;
-    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
 }
 
 /// Rotate-half RoPE from differentiable ops; `cos`, `sin`: `(T, hd/2)`.
@@ -121,7 +111,7 @@ impl Decoder {
 
     fn rms(&self, x: &Tensor, w: &Tensor, train: bool) -> candle_core::Result<Tensor> {
         if train {
-            rms_norm_diff(x, w, self.cfg.rms_norm_eps)
+            fused::rms_norm(x, w, self.cfg.rms_norm_eps)
         } else {
             candle_nn::ops::rms_norm(x, w, self.cfg.rms_norm_eps as f32)
         }
@@ -177,15 +167,20 @@ impl Decoder {
         };
         // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
         let qg = q.reshape((b, nkv, rep * t, hd))?;
-        let scores = (qg.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?.broadcast_add(mask)?;
-        let p = if train { softmax_diff(&scores)? } else { candle_nn::ops::softmax_last_dim(&scores)? };
+        let scale = 1.0 / (hd as f64).sqrt();
+        // Training is always causal over right-padded rows (the mask is implied); sampling brings its own.
+        let p = if train {
+            fused::causal_softmax(&qg.matmul(&k.t()?)?, scale)?
+        } else {
+            candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?
+        };
         let att = p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?;
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
         let x = (x + o)?;
         let h = self.rms(&x, &l.ffn_norm, train)?;
         let g = self.proj(&h, li, Target::Gate, &l.gate, None, adapters, routed, train)?;
         let u = self.proj(&h, li, Target::Up, &l.up, None, adapters, routed, train)?;
-        let a = (g.silu()? * u)?;
+        let a = if train { fused::silu_mul(&g, &u)? } else { (g.silu()? * u)? };
         let d = self.proj(&a, li, Target::Down, &l.down, None, adapters, routed, train)?;
         x + d
     }
@@ -215,24 +210,28 @@ impl Decoder {
         self.block(li, &self.weights.layers[li], x, bt, 0, mask, adapters, routed, None, true)
     }
 
-    /// [`Decoder::forward_train`] with per-layer recomputation: only each block's input is kept alive
-    /// between forward and backward. After `backward()`, merge `side` into the gradients
-    /// ([`super::checkpoint::SideGrads::merge_into`]). CPU only (elsewhere it falls back to the plain forward).
-    pub fn forward_train_checkpointed(
+    /// The differentiable forward up to the final norm: `tokens: (B, T)` u32, right-padded; `routed`:
+    /// per-sample routing (len B). Returns the normed hidden states `(B·T, H)`; gradients reach the adapters'
+    /// `Var`s only. With `checkpoint`, per-layer recomputation: only each block's input is kept alive between
+    /// forward and backward, and after `backward()` the side gradients must be merged
+    /// ([`super::checkpoint::SideGrads::merge_into`]); CPU only (elsewhere it is the plain forward).
+    pub fn hidden_train(
         &self,
         tokens: &Tensor,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
-        side: &super::checkpoint::SideGrads,
+        checkpoint: Option<&super::checkpoint::SideGrads>,
     ) -> candle_core::Result<Tensor> {
-        if !self.device().is_cpu() {
-            return self.forward_train(tokens, adapters, routed);
-        }
         let (b, t) = tokens.dims2()?;
         let rows: Option<Vec<bool>> = routed.map(|r| r.iter().flat_map(|&x| std::iter::repeat_n(x, t)).collect());
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         let mask = self.causal_mask(t)?;
-        for li in 0..self.weights.layers.len() {
+        let checkpoint = checkpoint.filter(|_| self.device().is_cpu());
+        for (li, l) in self.weights.layers.iter().enumerate() {
+            let Some(side) = checkpoint else {
+                x = self.block(li, l, &x, (b, t), 0, &mask, adapters, rows.as_deref(), None, true)?;
+                continue;
+            };
             // The values, computed with a graph that is dropped at once (detach keeps only the storage).
             let y = self.block_train(li, &x, (b, t), &mask, adapters, rows.as_deref())?.detach();
             let op = super::checkpoint::BlockCheckpoint {
@@ -248,21 +247,26 @@ impl Decoder {
             let xin = if x.track_op() { x.clone() } else { Var::from_tensor(&x)?.as_tensor().clone() };
             x = xin.apply_op2_arc(&y, std::sync::Arc::new(Box::new(op)))?;
         }
-        let x = rms_norm_diff(&x, &self.weights.norm, self.cfg.rms_norm_eps)?;
+        fused::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps)
+    }
+
+    /// [`Decoder::forward_train`] with per-layer recomputation (see [`Decoder::hidden_train`]).
+    pub fn forward_train_checkpointed(
+        &self,
+        tokens: &Tensor,
+        adapters: Option<&AdapterSet>,
+        routed: Option<&[bool]>,
+        side: &super::checkpoint::SideGrads,
+    ) -> candle_core::Result<Tensor> {
+        let (b, t) = tokens.dims2()?;
+        let x = self.hidden_train(tokens, adapters, routed, Some(side))?;
         frozen_linear(&x, self.weights.lm_head(), None)?.reshape((b, t, ()))
     }
 
-    /// The differentiable forward: `tokens: (B, T)` u32, right-padded; `routed`: per-sample routing (len B).
-    /// Returns logits `(B, T, V)`. Gradients reach the adapters' `Var`s only.
+    /// The differentiable forward: logits `(B, T, V)` (see [`Decoder::hidden_train`]).
     pub fn forward_train(&self, tokens: &Tensor, adapters: Option<&AdapterSet>, routed: Option<&[bool]>) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
-        let rows: Option<Vec<bool>> = routed.map(|r| r.iter().flat_map(|&x| std::iter::repeat_n(x, t)).collect());
-        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
-        let mask = self.causal_mask(t)?;
-        for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), 0, &mask, adapters, rows.as_deref(), None, true)?;
-        }
-        let x = rms_norm_diff(&x, &self.weights.norm, self.cfg.rms_norm_eps)?;
+        let x = self.hidden_train(tokens, adapters, routed, None)?;
         frozen_linear(&x, self.weights.lm_head(), None)?.reshape((b, t, ()))
     }
 

@@ -1,0 +1,33 @@
+//! CPU training ops with hand-written backward passes, where composing candle ops costs many passes over
+//! large tensors (each a fresh allocation, most single-threaded) or computes gradients nobody needs. Each
+//! op is parallel over rows with rayon, falls back to composed candle ops off the CPU, and has a test that
+//! compares its values and gradients with that composed reference.
+
+pub mod causal_softmax;
+pub mod gemm;
+pub mod log_prob_head;
+pub mod rms_norm;
+pub mod silu_mul;
+
+pub use causal_softmax::causal_softmax;
+pub use log_prob_head::head_log_probs;
+pub use rms_norm::rms_norm;
+pub use silu_mul::silu_mul;
+
+use candle_core::{CpuStorage, Layout};
+
+/// The data of a contiguous f32 CPU storage under `layout`.
+fn contiguous_f32<'a>(s: &'a CpuStorage, layout: &Layout, op: &str) -> candle_core::Result<&'a [f32]> {
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{op}: input must be contiguous");
+    };
+    match s {
+        CpuStorage::F32(v) => Ok(&v[start..end]),
+        _ => candle_core::bail!("{op}: input must be f32"),
+    }
+}
+
+/// Rows of width `h` per parallel task: about 16 K elements, at least one row.
+fn par_rows(h: usize) -> usize {
+    (16_384 / h.max(1)).max(1)
+}
