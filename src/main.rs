@@ -48,6 +48,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    agentrt_policy::allocator::keep_freed_memory();
     let cli = Cli::parse();
     match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@ use std::io::Read;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    agentrt_policy::allocator::keep_freed_memory();
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let req: Value = serde_json::from_str(&input)?;
@@ -67,15 +68,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             policy.init_adapters(LoraConfig { rank, alpha: 2.0 * rank as f64, targets: Target::ALL.to_vec(), dual: false }, 0)?;
             let mut opt = AdamW::new(policy.trainable_vars(), AdamWConfig::default())?;
             let steps = req["steps"].as_u64().unwrap_or(3) as usize;
-            let mut times = vec![];
+            let (mut times, mut phases) = (vec![], vec![]);
             for _ in 0..steps {
                 let t = Instant::now();
                 let lp = policy.token_logprobs(&ids, &[])?;
                 let loss = (lp.sum_all()? * (-1.0 / ids.len() as f64))?;
-                opt.step(&loss.backward()?)?;
+                let forward = t.elapsed().as_secs_f64();
+                let grads = loss.backward()?;
+                let backward = t.elapsed().as_secs_f64() - forward;
+                opt.step(&grads)?;
                 times.push(t.elapsed().as_secs_f64());
+                phases.push(json!({"forward": forward, "backward": backward, "optimizer": times.last().unwrap() - forward - backward}));
             }
-            json!({"step_seconds": times})
+            json!({"step_seconds": times, "phases": phases})
         }
         other => return Err(format!("unknown cmd `{other}`").into()),
     };

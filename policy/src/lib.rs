@@ -12,6 +12,7 @@
 //! crate) use only this API; nothing here knows about the sandbox or the judge.
 
 pub mod adapter_io;
+pub mod allocator;
 pub mod chat_template;
 pub mod error;
 pub mod frozen_linear;

@@ -8,7 +8,8 @@
 //! `g·(onehot − softmax)` in place and is one gemm for `dL/dx` only.
 
 use super::gemm::{matmul_a_b, matmul_a_bt};
-use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Storage, Tensor, D};
+use super::with_f32_slice;
+use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -26,18 +27,6 @@ struct LogProbHead {
     kept: Mutex<Option<Kept>>,
 }
 
-/// Borrows a contiguous f32 CPU tensor's data and hands it to `f`.
-fn with_f32_slice<R>(t: &Tensor, what: &str, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
-    let (storage, layout) = t.storage_and_layout();
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("log-prob-head: {what} must be contiguous");
-    };
-    match &*storage {
-        Storage::Cpu(CpuStorage::F32(v)) => Ok(f(&v[start..end])),
-        _ => candle_core::bail!("log-prob-head: {what} must be an f32 CPU tensor"),
-    }
-}
-
 impl LogProbHead {
     fn logits(&self, x: &[f32], n: usize, h: usize) -> candle_core::Result<(Vec<f32>, usize)> {
         let (v, wh) = self.weight.dims2()?;
@@ -45,7 +34,7 @@ impl LogProbHead {
             candle_core::bail!("log-prob-head: hidden states have width {h}, the head's weight is ({v}, {wh})");
         }
         let mut logits = vec![0f32; n * v];
-        with_f32_slice(&self.weight, "the head's weight", |w| matmul_a_bt(x, w, &mut logits, n, v, h))?;
+        with_f32_slice(&self.weight, "log-prob-head: the head's weight", |w| matmul_a_bt(x, w, &mut logits, n, v, h))?;
         Ok((logits, v))
     }
 }
@@ -96,7 +85,7 @@ impl CustomOp2 for LogProbHead {
         let Kept { mut logits, lse } = match kept {
             Some(k) => k,
             None => {
-                let (logits, v) = with_f32_slice(x, "hidden states", |x| self.logits(x, n, h))??;
+                let (logits, v) = with_f32_slice(x, "log-prob-head: hidden states", |x| self.logits(x, n, h))??;
                 let lse = logits.par_chunks(v).zip(targets.par_iter()).map(|(row, &t)| row_stats(row, t as usize).0).collect();
                 Kept { logits, lse }
             }
@@ -111,7 +100,7 @@ impl CustomOp2 for LogProbHead {
             row[targets[i] as usize] += gi;
         });
         let mut dx = vec![0f32; n * h];
-        with_f32_slice(&self.weight, "the head's weight", |w| matmul_a_b(&logits, w, &mut dx, n, h, v))?;
+        with_f32_slice(&self.weight, "log-prob-head: the head's weight", |w| matmul_a_b(&logits, w, &mut dx, n, h, v))?;
         Ok((Some(Tensor::from_vec(dx, (n, h), x.device())?), None))
     }
 }

@@ -4,17 +4,31 @@
 //! compares its values and gradients with that composed reference.
 
 pub mod causal_softmax;
+pub mod decode_linear;
 pub mod gemm;
 pub mod log_prob_head;
 pub mod rms_norm;
 pub mod silu_mul;
 
 pub use causal_softmax::causal_softmax;
+pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use rms_norm::rms_norm;
 pub use silu_mul::silu_mul;
 
-use candle_core::{CpuStorage, Layout};
+use candle_core::{CpuStorage, Layout, Storage, Tensor};
+
+/// Borrows a contiguous f32 CPU tensor's data for `f`; `what` names the tensor in errors.
+fn with_f32_slice<R>(t: &Tensor, what: &str, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what} must be contiguous");
+    };
+    match &*storage {
+        Storage::Cpu(CpuStorage::F32(v)) => Ok(f(&v[start..end])),
+        _ => candle_core::bail!("{what} must be an f32 CPU tensor"),
+    }
+}
 
 /// The data of a contiguous f32 CPU storage under `layout`.
 fn contiguous_f32<'a>(s: &'a CpuStorage, layout: &Layout, op: &str) -> candle_core::Result<&'a [f32]> {

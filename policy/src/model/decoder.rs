@@ -97,7 +97,7 @@ impl Decoder {
         let y = if train {
             frozen_linear(x, w, b)?
         } else {
-            let y = x.matmul(&w.t()?)?;
+            let y = fused::decode_linear(x, w)?;
             match b {
                 Some(b) => y.broadcast_add(b)?,
                 None => y,
@@ -298,7 +298,7 @@ impl Decoder {
         }
         let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
-        x.matmul(&self.weights.lm_head().t()?)
+        fused::decode_linear(&x, self.weights.lm_head())
     }
 
     /// The fused path over a whole sequence without cache reuse, logits `(B, T, V)` (tests compare it with
