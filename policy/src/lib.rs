@@ -7,7 +7,7 @@
 //! per-sample gradient routing. The decoder has two forwards computing the same function: a fused one with a
 //! KV cache for [sampling](Policy::sample), which returns the exact token ids and their log-probs so no turn
 //! is ever re-tokenised, and a differentiable one for [training](Policy::token_logprobs), built only from ops
-//! with a backward and with frozen projections whose backward computes dL/dx only. Adapters are saved in
+//! with a backward: on the CPU mostly our own [`fused`] ops, whose frozen projections compute dL/dx only. Adapters are saved in
 //! PEFT's format and can be merged into a full safetensors model. The trainer and the eval harness (root
 //! crate) use only this API; nothing here knows about the sandbox or the judge.
 
@@ -15,7 +15,6 @@ pub mod adapter_io;
 pub mod allocator;
 pub mod chat_template;
 pub mod error;
-pub mod frozen_linear;
 pub mod fused;
 pub mod lora;
 pub mod model;
@@ -26,7 +25,7 @@ pub mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};
 pub use error::{PolicyError, Result};
-pub use lora::{AdapterSet, LoraConfig, Routing, Target, Which};
+pub use lora::{AdapterSet, LoraConfig, LoraFactors, Routing, Target, Which};
 pub use model::{Arch, Decoder, ModelConfig, ModelWeights};
 pub use optim::{AdamW, AdamWConfig};
 pub use sampling::{Completion, FinishReason, SamplingParams};

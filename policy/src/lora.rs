@@ -224,14 +224,25 @@ impl AdapterSet {
     /// The LoRA contribution at one site for `x: (n, in)`; `routed` gives per-row routing (len n) or none.
     /// Returns `None` when the site has no adapter.
     pub fn delta(&self, site: Site, x: &Tensor, routed: Option<&[bool]>) -> candle_core::Result<Option<Tensor>> {
+        match self.factors(site, x.dim(0)?, routed)? {
+            Some(f) => Ok(Some(f.apply(x)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The stacked factors at one site for `n` input rows under `routed` (see the module docs); `None` when
+    /// the site has no adapter.
+    pub fn factors(&self, site: Site, n: usize, routed: Option<&[bool]>) -> candle_core::Result<Option<LoraFactors>> {
         let Some(r) = self.retain.pairs.get(&site) else { return Ok(None) };
         let c = self.base_scale();
-        let (sr, sf) = (self.scales.0 * c, self.scales.1 * c);
+        let (sr, sf) = ((self.scales.0 * c) as f32, (self.scales.1 * c) as f32);
         let f = self.forget.as_ref().and_then(|f| f.pairs.get(&site));
+        let dev = r.a.device();
         let Some(f) = f.filter(|_| sf != 0.0 || routed.is_some_and(|m| m.iter().any(|&b| b))) else {
             // Single adapter (or forget ablated with nothing routed): the plain rank-r form.
-            let h = x.matmul(&r.a.t()?)?;
-            return Ok(Some((h.matmul(&r.b.t()?)? * sr)?));
+            let rank = r.a.dim(0)?;
+            let scales = Tensor::from_vec(vec![sr; rank], (1, rank), dev)?;
+            return Ok(Some(LoraFactors { a: r.a.as_tensor().clone(), b: r.b.as_tensor().clone(), scales }));
         };
         let rank = self.config.rank;
         // Which adapters learn from a row: (retain, forget).
@@ -239,7 +250,6 @@ impl AdapterSet {
         let live = |routed_row: bool| if routed_row { (false, true) } else { (true, !exclusive) };
         let weights = |live: bool, t: &Var| if live { t.as_tensor().clone() } else { t.as_tensor().detach() };
         let rows = routed.unwrap_or(&[]);
-        let n = x.dim(0)?;
         if routed.is_some() && rows.len() != n {
             candle_core::bail!("routing mask has {} rows, input has {n}", rows.len());
         }
@@ -248,23 +258,43 @@ impl AdapterSet {
             let (lr, lf) = live(rows.first().copied().unwrap_or(false));
             let a = Tensor::cat(&[weights(lr, &r.a), weights(lf, &f.a)], 0)?;
             let b = Tensor::cat(&[weights(lr, &r.b), weights(lf, &f.b)], 1)?;
-            let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sr as f32 } else { sf as f32 }).collect();
-            let col = Tensor::from_vec(col, (1, 2 * rank), x.device())?;
-            let h = x.matmul(&a.t()?)?.broadcast_mul(&col)?;
-            return Ok(Some(h.matmul(&b.t()?)?));
+            let col: Vec<f32> = (0..2 * rank).map(|j| if j < rank { sr } else { sf }).collect();
+            let scales = Tensor::from_vec(col, (1, 2 * rank), dev)?;
+            return Ok(Some(LoraFactors { a, b, scales }));
         }
         let a = Tensor::cat(&[r.a.as_tensor(), f.a.as_tensor(), &r.a.as_tensor().detach(), &f.a.as_tensor().detach()], 0)?;
         let b = Tensor::cat(&[r.b.as_tensor(), f.b.as_tensor(), &r.b.as_tensor().detach(), &f.b.as_tensor().detach()], 1)?;
         let mut m = Vec::with_capacity(n * 4 * rank);
         for &routed_row in rows {
             let (lr, lf) = live(routed_row);
-            let (sr, sf) = (sr as f32, sf as f32);
             for scale in [if lr { sr } else { 0.0 }, if lf { sf } else { 0.0 }, if lr { 0.0 } else { sr }, if lf { 0.0 } else { sf }] {
                 m.extend(std::iter::repeat_n(scale, rank));
             }
         }
-        let m = Tensor::from_vec(m, (n, 4 * rank), x.device())?;
-        let h = (x.matmul(&a.t()?)? * m)?;
-        Ok(Some(h.matmul(&b.t()?)?))
+        let scales = Tensor::from_vec(m, (n, 4 * rank), dev)?;
+        Ok(Some(LoraFactors { a, b, scales }))
+    }
+}
+
+/// The LoRA factors of one site as one low-rank product: `delta = ((x·Aᵀ) ⊙ scales)·Bᵀ` with `A: (R, in)`,
+/// `B: (out, R)` and `scales: (1, R)` (every row alike) or `(n, R)` (per row). One adapter has `R = r`;
+/// dual adapters stack retain and forget (and detached copies) to `2r` or `4r`.
+#[derive(Debug, Clone)]
+pub struct LoraFactors {
+    pub a: Tensor,
+    pub b: Tensor,
+    pub scales: Tensor,
+}
+
+impl LoraFactors {
+    /// The delta from candle ops, for `x: (.., in)`.
+    pub fn apply(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dims = x.dims().to_vec();
+        let k = *dims.last().unwrap_or(&0);
+        let x2 = x.reshape((x.elem_count() / k.max(1), k))?;
+        let h = x2.matmul(&self.a.t()?)?.broadcast_mul(&self.scales)?;
+        let mut out_dims = dims;
+        *out_dims.last_mut().expect("an input has at least one dimension") = self.b.dim(0)?;
+        h.matmul(&self.b.t()?)?.reshape(out_dims)
     }
 }

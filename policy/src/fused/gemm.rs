@@ -10,12 +10,24 @@ fn parallelism() -> Parallelism {
     }
 }
 
-/// `out (m×n) = a (m×k) · bᵀ` where `b` is `(n×k)`, all row-major and contiguous.
-pub fn matmul_a_bt(a: &[f32], b: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
-    assert_eq!(a.len(), m * k, "lhs is not {m}x{k}");
-    assert_eq!(b.len(), n * k, "rhs is not {n}x{k}");
+/// How a row-major operand is read: as stored, or transposed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Read {
+    AsIs,
+    Transposed,
+}
+
+/// `out (m×n) = op(a) · op(b)` (or `+=` with `accumulate`), all buffers row-major and contiguous: `op(a)`
+/// is `(m×k)` (stored `(m×k)` as is, `(k×m)` transposed), `op(b)` is `(k×n)` (stored `(k×n)` or `(n×k)`).
+#[allow(clippy::too_many_arguments)] // a gemm's shape, operands and modes are all needed here
+pub fn matmul(a: &[f32], ra: Read, b: &[f32], rb: Read, out: &mut [f32], (m, n, k): (usize, usize, usize), accumulate: bool) {
+    assert_eq!(a.len(), m * k, "lhs does not hold {m}x{k}");
+    assert_eq!(b.len(), k * n, "rhs does not hold {k}x{n}");
     assert_eq!(out.len(), m * n, "output is not {m}x{n}");
-    // SAFETY: the three extents were checked above; column j of bᵀ is row j of b (stride k between columns).
+    // (column stride, row stride) of each operand as the product reads it.
+    let (a_cs, a_rs) = if ra == Read::AsIs { (1, k) } else { (m, 1) };
+    let (b_cs, b_rs) = if rb == Read::AsIs { (1, n) } else { (k, 1) };
+    // SAFETY: the extents were checked above and the strides stay inside them.
     unsafe {
         gemm(
             m,
@@ -24,14 +36,14 @@ pub fn matmul_a_bt(a: &[f32], b: &[f32], out: &mut [f32], m: usize, n: usize, k:
             out.as_mut_ptr(),
             1,
             n as isize,
-            false,
+            accumulate,
             a.as_ptr(),
-            1,
-            k as isize,
+            a_cs as isize,
+            a_rs as isize,
             b.as_ptr(),
-            k as isize,
-            1,
-            0.0,
+            b_cs as isize,
+            b_rs as isize,
+            if accumulate { 1.0 } else { 0.0 },
             1.0,
             false,
             false,
@@ -41,35 +53,14 @@ pub fn matmul_a_bt(a: &[f32], b: &[f32], out: &mut [f32], m: usize, n: usize, k:
     }
 }
 
-/// `out (m×n) = a (m×k) · b (k×n)`, all row-major and contiguous.
+/// `out (m×n) = a (m×k) · bᵀ` where `b` is `(n×k)`.
+pub fn matmul_a_bt(a: &[f32], b: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
+    matmul(a, Read::AsIs, b, Read::Transposed, out, (m, n, k), false)
+}
+
+/// `out (m×n) = a (m×k) · b (k×n)`.
 pub fn matmul_a_b(a: &[f32], b: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
-    assert_eq!(a.len(), m * k, "lhs is not {m}x{k}");
-    assert_eq!(b.len(), k * n, "rhs is not {k}x{n}");
-    assert_eq!(out.len(), m * n, "output is not {m}x{n}");
-    // SAFETY: the three extents were checked above.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            1,
-            n as isize,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism(),
-        )
-    }
+    matmul(a, Read::AsIs, b, Read::AsIs, out, (m, n, k), false)
 }
 
 #[cfg(test)]
@@ -95,6 +86,16 @@ mod tests {
         for i in 0..m {
             for j in 0..n {
                 let want: f32 = (0..k).map(|p| a[i * k + p] * b2[p * n + j]).sum();
+                assert!((out[i * n + j] - want).abs() < 1e-5);
+            }
+        }
+        // aᵀ · b with a stored (k×m), accumulated onto what is there.
+        let at: Vec<f32> = (0..k * m).map(|i| (i as f32 * 0.05).cos()).collect();
+        let before = out.clone();
+        matmul(&at, Read::Transposed, &b2, Read::AsIs, &mut out, (m, n, k), true);
+        for i in 0..m {
+            for j in 0..n {
+                let want: f32 = before[i * n + j] + (0..k).map(|p| at[p * m + i] * b2[p * n + j]).sum::<f32>();
                 assert!((out[i * n + j] - want).abs() < 1e-5);
             }
         }

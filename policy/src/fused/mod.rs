@@ -7,12 +7,14 @@ pub mod causal_softmax;
 pub mod decode_linear;
 pub mod gemm;
 pub mod log_prob_head;
+pub mod projection;
 pub mod rms_norm;
 pub mod silu_mul;
 
 pub use causal_softmax::causal_softmax;
 pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
+pub use projection::projection;
 pub use rms_norm::rms_norm;
 pub use silu_mul::silu_mul;
 

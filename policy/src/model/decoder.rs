@@ -3,15 +3,14 @@
 //!
 //! The training path uses only ops that have a backward: candle 0.11's fused `rms_norm`, `softmax_last_dim`
 //! and `rope` have none, and gradients would silently stop there. RMSNorm, the causal softmax and the SwiGLU
-//! gate are our own fused ops with hand-written backward passes ([`crate::fused`]); frozen projections go
-//! through [`frozen_linear`](crate::frozen_linear::frozen_linear), which skips the weight gradient.
+//! gate are our own fused ops with hand-written backward passes ([`crate::fused`]), and so is each frozen
+//! projection with its LoRA delta ([`crate::fused::projection`]), which skips the frozen weight's gradient.
 //!
 //! Grouped-query attention without copying k/v: the `rep` query heads that share a kv head are folded into
 //! the row dimension, `(B, kv, rep·T, hd) · (B, kv, hd, T)`, so one matmul serves the whole group.
 
 use super::config::ModelConfig;
 use super::weights::{LayerWeights, ModelWeights};
-use crate::frozen_linear::frozen_linear;
 use crate::fused;
 use crate::lora::{AdapterSet, Target};
 use candle_core::{DType, Device, Tensor, Var, D};
@@ -94,14 +93,14 @@ impl Decoder {
         routed: Option<&[bool]>,
         train: bool,
     ) -> candle_core::Result<Tensor> {
-        let y = if train {
-            frozen_linear(x, w, b)?
-        } else {
-            let y = fused::decode_linear(x, w)?;
-            match b {
-                Some(b) => y.broadcast_add(b)?,
-                None => y,
-            }
+        if train {
+            let lora = adapters.map(|a| a.factors((layer, target), x.dim(0)?, routed)).transpose()?.flatten();
+            return fused::projection(x, w, b, lora.as_ref());
+        }
+        let y = fused::decode_linear(x, w)?;
+        let y = match b {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
         };
         match adapters.map(|a| a.delta((layer, target), x, routed)).transpose()?.flatten() {
             Some(d) => y + d,
@@ -260,14 +259,14 @@ impl Decoder {
     ) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let x = self.hidden_train(tokens, adapters, routed, Some(side))?;
-        frozen_linear(&x, self.weights.lm_head(), None)?.reshape((b, t, ()))
+        fused::projection(&x, self.weights.lm_head(), None, None)?.reshape((b, t, ()))
     }
 
     /// The differentiable forward: logits `(B, T, V)` (see [`Decoder::hidden_train`]).
     pub fn forward_train(&self, tokens: &Tensor, adapters: Option<&AdapterSet>, routed: Option<&[bool]>) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let x = self.hidden_train(tokens, adapters, routed, None)?;
-        frozen_linear(&x, self.weights.lm_head(), None)?.reshape((b, t, ()))
+        fused::projection(&x, self.weights.lm_head(), None, None)?.reshape((b, t, ()))
     }
 
     /// The fused forward with a KV cache: `tokens: (B, T_new)`, `pads[b]` left-padding of row `b` (its first
