@@ -9,6 +9,7 @@ pub mod gemm;
 pub mod log_prob_head;
 pub mod projection;
 pub mod rms_norm;
+pub mod rope;
 pub mod silu_mul;
 
 pub use causal_softmax::causal_softmax;
@@ -16,6 +17,7 @@ pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use projection::projection;
 pub use rms_norm::rms_norm;
+pub use rope::rope;
 pub use silu_mul::silu_mul;
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};

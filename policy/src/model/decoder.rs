@@ -2,8 +2,8 @@
 //! sampling. Both compute the same function (a test checks the logits agree).
 //!
 //! The training path uses only ops that have a backward: candle 0.11's fused `rms_norm`, `softmax_last_dim`
-//! and `rope` have none, and gradients would silently stop there. RMSNorm, the causal softmax and the SwiGLU
-//! gate are our own fused ops with hand-written backward passes ([`crate::fused`]), and so is each frozen
+//! and `rope` have none, and gradients would silently stop there. RMSNorm, RoPE, the causal softmax and the
+//! SwiGLU gate are our own fused ops with hand-written backward passes ([`crate::fused`]), and so is each frozen
 //! projection with its LoRA delta ([`crate::fused::projection`]), which skips the frozen weight's gradient.
 //!
 //! Grouped-query attention without copying k/v: the `rep` query heads that share a kv head are folded into
@@ -13,7 +13,7 @@ use super::config::ModelConfig;
 use super::weights::{LayerWeights, ModelWeights};
 use crate::fused;
 use crate::lora::{AdapterSet, Target};
-use candle_core::{DType, Device, Tensor, Var, D};
+use candle_core::{DType, Device, Tensor, Var};
 
 /// A decoder: configuration, frozen weights and RoPE tables.
 #[derive(Debug, Clone)]
@@ -50,17 +50,6 @@ impl KvCache {
         }
         Ok(())
     }
-}
-
-/// Rotate-half RoPE from differentiable ops; `cos`, `sin`: `(T, hd/2)`.
-fn rope_diff(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
-    let hd = x.dim(D::Minus1)?;
-    let cos = Tensor::cat(&[cos, cos], D::Minus1)?;
-    let sin = Tensor::cat(&[sin, sin], D::Minus1)?;
-    let x1 = x.narrow(D::Minus1, 0, hd / 2)?;
-    let x2 = x.narrow(D::Minus1, hd / 2, hd / 2)?;
-    let rot = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
-    x.broadcast_mul(&cos)?.broadcast_add(&rot.broadcast_mul(&sin)?)
 }
 
 impl Decoder {
@@ -149,7 +138,7 @@ impl Decoder {
         let cos = self.cos.narrow(0, offset, t)?;
         let sin = self.sin.narrow(0, offset, t)?;
         let (q, k) = if train {
-            (rope_diff(&q, &cos, &sin)?, rope_diff(&k, &cos, &sin)?)
+            (fused::rope(&q, &cos, &sin)?, fused::rope(&k, &cos, &sin)?)
         } else {
             (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?)
         };
