@@ -17,6 +17,29 @@ struct CausalSoftmax {
 /// Rows per parallel task.
 const ROWS: usize = 64;
 
+/// `row ← softmax(scale · row[..seen])`, zero from `seen` on (the keys a query may not see).
+pub(super) fn softmax_row(row: &mut [f32], seen: usize, scale: f32) {
+    let m = row[..seen].iter().copied().fold(f32::NEG_INFINITY, f32::max) * scale;
+    let mut sum = 0f32;
+    for v in &mut row[..seen] {
+        *v = (*v * scale - m).exp();
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    row[..seen].iter_mut().for_each(|v| *v *= inv);
+    row[seen..].fill(0.0);
+}
+
+/// `grad ← scale · p ⊙ (grad − Σ grad ⊙ p)` over `..seen`, zero from `seen` on: the gradient at the scores
+/// from the gradient at the probabilities `p`.
+pub(super) fn softmax_row_backward(grad: &mut [f32], p: &[f32], seen: usize, scale: f32) {
+    let dot: f32 = p[..seen].iter().zip(&grad[..seen]).map(|(&a, &b)| a * b).sum();
+    for (g, &a) in grad[..seen].iter_mut().zip(&p[..seen]) {
+        *g = scale * a * (*g - dot);
+    }
+    grad[seen..].fill(0.0);
+}
+
 impl CustomOp1 for CausalSoftmax {
     fn name(&self) -> &'static str {
         "causal-softmax"
@@ -31,15 +54,8 @@ impl CustomOp1 for CausalSoftmax {
         let mut p = vec![0f32; x.len()];
         p.par_chunks_mut(t * ROWS).zip(x.par_chunks(t * ROWS)).enumerate().for_each(|(c, (pc, xc))| {
             for (i, (pr, xr)) in pc.chunks_mut(t).zip(xc.chunks(t)).enumerate() {
-                let seen = (c * ROWS + i) % t + 1;
-                let m = xr[..seen].iter().copied().fold(f32::NEG_INFINITY, f32::max) * self.scale;
-                let mut sum = 0f32;
-                for (o, &v) in pr[..seen].iter_mut().zip(&xr[..seen]) {
-                    *o = (v * self.scale - m).exp();
-                    sum += *o;
-                }
-                let inv = 1.0 / sum;
-                pr[..seen].iter_mut().for_each(|o| *o *= inv);
+                pr.copy_from_slice(xr);
+                softmax_row(pr, (c * ROWS + i) % t + 1, self.scale);
             }
         });
         Ok((CpuStorage::F32(p), l.shape().clone()))
@@ -54,11 +70,8 @@ impl CustomOp1 for CausalSoftmax {
         dx.par_chunks_mut(t * ROWS).zip(ps.par_chunks(t * ROWS)).zip(gs.par_chunks(t * ROWS)).enumerate().for_each(
             |(c, ((dc, pc), gc))| {
                 for (i, ((dr, pr), gr)) in dc.chunks_mut(t).zip(pc.chunks(t)).zip(gc.chunks(t)).enumerate() {
-                    let seen = (c * ROWS + i) % t + 1;
-                    let dot: f32 = pr[..seen].iter().zip(&gr[..seen]).map(|(&a, &b)| a * b).sum();
-                    for ((d, &a), &b) in dr[..seen].iter_mut().zip(&pr[..seen]).zip(&gr[..seen]) {
-                        *d = self.scale * a * (b - dot);
-                    }
+                    dr.copy_from_slice(gr);
+                    softmax_row_backward(dr, pr, (c * ROWS + i) % t + 1, self.scale);
                 }
             },
         );

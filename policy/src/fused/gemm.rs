@@ -3,6 +3,50 @@
 
 use gemm::{gemm, Parallelism};
 
+/// One strided product for the ops that work on sub-matrices in place: `dst (m×n) = lhs · rhs`, or `+=`
+/// with `accumulate`; each operand given by its pointer and (column, row) strides in elements. Runs on the
+/// calling thread (callers parallelise over independent products).
+///
+/// # Safety
+/// Every element the strides reach must lie inside its allocation, and nothing else may write `dst`'s
+/// elements (or read them, when it is also written) during the call.
+#[allow(clippy::too_many_arguments)] // a strided gemm's shape, operands and strides are all needed here
+pub unsafe fn matmul_strided(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: *const f32,
+    (lhs_cs, lhs_rs): (usize, usize),
+    rhs: *const f32,
+    (rhs_cs, rhs_rs): (usize, usize),
+) {
+    // SAFETY: the caller guarantees the extents and exclusivity.
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs as isize,
+            accumulate,
+            lhs,
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs,
+            rhs_cs as isize,
+            rhs_rs as isize,
+            if accumulate { 1.0 } else { 0.0 },
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
+    }
+}
+
 fn parallelism() -> Parallelism {
     match candle_core::utils::get_num_threads() {
         0 | 1 => Parallelism::None,

@@ -3,6 +3,7 @@
 //! op is parallel over rows with rayon, falls back to composed candle ops off the CPU, and has a test that
 //! compares its values and gradients with that composed reference.
 
+pub mod attention;
 pub mod causal_softmax;
 pub mod decode_linear;
 pub mod gemm;
@@ -12,12 +13,13 @@ pub mod rms_norm;
 pub mod rope;
 pub mod silu_mul;
 
+pub use attention::{causal_attention, AttentionShape};
 pub use causal_softmax::causal_softmax;
 pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use projection::projection;
 pub use rms_norm::rms_norm;
-pub use rope::rope;
+pub use rope::{rope, rope_token_major};
 pub use silu_mul::silu_mul;
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};

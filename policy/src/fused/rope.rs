@@ -16,15 +16,18 @@ struct Rope {
     cos: Vec<f32>,
     sin: Vec<f32>,
     t: usize,
+    /// Heads per position: 1 for `(.., T, hd)`, `heads` for token-major `(B·T, heads, hd)`.
+    heads: usize,
 }
 
 impl Rope {
     /// Rotates every `(T, hd)` block of `x` into `y` by `sign` times each position's angle.
     fn rotate(&self, x: &[f32], y: &mut [f32], hd: usize, sign: f32) {
         let half = hd / 2;
-        let block = self.t * hd;
+        let block = self.t * self.heads * hd;
         y.par_chunks_mut(block).zip(x.par_chunks(block)).for_each(|(yb, xb)| {
-            for (p, (yr, xr)) in yb.chunks_mut(hd).zip(xb.chunks(hd)).enumerate() {
+            for (row, (yr, xr)) in yb.chunks_mut(hd).zip(xb.chunks(hd)).enumerate() {
+                let p = row / self.heads;
                 let (c, s) = (&self.cos[p * half..(p + 1) * half], &self.sin[p * half..(p + 1) * half]);
                 let (x1, x2) = xr.split_at(half);
                 let (y1, y2) = yr.split_at_mut(half);
@@ -44,12 +47,9 @@ impl CustomOp1 for Rope {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let dims = l.shape().dims();
-        let (t, hd) = match dims {
-            [.., t, hd] => (*t, *hd),
-            _ => candle_core::bail!("rope: input {:?} has no (T, hd) axes", l.shape()),
-        };
-        if t != self.t || hd % 2 != 0 || self.cos.len() != t * hd / 2 {
+        let hd = *l.shape().dims().last().unwrap_or(&0);
+        let block = self.t * self.heads * hd;
+        if hd % 2 != 0 || block == 0 || l.shape().elem_count() % block != 0 || self.cos.len() != self.t * hd / 2 {
             candle_core::bail!("rope: input {:?} does not fit tables of {} positions x {}", l.shape(), self.t, self.cos.len() / self.t.max(1));
         }
         let x = contiguous_f32(s, l, "rope")?;
@@ -73,7 +73,25 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tenso
     if !x.device().is_cpu() || x.dtype() != DType::F32 {
         return composed_rope(x, cos, sin);
     }
-    let op = Rope { cos: cos.flatten_all()?.to_vec1()?, sin: sin.flatten_all()?.to_vec1()?, t: cos.dim(0)? };
+    if x.dim(D::Minus2)? != cos.dim(0)? {
+        candle_core::bail!("rope: input {:?} does not have {} positions on its second-to-last axis", x.shape(), cos.dim(0)?);
+    }
+    let op = Rope { cos: cos.flatten_all()?.to_vec1()?, sin: sin.flatten_all()?.to_vec1()?, t: cos.dim(0)?, heads: 1 };
+    x.contiguous()?.apply_op1_arc(Arc::new(Box::new(op)))
+}
+
+/// RoPE of token-major `x: (B·T, heads, hd)` (position `row mod T`), as the projections lay heads out.
+pub fn rope_token_major(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+    let (rows, heads, hd) = x.dims3()?;
+    let t = cos.dim(0)?;
+    if t == 0 || rows % t != 0 {
+        candle_core::bail!("rope: {rows} rows are not whole sequences of {t} positions");
+    }
+    if !x.device().is_cpu() || x.dtype() != DType::F32 {
+        let y = composed_rope(&x.reshape((rows / t, t, heads, hd))?.transpose(1, 2)?, cos, sin)?;
+        return y.transpose(1, 2)?.reshape((rows, heads, hd));
+    }
+    let op = Rope { cos: cos.flatten_all()?.to_vec1()?, sin: sin.flatten_all()?.to_vec1()?, t, heads };
     x.contiguous()?.apply_op1_arc(Arc::new(Box::new(op)))
 }
 
@@ -109,8 +127,14 @@ mod tests {
             assert!(d < 1e-5, "values differ by {d}");
         }
         let g = (y * &probe).unwrap().sum_all().unwrap().backward().unwrap();
-        let g_ref = (y_ref * &probe).unwrap().sum_all().unwrap().backward().unwrap();
+        let g_ref = (&y_ref * &probe).unwrap().sum_all().unwrap().backward().unwrap();
         let d = (g.get(x.as_tensor()).unwrap() - g_ref.get(x.as_tensor()).unwrap()).unwrap();
         assert!(d.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap() < 1e-5);
+        // Token-major: the same heads as (B·T, heads, hd).
+        let tm = x.as_tensor().transpose(1, 2).unwrap().contiguous().unwrap().reshape((2 * t, 3, hd)).unwrap();
+        let y_tm = rope_token_major(&tm, &cos, &sin).unwrap();
+        let back = y_tm.reshape((2, t, 3, hd)).unwrap().transpose(1, 2).unwrap();
+        let d = (back - &y_ref).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(d < 1e-5, "token-major values differ by {d}");
     }
 }

@@ -2,12 +2,13 @@
 //! sampling. Both compute the same function (a test checks the logits agree).
 //!
 //! The training path uses only ops that have a backward: candle 0.11's fused `rms_norm`, `softmax_last_dim`
-//! and `rope` have none, and gradients would silently stop there. RMSNorm, RoPE, the causal softmax and the
+//! and `rope` have none, and gradients would silently stop there. RMSNorm, RoPE, causal attention and the
 //! SwiGLU gate are our own fused ops with hand-written backward passes ([`crate::fused`]), and so is each frozen
 //! projection with its LoRA delta ([`crate::fused::projection`]), which skips the frozen weight's gradient.
 //!
-//! Grouped-query attention without copying k/v: the `rep` query heads that share a kv head are folded into
-//! the row dimension, `(B, kv, rep·T, hd) · (B, kv, hd, T)`, so one matmul serves the whole group.
+//! Grouped-query attention without copying k/v: in sampling, the `rep` query heads that share a kv head are
+//! folded into the row dimension, `(B, kv, rep·T, hd) · (B, kv, hd, T)`, so one matmul serves the whole
+//! group; in training, [`fused::causal_attention`] reads each head in place from the token-major rows.
 
 use super::config::ModelConfig;
 use super::weights::{LayerWeights, ModelWeights};
@@ -128,41 +129,37 @@ impl Decoder {
         let q = self.proj(&h, li, Target::Q, &l.q, l.q_bias.as_ref(), adapters, routed, train)?;
         let k = self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train)?;
         let v = self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train)?;
-        let mut q = q.reshape((b, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
-        let mut k = k.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
-        let v = v.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
-        if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-            q = self.rms(&q, qn, train)?;
-            k = self.rms(&k, kn, train)?;
-        }
-        let cos = self.cos.narrow(0, offset, t)?;
-        let sin = self.sin.narrow(0, offset, t)?;
-        let (q, k) = if train {
-            (fused::rope(&q, &cos, &sin)?, fused::rope(&k, &cos, &sin)?)
+        let att = if train {
+            self.attention_train(l, &q, &k, &v, (b, t))?
         } else {
-            (candle_nn::rotary_emb::rope(&q, &cos, &sin)?, candle_nn::rotary_emb::rope(&k, &cos, &sin)?)
-        };
-        let (k, v) = match cache {
-            Some(slot) => {
-                let kv = match slot.take() {
-                    Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
-                    None => (k, v),
-                };
-                *slot = Some(kv.clone());
-                kv
+            let mut q = q.reshape((b, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
+            let mut k = k.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+            let v = v.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+                q = self.rms(&q, qn, false)?;
+                k = self.rms(&k, kn, false)?;
             }
-            None => (k, v),
+            let cos = self.cos.narrow(0, offset, t)?;
+            let sin = self.sin.narrow(0, offset, t)?;
+            let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
+            let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
+            let (k, v) = match cache {
+                Some(slot) => {
+                    let kv = match slot.take() {
+                        Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
+                        None => (k, v),
+                    };
+                    *slot = Some(kv.clone());
+                    kv
+                }
+                None => (k, v),
+            };
+            // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
+            let qg = q.reshape((b, nkv, rep * t, hd))?;
+            let scale = 1.0 / (hd as f64).sqrt();
+            let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?;
+            p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?
         };
-        // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
-        let qg = q.reshape((b, nkv, rep * t, hd))?;
-        let scale = 1.0 / (hd as f64).sqrt();
-        // Training is always causal over right-padded rows (the mask is implied); sampling brings its own.
-        let p = if train {
-            fused::causal_softmax(&qg.matmul(&k.t()?)?, scale)?
-        } else {
-            candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?
-        };
-        let att = p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?;
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
         let x = (x + o)?;
         let h = self.rms(&x, &l.ffn_norm, train)?;
@@ -173,7 +170,24 @@ impl Decoder {
         x + d
     }
 
-    /// Causal additive mask for training, `(rep·T, T)`.
+    /// Training attention on the token-major projections `(B·T, heads·hd)`: always causal over right-padded
+    /// rows from position 0, so no mask is needed.
+    fn attention_train(&self, l: &LayerWeights, q: &Tensor, k: &Tensor, v: &Tensor, (b, t): (usize, usize)) -> candle_core::Result<Tensor> {
+        let c = &self.cfg;
+        let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
+        let mut q = q.reshape((b * t, nh, hd))?;
+        let mut k = k.reshape((b * t, nkv, hd))?;
+        if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+            q = fused::rms_norm(&q, qn, c.rms_norm_eps)?;
+            k = fused::rms_norm(&k, kn, c.rms_norm_eps)?;
+        }
+        let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
+        let q = fused::rope_token_major(&q, &cos, &sin)?.reshape((b * t, nh * hd))?;
+        let k = fused::rope_token_major(&k, &cos, &sin)?.reshape((b * t, nkv * hd))?;
+        fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd })
+    }
+
+    /// Causal additive mask for the fused whole-sequence forward, `(rep·T, T)`.
     fn causal_mask(&self, t: usize) -> candle_core::Result<Tensor> {
         let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
         let mut m = Vec::with_capacity(rep * t * t);
