@@ -67,6 +67,9 @@ def main():
             **({"embeddings": vecs[i : i + batch].tolist()} if vecs is not None else {}),
         )
         print(f"chroma: {min(i + batch, len(secs))}/{len(secs)} sections", file=sys.stderr, flush=True)
+    # Both sides' builds end with their writes flushed (and counted), so that no writeback runs under the
+    # timed queries.
+    os.sync()
     build_s = time.perf_counter() - t0 + embed_est
 
     def search_pages(q, k=10):

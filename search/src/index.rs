@@ -336,6 +336,11 @@ impl WikiIndex {
         mode: SearchMode,
         fusion: Fusion,
     ) -> Result<Vec<PageHit>, SearchError> {
+        // One hand-off into the thread pool per query: called from outside it, the encoder's second core
+        // and the two rankings' join would each be a separate hand-off to a sleeping worker.
+        if rayon::current_thread_index().is_none() {
+            return rayon::scope(|_| self.search_pages_fused(query, k, mode, fusion));
+        }
         let ranked = match mode {
             SearchMode::Bm25 => self.bm25_pages(query)?,
             SearchMode::Vector => self.vector_pages(&self.embed_query(query)?),
