@@ -138,6 +138,8 @@ impl AdapterSet {
     /// The base weights with the adapters folded in at their current scales (`W + s·(alpha/r)·B·A`).
     pub fn merge_into(&self, weights: &ModelWeights) -> Result<ModelWeights> {
         let mut w = weights.clone();
+        // The block-format copies hold the unmerged weights.
+        w.packed = None;
         let c = self.base_scale();
         let adapters = std::iter::once((&self.retain, self.scales.0 * c)).chain(self.forget.iter().map(|f| (f, self.scales.1 * c)));
         for (ad, s) in adapters {

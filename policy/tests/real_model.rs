@@ -22,3 +22,22 @@ fn smollm2_greedy_answers_paris() {
         assert!((lp[prompt.len() - 1 + k] - x).abs() < 2e-3, "token {k}: {x} vs {}", lp[prompt.len() - 1 + k]);
     }
 }
+
+#[test]
+fn the_blocks_kept_for_decoding_are_the_training_weights_bit_for_bit() {
+    use agentrt_policy::Target;
+    let p = Policy::load(&ModelSource::Default, &candle_core::Device::Cpu).expect("load the default model");
+    let w = &p.decoder.weights;
+    let packed = w.packed.as_ref().expect("the default GGUF keeps its Q4_1 / Q8_0 blocks");
+    assert_eq!(packed.sites.len(), 7 * w.layers.len(), "every projection of every layer");
+    let f32_of = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    // q and k went through the llama row un-permutation on both copies.
+    for layer in [0, w.layers.len() - 1] {
+        let l = &w.layers[layer];
+        for (target, t) in [(Target::Q, &l.q), (Target::K, &l.k), (Target::Down, &l.down)] {
+            assert_eq!(packed.sites[&(layer, target)].dequantize(), f32_of(t), "layer {layer} {target:?}");
+        }
+    }
+    let head = packed.lm_head.as_ref().expect("the tied embedding's Q8_0 blocks");
+    assert_eq!(head.dequantize(), f32_of(w.lm_head()));
+}

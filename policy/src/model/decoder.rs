@@ -87,7 +87,11 @@ impl Decoder {
             let lora = adapters.map(|a| a.factors((layer, target), x.dim(0)?, routed)).transpose()?.flatten();
             return fused::projection(x, w, b, lora.as_ref());
         }
-        let y = fused::decode_linear(x, w)?;
+        let blocks = self.weights.packed.as_ref().and_then(|p| p.sites.get(&(layer, target)));
+        let y = match blocks.map(|p| fused::packed_linear(x, p)).transpose()?.flatten() {
+            Some(y) => y,
+            None => fused::decode_linear(x, w)?,
+        };
         let y = match b {
             Some(b) => y.broadcast_add(b)?,
             None => y,
@@ -300,7 +304,11 @@ impl Decoder {
         }
         let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
-        fused::decode_linear(&x, self.weights.lm_head())
+        let blocks = self.weights.packed.as_ref().and_then(|p| p.lm_head.as_ref());
+        match blocks.map(|p| fused::packed_linear(&x, p)).transpose()?.flatten() {
+            Some(logits) => Ok(logits),
+            None => fused::decode_linear(&x, self.weights.lm_head()),
+        }
     }
 
     /// The fused path over a whole sequence without cache reuse, logits `(B, T, V)` (tests compare it with

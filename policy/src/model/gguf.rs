@@ -5,12 +5,15 @@
 //! reference implementation all see the Hugging Face layout and use rotate-half RoPE.
 
 use super::config::{Arch, ModelConfig};
-use super::weights::{LayerWeights, ModelWeights};
+use super::weights::{LayerWeights, ModelWeights, PackedWeights};
 use crate::error::{io_err, PolicyError, Result};
+use crate::fused::PackedRows;
+use crate::lora::Target;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A parsed GGUF file: its metadata and an open reader for its tensors.
 pub struct GgufFile {
@@ -106,6 +109,11 @@ impl GgufFile {
 
     /// One tensor, dequantized to f32.
     pub fn tensor(&mut self, name: &str, device: &Device) -> Result<Tensor> {
+        Ok(self.tensor_and_blocks(name, device)?.0)
+    }
+
+    /// One tensor dequantized to f32, and its blocks when they are in a format kept for decoding (CPU).
+    fn tensor_and_blocks(&mut self, name: &str, device: &Device) -> Result<(Tensor, Option<PackedRows>)> {
         if !self.content.tensor_infos.contains_key(name) {
             return Err(self.missing(format!("tensor `{name}`")));
         }
@@ -113,7 +121,8 @@ impl GgufFile {
             path: self.path.clone(),
             what: format!("tensor `{name}`: {e}"),
         })?;
-        Ok(q.dequantize(device)?.to_dtype(DType::F32)?)
+        let blocks = if device.is_cpu() && q.shape().rank() == 2 { PackedRows::from_gguf(&q)? } else { None };
+        Ok((q.dequantize(device)?.to_dtype(DType::F32)?, blocks))
     }
 
     fn opt_tensor(&mut self, name: &str, device: &Device) -> Result<Option<Tensor>> {
@@ -124,38 +133,59 @@ impl GgufFile {
         }
     }
 
-    /// All weights of the decoder, in HF layout.
+    /// All weights of the decoder, in HF layout, with the projections' blocks kept for decoding.
     pub fn weights(&mut self, cfg: &ModelConfig, device: &Device) -> Result<ModelWeights> {
-        let embed = self.tensor("token_embd.weight", device)?;
+        let (embed, embed_blocks) = self.tensor_and_blocks("token_embd.weight", device)?;
+        let mut packed = PackedWeights::default();
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
             let n = |s: &str| format!("blk.{i}.{s}");
-            let mut q = self.tensor(&n("attn_q.weight"), device)?;
-            let mut k = self.tensor(&n("attn_k.weight"), device)?;
-            if cfg.arch == Arch::Llama {
-                q = unpermute(&q, cfg.num_heads)?;
-                k = unpermute(&k, cfg.num_kv_heads)?;
-            }
+            let mut proj = |this: &mut Self, name: &str, target: Target, heads: Option<usize>| -> Result<Tensor> {
+                let (mut w, mut blocks) = this.tensor_and_blocks(&n(name), device)?;
+                if let Some(heads) = heads {
+                    w = unpermute(&w, heads)?;
+                    blocks = blocks.map(|b| b.reorder_rows(&unpermute_order(b.rows, heads)));
+                }
+                if let Some(b) = blocks {
+                    packed.sites.insert((i, target), b);
+                }
+                Ok(w)
+            };
+            let llama = cfg.arch == Arch::Llama;
+            let q = proj(self, "attn_q.weight", Target::Q, llama.then_some(cfg.num_heads))?;
+            let k = proj(self, "attn_k.weight", Target::K, llama.then_some(cfg.num_kv_heads))?;
+            let v = proj(self, "attn_v.weight", Target::V, None)?;
+            let o = proj(self, "attn_output.weight", Target::O, None)?;
+            let gate = proj(self, "ffn_gate.weight", Target::Gate, None)?;
+            let up = proj(self, "ffn_up.weight", Target::Up, None)?;
+            let down = proj(self, "ffn_down.weight", Target::Down, None)?;
             layers.push(LayerWeights {
                 attn_norm: self.tensor(&n("attn_norm.weight"), device)?,
                 q,
                 k,
-                v: self.tensor(&n("attn_v.weight"), device)?,
-                o: self.tensor(&n("attn_output.weight"), device)?,
+                v,
+                o,
                 q_bias: self.opt_tensor(&n("attn_q.bias"), device)?,
                 k_bias: self.opt_tensor(&n("attn_k.bias"), device)?,
                 v_bias: self.opt_tensor(&n("attn_v.bias"), device)?,
                 q_norm: self.opt_tensor(&n("attn_q_norm.weight"), device)?,
                 k_norm: self.opt_tensor(&n("attn_k_norm.weight"), device)?,
                 ffn_norm: self.tensor(&n("ffn_norm.weight"), device)?,
-                gate: self.tensor(&n("ffn_gate.weight"), device)?,
-                up: self.tensor(&n("ffn_up.weight"), device)?,
-                down: self.tensor(&n("ffn_down.weight"), device)?,
+                gate,
+                up,
+                down,
             });
         }
         let norm = self.tensor("output_norm.weight", device)?;
-        let lm_head = self.opt_tensor("output.weight", device)?;
-        Ok(ModelWeights { embed, layers, norm, lm_head })
+        let (lm_head, head_blocks) = if self.content.tensor_infos.contains_key("output.weight") {
+            let (w, b) = self.tensor_and_blocks("output.weight", device)?;
+            (Some(w), b)
+        } else {
+            (None, embed_blocks)
+        };
+        packed.lm_head = head_blocks;
+        let packed = (!packed.sites.is_empty() || packed.lm_head.is_some()).then(|| Arc::new(packed));
+        Ok(ModelWeights { embed, layers, norm, lm_head, packed })
     }
 
     /// String-array metadata (tokens, merges).
@@ -191,6 +221,19 @@ impl GgufFile {
     pub fn meta_keys(&self) -> HashMap<String, String> {
         self.content.metadata.iter().map(|(k, v)| (k.clone(), format!("{:?}", v.value_type()))).collect()
     }
+}
+
+/// The row order [`unpermute`] applies, for matrices kept as blocks: HF row `h·hd + half·hd/2 + pair` is
+/// GGUF row `h·hd + 2·pair + half`.
+fn unpermute_order(rows: usize, n_head: usize) -> Vec<usize> {
+    let hd = rows / n_head;
+    (0..rows)
+        .map(|r| {
+            let (h, within) = (r / hd, r % hd);
+            let (half, pair) = (within / (hd / 2), within % (hd / 2));
+            h * hd + 2 * pair + half
+        })
+        .collect()
 }
 
 /// Undoes llama.cpp's q/k row permutation: GGUF rows are (head, half, pair) interleaved; HF rows are

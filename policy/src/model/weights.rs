@@ -2,8 +2,11 @@
 
 use super::config::ModelConfig;
 use crate::error::{PolicyError, Result};
+use crate::fused::PackedRows;
+use crate::lora::Target;
 use candle_core::{DType, Device, Tensor};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::path::Path;
 
 /// The weights of one decoder block.
@@ -33,6 +36,18 @@ pub struct ModelWeights {
     pub norm: Tensor,
     /// `None` when the output projection is tied to the embedding.
     pub lm_head: Option<Tensor>,
+    /// The same projections in their GGUF block format, for decoding steps (GGUF files only; `None` once
+    /// the f32 weights are changed, e.g. by merging adapters).
+    pub packed: Option<Arc<PackedWeights>>,
+}
+
+/// Projections kept in GGUF block format (see [`crate::fused::packed_rows`]).
+#[derive(Debug, Default)]
+pub struct PackedWeights {
+    /// By `(layer, projection)`, in HF row order.
+    pub sites: BTreeMap<(usize, Target), PackedRows>,
+    /// The output projection (the embedding's blocks when tied).
+    pub lm_head: Option<PackedRows>,
 }
 
 impl ModelWeights {
@@ -78,6 +93,7 @@ impl ModelWeights {
             layers,
             norm: t(&[h], 0.1, 1.0)?,
             lm_head: if cfg.tie_word_embeddings { None } else { Some(t(&[cfg.vocab_size, h], 0.1, 0.0)?) },
+            packed: None,
         })
     }
 
@@ -152,6 +168,6 @@ impl ModelWeights {
             layers.push(LayerWeights { attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, ffn_norm, gate, up, down });
         }
         let lm_head = if cfg.tie_word_embeddings { None } else { take("lm_head.weight").ok() };
-        Ok(ModelWeights { embed, layers, norm, lm_head })
+        Ok(ModelWeights { embed, layers, norm, lm_head, packed: None })
     }
 }
