@@ -141,7 +141,7 @@ impl CustomOp3 for CausalAttention {
 /// Causal attention of `q: (B·T, heads·hd)` over `k`, `v: (B·T, kv_heads·hd)` (RoPE applied), returning
 /// `(B·T, heads·hd)`; differentiable in all three. Off the CPU it is composed from candle ops.
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, shape: AttentionShape) -> candle_core::Result<Tensor> {
-    if shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0 {
+    if shape.kv_heads == 0 || !shape.heads.is_multiple_of(shape.kv_heads) {
         candle_core::bail!("causal-attention: {} query heads do not group over {} kv heads", shape.heads, shape.kv_heads);
     }
     if !q.device().is_cpu() || q.dtype() != DType::F32 {

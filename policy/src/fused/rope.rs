@@ -49,7 +49,7 @@ impl CustomOp1 for Rope {
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let hd = *l.shape().dims().last().unwrap_or(&0);
         let block = self.t * self.heads * hd;
-        if hd % 2 != 0 || block == 0 || l.shape().elem_count() % block != 0 || self.cos.len() != self.t * hd / 2 {
+        if !hd.is_multiple_of(2) || block == 0 || !l.shape().elem_count().is_multiple_of(block) || self.cos.len() != self.t * hd / 2 {
             candle_core::bail!("rope: input {:?} does not fit tables of {} positions x {}", l.shape(), self.t, self.cos.len() / self.t.max(1));
         }
         let x = contiguous_f32(s, l, "rope")?;
