@@ -12,6 +12,25 @@ use gemm::{gemm, Parallelism};
 /// elements (or read them, when it is also written) during the call.
 #[allow(clippy::too_many_arguments)] // a strided gemm's shape, operands and strides are all needed here
 pub unsafe fn matmul_strided(
+    shape: (usize, usize, usize),
+    dst: *mut f32,
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: *const f32,
+    lhs_strides: (usize, usize),
+    rhs: *const f32,
+    rhs_strides: (usize, usize),
+) {
+    // SAFETY: the caller guarantees the extents and exclusivity.
+    unsafe { gemm_f32(shape, dst, dst_rs, accumulate, lhs, lhs_strides, rhs, rhs_strides, Parallelism::None) }
+}
+
+/// The one call into the gemm crate: row-major `dst`, operands by (column, row) strides.
+///
+/// # Safety
+/// As [`matmul_strided`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_f32(
     (m, n, k): (usize, usize, usize),
     dst: *mut f32,
     dst_rs: usize,
@@ -20,6 +39,7 @@ pub unsafe fn matmul_strided(
     (lhs_cs, lhs_rs): (usize, usize),
     rhs: *const f32,
     (rhs_cs, rhs_rs): (usize, usize),
+    parallelism: Parallelism,
 ) {
     // SAFETY: the caller guarantees the extents and exclusivity.
     unsafe {
@@ -42,7 +62,7 @@ pub unsafe fn matmul_strided(
             false,
             false,
             false,
-            Parallelism::None,
+            parallelism,
         )
     }
 }
@@ -72,29 +92,7 @@ pub fn matmul(a: &[f32], ra: Read, b: &[f32], rb: Read, out: &mut [f32], (m, n, 
     let (a_cs, a_rs) = if ra == Read::AsIs { (1, k) } else { (m, 1) };
     let (b_cs, b_rs) = if rb == Read::AsIs { (1, n) } else { (k, 1) };
     // SAFETY: the extents were checked above and the strides stay inside them.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.as_ptr(),
-            a_cs as isize,
-            a_rs as isize,
-            b.as_ptr(),
-            b_cs as isize,
-            b_rs as isize,
-            if accumulate { 1.0 } else { 0.0 },
-            1.0,
-            false,
-            false,
-            false,
-            parallelism(),
-        )
-    }
+    unsafe { gemm_f32((m, n, k), out.as_mut_ptr(), n, accumulate, a.as_ptr(), (a_cs, a_rs), b.as_ptr(), (b_cs, b_rs), parallelism()) }
 }
 
 /// `out (m×n) = a (m×k) · bᵀ` where `b` is `(n×k)`.
