@@ -54,18 +54,41 @@ unsafe fn task_avx512(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize,
     task(x, w_rows, out_rows, m, k)
 }
 
+/// Whether the AVX-512 instances of the decode kernels may run.
+pub(super) fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// The frame of both decode kernels: the `n` weight rows (`per_row` items each, f32 or block bytes) are
+/// split into tasks of [`TASK_ROWS`] rows; `task(weight_rows, out_rows)` writes one output row of `m` per
+/// weight row into a transposed `(n×m)` buffer (one contiguous block per task), which lands in `out`
+/// `(m×n)` at the end.
+pub(super) fn by_weight_rows<T: Sync>(
+    weights: &[T],
+    per_row: usize,
+    (m, n): (usize, usize),
+    out: &mut [f32],
+    task: impl Fn(&[T], &mut [f32]) + Sync,
+) {
+    assert_eq!(weights.len(), n * per_row, "weights do not hold {n} rows of {per_row}");
+    assert_eq!(out.len(), m * n, "output is not {m}x{n}");
+    let mut out_t = vec![0f32; n * m];
+    out_t.par_chunks_mut(TASK_ROWS * m).zip(weights.par_chunks(TASK_ROWS * per_row)).for_each(|(oc, wc)| task(wc, oc));
+    for (j, r) in out_t.chunks(m).enumerate() {
+        for (b, &v) in r.iter().enumerate() {
+            out[b * n + j] = v;
+        }
+    }
+}
+
 /// `out (m×n) = x (m×k) · wᵀ` with `w` `(n×k)`, all row-major.
 pub fn few_rows_a_bt(x: &[f32], w: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
     assert_eq!(x.len(), m * k, "input is not {m}x{k}");
-    assert_eq!(w.len(), n * k, "weight is not {n}x{k}");
-    assert_eq!(out.len(), m * n, "output is not {m}x{n}");
-    #[cfg(target_arch = "x86_64")]
-    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    let avx512 = false;
-    // Output transposed, (n×m), so that each task writes one contiguous block.
-    let mut out_t = vec![0f32; n * m];
-    out_t.par_chunks_mut(TASK_ROWS * m).zip(w.par_chunks(TASK_ROWS * k)).for_each(|(oc, wc)| {
+    let avx512 = has_avx512();
+    by_weight_rows(w, k, (m, n), out, |wc, oc| {
         #[cfg(target_arch = "x86_64")]
         if avx512 {
             // SAFETY: the CPU has AVX-512F, checked above.
@@ -74,15 +97,6 @@ pub fn few_rows_a_bt(x: &[f32], w: &[f32], out: &mut [f32], m: usize, n: usize, 
         let _ = avx512;
         task(x, wc, oc, m, k)
     });
-    transpose_into(&out_t, out, n, m);
-}
-
-fn transpose_into(src: &[f32], dst: &mut [f32], rows: usize, cols: usize) {
-    for (j, r) in src.chunks(cols).enumerate() {
-        for (b, &v) in r.iter().enumerate() {
-            dst[b * rows + j] = v;
-        }
-    }
 }
 
 /// `x · wᵀ` for `x: (.., k)` and a frozen `w: (n, k)`, no gradient; the streaming kernel for up to

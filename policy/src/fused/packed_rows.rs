@@ -10,7 +10,6 @@ use super::with_f32_slice;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Tensor};
 use half::f16;
-use rayon::prelude::*;
 
 /// Weights per block in both formats.
 const BLOCK: usize = 32;
@@ -98,9 +97,6 @@ unsafe fn task_avx512(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mu
     task(format, x, rows, out_rows, m, k)
 }
 
-/// Weight rows per parallel task.
-const TASK_ROWS: usize = 64;
-
 impl PackedRows {
     /// The blocks of a GGUF tensor of shape `(rows, cols)` in a kept format; `None` for other formats.
     pub fn from_gguf(q: &QTensor) -> candle_core::Result<Option<PackedRows>> {
@@ -144,15 +140,10 @@ impl PackedRows {
         let (n, k) = (self.rows, self.cols);
         assert!(m <= super::decode_linear::MAX_ROWS, "{m} input rows: the packed kernel takes at most {}", super::decode_linear::MAX_ROWS);
         assert_eq!(x.len(), m * k, "input is not {m}x{k}");
-        assert_eq!(out.len(), m * n, "output is not {m}x{n}");
-        #[cfg(target_arch = "x86_64")]
-        let avx512 = std::arch::is_x86_feature_detected!("avx512f");
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx512 = false;
-        let rb = k / BLOCK * self.format.block_bytes();
+        let avx512 = super::decode_linear::has_avx512();
         let format = self.format;
-        let mut out_t = vec![0f32; n * m];
-        out_t.par_chunks_mut(TASK_ROWS * m).zip(self.bytes.par_chunks(TASK_ROWS * rb)).for_each(|(oc, wc)| {
+        let per_row = k / BLOCK * format.block_bytes();
+        super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| {
             #[cfg(target_arch = "x86_64")]
             if avx512 {
                 // SAFETY: the CPU has AVX-512F, checked above.
@@ -161,11 +152,6 @@ impl PackedRows {
             let _ = avx512;
             task(format, x, wc, oc, m, k)
         });
-        for (j, r) in out_t.chunks(m).enumerate() {
-            for (b, &v) in r.iter().enumerate() {
-                out[b * n + j] = v;
-            }
-        }
     }
 }
 
