@@ -37,7 +37,6 @@ pub(crate) struct BlockCheckpoint {
     pub decoder: Decoder,
     pub layer: usize,
     pub bt: (usize, usize),
-    pub mask: Tensor,
     pub adapters: Option<AdapterSet>,
     pub routed: Option<Vec<bool>>,
     pub side: SideGrads,
@@ -58,7 +57,7 @@ impl CustomOp2 for BlockCheckpoint {
 
     fn bwd(&self, x: &Tensor, _y: &Tensor, _res: &Tensor, grad: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
         let xv = Var::from_tensor(&x.detach())?;
-        let y = self.decoder.block_train(self.layer, xv.as_tensor(), self.bt, &self.mask, self.adapters.as_ref(), self.routed.as_deref())?;
+        let y = self.decoder.block_train(self.layer, xv.as_tensor(), self.bt, self.adapters.as_ref(), self.routed.as_deref())?;
         let g = (y * grad.detach())?.sum_all()?.backward()?;
         if let Some(ad) = &self.adapters {
             let mut side = self.side.grads.lock().map_err(|_| candle_core::Error::Msg("side-grad lock poisoned".into()))?;

@@ -111,7 +111,8 @@ impl Decoder {
     }
 
     /// One block. `x: (B·T, H)`; `offset`: position of the first new token; `mask`: additive, broadcastable to
-    /// `(B, kv, rep·T, T_total)`; `cache`: this layer's cache (sampling only).
+    /// `(B, kv, rep·T, T_total)`, for the fused path only (training attention is causal by construction);
+    /// `cache`: this layer's cache (sampling only).
     #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
@@ -120,7 +121,7 @@ impl Decoder {
         x: &Tensor,
         (b, t): (usize, usize),
         offset: usize,
-        mask: &Tensor,
+        mask: Option<&Tensor>,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
         cache: Option<&mut Option<(Tensor, Tensor)>>,
@@ -161,6 +162,7 @@ impl Decoder {
             // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
             let qg = q.reshape((b, nkv, rep * t, hd))?;
             let scale = 1.0 / (hd as f64).sqrt();
+            let Some(mask) = mask else { candle_core::bail!("the fused attention needs its additive mask") };
             let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?;
             p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?
         };
@@ -209,11 +211,10 @@ impl Decoder {
         li: usize,
         x: &Tensor,
         bt: (usize, usize),
-        mask: &Tensor,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
-        self.block(li, &self.weights.layers[li], x, bt, 0, mask, adapters, routed, None, true)
+        self.block(li, &self.weights.layers[li], x, bt, 0, None, adapters, routed, None, true)
     }
 
     /// The differentiable forward up to the final norm: `tokens: (B, T)` u32, right-padded; `routed`:
@@ -231,20 +232,18 @@ impl Decoder {
         let (b, t) = tokens.dims2()?;
         let rows: Option<Vec<bool>> = routed.map(|r| r.iter().flat_map(|&x| std::iter::repeat_n(x, t)).collect());
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
-        let mask = self.causal_mask(t)?;
         let checkpoint = checkpoint.filter(|_| self.device().is_cpu());
         for (li, l) in self.weights.layers.iter().enumerate() {
             let Some(side) = checkpoint else {
-                x = self.block(li, l, &x, (b, t), 0, &mask, adapters, rows.as_deref(), None, true)?;
+                x = self.block(li, l, &x, (b, t), 0, None, adapters, rows.as_deref(), None, true)?;
                 continue;
             };
             // The values, computed with a graph that is dropped at once (detach keeps only the storage).
-            let y = self.block_train(li, &x, (b, t), &mask, adapters, rows.as_deref())?.detach();
+            let y = self.block_train(li, &x, (b, t), adapters, rows.as_deref())?.detach();
             let op = super::checkpoint::BlockCheckpoint {
                 decoder: self.clone(),
                 layer: li,
                 bt: (b, t),
-                mask: mask.clone(),
                 adapters: adapters.cloned(),
                 routed: rows.clone(),
                 side: side.clone(),
@@ -300,7 +299,7 @@ impl Decoder {
         let mask = Tensor::from_vec(m, (b, 1, rep * t, tk), self.device())?;
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), offset, &mask, adapters, None, Some(&mut cache.layers[li]), false)?;
+            x = self.block(li, l, &x, (b, t), offset, Some(&mask), adapters, None, Some(&mut cache.layers[li]), false)?;
         }
         let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
@@ -318,7 +317,7 @@ impl Decoder {
         let mask = self.causal_mask(t)?;
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), 0, &mask, adapters, None, None, false)?;
+            x = self.block(li, l, &x, (b, t), 0, Some(&mask), adapters, None, None, false)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
         x.matmul(&self.weights.lm_head().t()?)?.reshape((b, t, ()))
