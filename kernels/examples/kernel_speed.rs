@@ -1,0 +1,50 @@
+//! Throughput of each kernel path on this CPU, single-threaded, for the shapes the project runs: the
+//! MiniLM layers (a 15-word-piece query and a 128-word-piece section) and SmolLM2-135M's decode products.
+//!
+//! `cargo run --release -p agentrt-kernels --example kernel_speed`
+
+use agentrt_kernels::decode::{self, BlockFormat, BLOCK};
+use agentrt_kernels::int8::{Int8Kernel, Int8Weights};
+use agentrt_kernels::KernelPath;
+use std::time::Instant;
+
+fn time<F: FnMut()>(mut f: F) -> f64 {
+    f();
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let mut n = 0;
+        while t.elapsed().as_secs_f64() < 0.2 {
+            f();
+            n += 1;
+        }
+        best = best.min(t.elapsed().as_secs_f64() / n as f64);
+    }
+    best
+}
+
+fn main() {
+    println!("{}", agentrt_kernels::describe());
+    let (in_dim, out_dim) = (384, 1536);
+    let q: Vec<i8> = (0..in_dim * out_dim).map(|i| ((i * 7919) % 255) as i8).collect();
+    let w = Int8Weights::new(&q, out_dim, in_dim);
+    for rows in [15, 128] {
+        let x: Vec<u8> = (0..rows * in_dim).map(|i| ((i * 31) % 255 + 1) as u8).collect();
+        let mut sums = vec![0i32; rows * out_dim];
+        for kernel in Int8Kernel::supported() {
+            let s = time(|| w.signed_sums_with(kernel, &x, rows, &mut sums));
+            let macs = (rows * in_dim * out_dim) as f64;
+            println!("int8 {out_dim}x{in_dim}, {rows:>3} rows, {:<13} {:>8.1} µs  {:>6.1} GMAC/s", kernel.name(), s * 1e6, macs / s / 1e9);
+        }
+    }
+    let (n, k, m) = (1536, 576, 8);
+    let x: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.1).collect();
+    let wf: Vec<f32> = (0..n * k).map(|i| (i % 17) as f32 * 0.01).collect();
+    let blocks: Vec<u8> = (0..n * k / BLOCK * 20).map(|i| if i % 20 < 4 { 0x2c } else { (i * 13) as u8 }).collect();
+    let mut out = vec![0f32; n * m];
+    for path in KernelPath::supported() {
+        let s = time(|| decode::rows_f32(path, &x, &wf, &mut out, m, k));
+        let b = time(|| decode::rows_blocks(path, BlockFormat::Q4_1, &x, &blocks, &mut out, m, k));
+        println!("decode {n}x{k}, {m} rows, {:<8} f32 {:>8.1} µs ({:>5.1} GFLOP/s)   q4_1 {:>8.1} µs ({:>5.1} GFLOP/s)", path.name(), s * 1e6, 2.0 * (n * k * m) as f64 / s / 1e9, b * 1e6, 2.0 * (n * k * m) as f64 / b / 1e9);
+    }
+}

@@ -1,0 +1,100 @@
+//! AVX2: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs into i16, saturating. With
+//! codes `c ∈ [1, 255]` a pair could reach 2 · 255 · 127 and saturate, so the kernel multiplies
+//! `|w|` (≤ 127) by `q · sign(w)` (`q = c − 128 ∈ [-127, 127]`): each pair stays within ±32,258, exact.
+//! `vpmaddwd` by ones then widens the pairs into i32 sums of four products.
+//!
+//! A 16-output block of the packed weights is two 256-bit registers (outputs 0-7 and 8-15, four inputs
+//! each). A tile is up to four rows × one block: 8 accumulators, 2 weights and their absolute values,
+//! the broadcast row, ones and a product fit the 16 registers. Columns outside, rows inside, so a block
+//! (16 × in_dim bytes, 6-24 KB) stays in L1 while every row of a long input passes over it.
+
+use super::{BLOCK_OUT, GROUP_IN};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// Rows per tile.
+const TILE_ROWS: usize = 4;
+
+/// Same contract as the reference (`generic::signed_sums`).
+///
+/// # Safety
+/// AVX2 must be present; `sums` as the reference requires.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn signed_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
+    debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim);
+    let block_bytes = in_dim * BLOCK_OUT;
+    for block in columns.start / BLOCK_OUT..columns.end / BLOCK_OUT {
+        let w = packed.as_ptr().add(block * block_bytes);
+        let mut r = 0;
+        while r < rows {
+            let n = (rows - r).min(TILE_ROWS);
+            let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.add(r * out_dim + block * BLOCK_OUT));
+            match n {
+                4 => tile::<4>(xp, in_dim, w, sp, out_dim),
+                3 => tile::<3>(xp, in_dim, w, sp, out_dim),
+                2 => tile::<2>(xp, in_dim, w, sp, out_dim),
+                _ => tile::<1>(xp, in_dim, w, sp, out_dim),
+            }
+            r += n;
+        }
+    }
+}
+
+/// `R` rows × one 16-output block.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8, sums: *mut i32, out_dim: usize) {
+    let ones = _mm256_set1_epi16(1);
+    let flip = _mm256_set1_epi8(-128);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    for g in 0..in_dim / GROUP_IN {
+        let w0 = _mm256_loadu_si256(w.add(g * 64) as *const __m256i);
+        let w1 = _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i);
+        let (a0, a1) = (_mm256_abs_epi8(w0), _mm256_abs_epi8(w1));
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            // Four codes of row r, in every 32-bit lane, turned into q = c − 128 (flipping the top bit).
+            let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
+            let q = _mm256_xor_si256(c, flip);
+            let p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(q, w0));
+            let p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(q, w1));
+            acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(p0, ones));
+            acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(p1, ones));
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        _mm256_storeu_si256(sums.add(r * out_dim) as *mut __m256i, acc_r[0]);
+        _mm256_storeu_si256(sums.add(r * out_dim + 8) as *mut __m256i, acc_r[1]);
+    }
+}
+
+/// One dot product per row: `Σ (x − 128) · row`; the row width is a multiple of 32.
+///
+/// # Safety
+/// AVX2 must be present.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dots(x: &[u8], rows: &[i8], out: &mut [i32]) {
+    let dim = x.len();
+    debug_assert!(dim.is_multiple_of(32) && rows.len() == out.len() * dim);
+    let ones = _mm256_set1_epi16(1);
+    let flip = _mm256_set1_epi8(-128);
+    for (r, o) in out.iter_mut().enumerate() {
+        let row = rows.as_ptr().add(r * dim);
+        let mut acc = _mm256_setzero_si256();
+        for i in (0..dim).step_by(32) {
+            let q = _mm256_xor_si256(_mm256_loadu_si256(x.as_ptr().add(i) as *const __m256i), flip);
+            let w = _mm256_loadu_si256(row.add(i) as *const __m256i);
+            let p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+        }
+        *o = sum_lanes(acc);
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_lanes(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s)
+}
