@@ -61,7 +61,8 @@ THEIRS=$(HF_HUB_OFFLINE=1 "$VENV/bin/python" bench/chroma_bench.py "$GEN/section
 python3 - "$OURS" "$THEIRS" "$OURS_BUILD" <<'PY'
 import json, sys
 ours, theirs, ours_build = json.loads(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
-print(f"search_pages over {ours['queries']} dev questions, same sections, same model (all-MiniLM-L6-v2)\n")
+print(f"search_pages over {ours['queries']} dev questions, same sections, same model (all-MiniLM-L6-v2)")
+print(f"{ours['kernels']}\n")
 print(f"{'':34} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9} {'build s':>9}")
 print(f"{'agentrt (tantivy + int8 MiniLM, hybrid)':34} {ours['p50_ms']:>9.2f} {ours['p99_ms']:>9.2f} {ours['mean_ms']:>9.2f} {ours_build:>9.1f}")
 print(f"{'seed (chromadb + sent.-transformers)':34} {theirs['p50_ms']:>9.2f} {theirs['p99_ms']:>9.2f} {theirs['mean_ms']:>9.2f} {theirs['build_s']:>9.1f}")

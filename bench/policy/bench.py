@@ -72,6 +72,8 @@ def main():
 
     best = lambda xs: min(xs)  # noqa: E731
     report = {
+        "cpu_and_kernels": ours_s.get("kernels"),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "threads_torch": torch.get_num_threads(),
         "sampling": {"ours": ours_s, "transformers": theirs_s, "ratio_tokens_per_s": ours_s["tokens_per_s"] / theirs_s["tokens_per_s"]},
         "train_step_4x%d" % args.seq: {

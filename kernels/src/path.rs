@@ -174,15 +174,19 @@ pub fn cpu_model() -> String {
     format!("unknown {} CPU", std::env::consts::ARCH)
 }
 
+/// The CPU and its features, for benchmarks that run no kernel of this crate (the sandbox's).
+pub fn cpu_line() -> String {
+    format!("cpu: {}; features: {}", cpu_model(), cpu_features().join(" "))
+}
+
 /// One line for logs and benchmarks: the CPU, its features, and the kernels that run, e.g.
 /// `cpu: AMD EPYC (x86_64); features: avx2 fma f16c ...; kernels: avx2 (int8 avx2-maddubs)`.
 pub fn describe() -> String {
     let path = selected();
     let forced = std::env::var(KERNELS_ENV).ok().filter(|v| !v.trim().is_empty() && v.trim() != "auto");
     format!(
-        "cpu: {}; features: {}; kernels: {}{} (int8 {})",
-        cpu_model(),
-        cpu_features().join(" "),
+        "{}; kernels: {}{} (int8 {})",
+        cpu_line(),
         path,
         if forced.is_some() { format!(", forced by {KERNELS_ENV}") } else { String::new() },
         crate::int8::Int8Kernel::for_path(path).name()

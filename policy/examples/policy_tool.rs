@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let outs = policy.sample(&[prompt], &params, &mut rng)?;
             let secs = t.elapsed().as_secs_f64();
             let toks: usize = outs.iter().map(|c| c.token_ids.len()).sum();
-            json!({"tokens": toks, "seconds": secs, "tokens_per_s": toks as f64 / secs})
+            json!({"tokens": toks, "seconds": secs, "tokens_per_s": toks as f64 / secs, "kernels": agentrt_kernels::describe()})
         }
         "bench_train" => {
             let rank = req["rank"].as_u64().unwrap_or(16) as usize;

@@ -116,6 +116,12 @@ impl Embedder {
         self.encode(&ids, true)
     }
 
+    /// As [`Embedder::embed_one`], on the kernels of `path` (tests hold every path to the same vector).
+    pub fn embed_one_on(&self, path: agentrt_kernels::KernelPath, text: &str) -> Result<Vec<f32>, SearchError> {
+        let ids = self.tokenize(text)?;
+        self.encoder.encode_on(path, &ids, &mut Scratch::default(), true)
+    }
+
     fn encode(&self, ids: &[u32], second_core: bool) -> Result<Vec<f32>, SearchError> {
         SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => self.encoder.encode(ids, &mut scratch, second_core),

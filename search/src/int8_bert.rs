@@ -4,9 +4,10 @@
 //! candle's BERT is built for batches: on one 15-word-piece query it spends ~20 ms, most of it packing
 //! weights for its general matrix product. This encoder is written for one sequence: the weights are
 //! quantised and laid out once, at load ([`Int8Linear`]); every linear layer is then one pass over a
-//! quarter of f32's bytes, as AMX tile products where the CPU has them, and the remaining steps
-//! (embeddings, layer norms, 12-head attention, GELU, mean pooling) are loops over small buffers, compiled
-//! for AVX-512 where the CPU has it. Activations are quantised per token on the fly.
+//! quarter of f32's bytes, on the int8 kernel of the selected path ([`agentrt_kernels`]: AMX tiles,
+//! AVX-512 VNNI, AVX2 or NEON), and the remaining steps (embeddings, layer norms, 12-head attention, GELU,
+//! mean pooling) are loops over small buffers, compiled once per path (AVX-512, AVX2, or the build
+//! target's own, which on aarch64 is NEON). Activations are quantised per token on the fly.
 //!
 //! Accuracy: on real questions an int8 vector is within cosine 0.99 of candle's f32 vector (mean
 //! 0.998; `tests/int8_vectors.rs` checks it). On the 952 dev questions, with queries from this encoder,
@@ -16,6 +17,8 @@
 use crate::error::SearchError;
 use crate::int8::{Int8Linear, QuantizedRows, SecondCore};
 use crate::lanes;
+use agentrt_kernels::int8::Int8Kernel;
+use agentrt_kernels::KernelPath;
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
@@ -153,37 +156,53 @@ impl Int8Bert {
     /// `second_core`: lend this encoding a second core for its large layers (a query, whose latency
     /// matters); sections are encoded one per core instead.
     pub fn encode(&self, ids: &[u32], scratch: &mut Scratch, second_core: bool) -> Result<Vec<f32>, SearchError> {
+        self.encode_on(agentrt_kernels::selected(), ids, scratch, second_core)
+    }
+
+    /// As [`Int8Bert::encode`], on the kernels of `path` (tests hold every path to the same vector).
+    ///
+    /// # Panics
+    /// When this CPU cannot run `path`.
+    pub fn encode_on(&self, path: KernelPath, ids: &[u32], scratch: &mut Scratch, second_core: bool) -> Result<Vec<f32>, SearchError> {
+        assert!(path.is_supported(), "kernel path {path} does not run on this CPU");
         if second_core {
-            SecondCore::lend(|core| self.encode_dispatch(ids, scratch, core))
+            SecondCore::lend(|core| self.encode_dispatch(path, ids, scratch, core))
         } else {
-            self.encode_dispatch(ids, scratch, None)
+            self.encode_dispatch(path, ids, scratch, None)
         }
     }
 
-    fn encode_dispatch(&self, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the features are present.
-            return unsafe { self.encode_avx512(ids, scratch, core) };
+    fn encode_dispatch(&self, path: KernelPath, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+        let kernel = Int8Kernel::for_path(path);
+        match path {
+            // SAFETY: the path runs on this CPU (checked by the callers).
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => unsafe { self.encode_avx512(kernel, ids, scratch, core) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => unsafe { self.encode_avx2(kernel, ids, scratch, core) },
+            _ => self.encode_body(kernel, ids, scratch, core),
         }
-        self.encode_body(ids, scratch, core)
     }
 
     /// The same code as `encode_body`, compiled for AVX-512: the f32 loops between the int8 layers
     /// (layer norms, GELU, attention, quantisation) are all inlined into it and run 16 lanes wide.
+    /// Multiplies and adds stay separate (Rust never fuses them), so every instance gives the same bits.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-    unsafe fn encode_avx512(&self, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
-        self.encode_body(ids, scratch, core)
+    unsafe fn encode_avx512(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+        self.encode_body(kernel, ids, scratch, core)
+    }
+
+    /// The same code compiled for AVX2 (x86-64-v3), 8 lanes wide.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn encode_avx2(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+        self.encode_body(kernel, ids, scratch, core)
     }
 
     #[inline(always)]
-    fn encode_body(&self, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+    fn encode_body(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
         let (t, h) = (ids.len(), self.hidden);
         if t == 0 || t > self.max_positions {
             return Err(SearchError::Embedder(format!(
@@ -208,7 +227,7 @@ impl Int8Bert {
             // Self-attention.
             quantized.requantize(x, t, h);
             wide.resize(t * 3 * h, 0.0);
-            layer.qkv.forward(quantized, sums, wide, core);
+            layer.qkv.forward(kernel, quantized, sums, wide, core);
             match h / self.heads {
                 32 => attend::<32>(wide, t, h, attention, attended),
                 64 => attend::<64>(wide, t, h, attention, attended),
@@ -216,19 +235,19 @@ impl Int8Bert {
             }
             quantized.requantize(attended, t, h);
             projected.resize(t * h, 0.0);
-            layer.attention_out.forward(quantized, sums, projected, core);
+            layer.attention_out.forward(kernel, quantized, sums, projected, core);
             add_into(x, projected);
             layer.attention_norm.apply(x, h);
             // Feed-forward.
             quantized.requantize(x, t, h);
             let ffn = layer.ffn_in.out_dim();
             wide.resize(t * ffn, 0.0);
-            layer.ffn_in.forward(quantized, sums, &mut wide[..t * ffn], core);
+            layer.ffn_in.forward(kernel, quantized, sums, &mut wide[..t * ffn], core);
             for v in &mut wide[..t * ffn] {
                 *v = gelu(*v);
             }
             quantized.requantize(&wide[..t * ffn], t, ffn);
-            layer.ffn_out.forward(quantized, sums, projected, core);
+            layer.ffn_out.forward(kernel, quantized, sums, projected, core);
             add_into(x, projected);
             layer.ffn_norm.apply(x, h);
         }

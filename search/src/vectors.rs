@@ -16,7 +16,8 @@
 //! An approximate index (HNSW) pays off past roughly 1 M sections, where the sign pass alone reaches
 //! several milliseconds.
 
-use crate::int8::{dots_u8_i8, quantize_i8, QuantizedRows};
+use crate::int8::{quantize_i8, QuantizedRows};
+use agentrt_kernels::int8::{dots, row_offsets, Int8Kernel};
 
 /// The vectors file's name inside a generation directory.
 pub const VECTORS_FILE: &str = "vectors.f32";
@@ -30,8 +31,8 @@ pub struct VectorStore {
     codes: Vec<i8>,
     /// Per row: `v ≈ scale · code`.
     scale: Vec<f32>,
-    /// Per row: `128 · Σ code`, which undoes the query codes' +128 offset.
-    offset_correction: Vec<i32>,
+    /// Per row: `128 · Σ code`, what the unsigned int8 kernels subtract ([`row_offsets`]).
+    offsets: Vec<i32>,
     /// The mean of all rows, and per row the signs of `row - mean` as bits: the first pass.
     mean: Vec<f32>,
     signs: Vec<u64>,
@@ -52,11 +53,10 @@ impl VectorStore {
         let n = data.len() / dim;
         let mut codes = vec![0i8; data.len()];
         let mut scale = Vec::with_capacity(n);
-        let mut offset_correction = Vec::with_capacity(n);
         for (row, c) in data.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
             scale.push(quantize_i8(row, c));
-            offset_correction.push(128 * c.iter().map(|&x| x as i32).sum::<i32>());
         }
+        let offsets = row_offsets(&codes, dim);
         let mut mean = vec![0f32; dim];
         for row in data.chunks_exact(dim) {
             for (m, v) in mean.iter_mut().zip(row) {
@@ -69,7 +69,7 @@ impl VectorStore {
         for (row, bits) in data.chunks_exact(dim).zip(signs.chunks_exact_mut(words)) {
             sign_bits(row, &mean, bits);
         }
-        VectorStore { dim, data, codes, scale, offset_correction, mean, signs }
+        VectorStore { dim, data, codes, scale, offsets, mean, signs }
     }
 
     /// Decode the file's bytes; None when the length is not a whole number of rows.
@@ -111,11 +111,12 @@ impl VectorStore {
         let q = QuantizedRows::quantize(query, 1, self.dim);
         let (codes, q_scale) = q.row(0);
         let n = self.len();
-        let score = |r: usize, sum: i32| q_scale * self.scale[r] * (sum - self.offset_correction[r]) as f32;
+        let kernel = Int8Kernel::selected();
+        let score = |r: usize, sum: i32| q_scale * self.scale[r] * sum as f32;
         let shortlist_len = (4 * k).max(SHORTLIST_MIN);
         if n <= shortlist_len {
             let mut sums = vec![0i32; n];
-            dots_u8_i8(codes, &self.codes, &mut sums);
+            dots(kernel, codes, &self.codes, &self.offsets, &mut sums);
             let mut scored: Vec<(usize, f32)> = sums.iter().enumerate().map(|(r, &sum)| (r, score(r, sum))).collect();
             best_first(&mut scored, k.min(n));
             return scored;
@@ -137,7 +138,7 @@ impl VectorStore {
             .map(|&(_, r)| {
                 let r = r as usize;
                 let mut sum = [0i32];
-                dots_u8_i8(codes, &self.codes[r * self.dim..(r + 1) * self.dim], &mut sum);
+                dots(kernel, codes, &self.codes[r * self.dim..(r + 1) * self.dim], &self.offsets[r..r + 1], &mut sum);
                 (r, score(r, sum[0]))
             })
             .collect();

@@ -38,3 +38,19 @@ fn int8_query_vectors_point_where_the_f32_vectors_do() {
     assert!(worst.0 >= 0.99, "worst cosine {:.5} for {:?}", worst.0, worst.1);
     assert!(mean >= 0.995, "mean cosine {mean:.5}");
 }
+
+/// The whole encoder (int8 layers, and the f32 loops between them compiled once per path) gives the same
+/// vector, bit for bit, on every kernel path this CPU runs: the integer sums are exact everywhere and
+/// the f32 loops never fuse a multiply into an add.
+#[test]
+fn every_kernel_path_gives_the_same_vector() {
+    let embedder = Embedder::minilm().expect("all-MiniLM-L6-v2");
+    let paths = agentrt_kernels::KernelPath::supported();
+    eprintln!("{}; comparing {paths:?}", agentrt_kernels::describe());
+    for text in ["Who wrote the novel Nineteen Eighty-Four?", "a", &"a long section of text ".repeat(30)] {
+        let reference = embedder.embed_one_on(agentrt_kernels::KernelPath::Generic, text).unwrap();
+        for &path in &paths {
+            assert_eq!(embedder.embed_one_on(path, text).unwrap(), reference, "{path} on {text:?}");
+        }
+    }
+}

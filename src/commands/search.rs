@@ -75,9 +75,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "{}",
                 serde_json::json!({"stack": "agentrt", "mode": format!("{:?}", args.mode).to_lowercase(),
                     "queries": lat.len(), "open_ms": open_ms, "model_load_ms": load_ms,
-                    "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean})
+                    "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean, "kernels": agentrt_kernels::describe()})
             );
         } else {
+            println!("{}", agentrt_kernels::describe());
             println!(
                 "{} queries ({:?}): p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms (open {:.0} ms, model load {:.0} ms)",
                 lat.len(),

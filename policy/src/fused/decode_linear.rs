@@ -3,64 +3,18 @@
 //! Why: with 1-16 rows, a decoding step is bound by reading the weights (540 MB of f32 per token for
 //! SmolLM2-135M). The general gemm packs the whole right-hand side before multiplying, so it copies every
 //! weight matrix on every step (measured: 57% of sampling's CPU in that packing). Here each weight row is
-//! read once and dotted with every input row while it sits in L1; threads split the weight rows.
+//! read once and dotted with every input row while it sits in L1 (the kernels, one per instruction set,
+//! are `agentrt_kernels::decode`); threads split the weight rows here.
 
 use super::with_f32_slice;
 use candle_core::{DType, Tensor};
 use rayon::prelude::*;
 
 /// Input rows up to which the streaming kernel is used; above it the gemm's packing pays for itself.
-pub const MAX_ROWS: usize = 16;
+pub use agentrt_kernels::decode::MAX_ROWS;
 
 /// Weight rows per parallel task.
 const TASK_ROWS: usize = 64;
-
-/// `Σ a·b` with four 16-lane partial sums (independent chains, so the adds pipeline); fixed order.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 64];
-    let (ca, cb) = (a.chunks_exact(64), b.chunks_exact(64));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..64 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut s = 0f32;
-    for v in acc {
-        s += v;
-    }
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
-}
-
-/// One task: weight rows `w_rows` against every input row, into `out_rows` (one output row per weight row).
-#[inline(always)]
-fn task(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
-    for (o, wr) in out_rows.chunks_mut(m).zip(w_rows.chunks(k)) {
-        for (ob, xr) in o.iter_mut().zip(x.chunks(k)) {
-            *ob = dot(wr, xr);
-        }
-    }
-}
-
-/// The same task compiled for AVX-512 (a closure does not inherit a caller's target features, so the
-/// dispatch happens per task, outside rayon's closure).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn task_avx512(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
-    task(x, w_rows, out_rows, m, k)
-}
-
-/// Whether the AVX-512 instances of the decode kernels may run.
-pub(super) fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
-}
 
 /// The frame of both decode kernels: the `n` weight rows (`per_row` items each, f32 or block bytes) are
 /// split into tasks of [`TASK_ROWS`] rows; `task(weight_rows, out_rows)` writes one output row of `m` per
@@ -84,19 +38,11 @@ pub(super) fn by_weight_rows<T: Sync>(
     }
 }
 
-/// `out (m×n) = x (m×k) · wᵀ` with `w` `(n×k)`, all row-major.
+/// `out (m×n) = x (m×k) · wᵀ` with `w` `(n×k)`, all row-major, on the selected kernel path.
 pub fn few_rows_a_bt(x: &[f32], w: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
     assert_eq!(x.len(), m * k, "input is not {m}x{k}");
-    let avx512 = has_avx512();
-    by_weight_rows(w, k, (m, n), out, |wc, oc| {
-        #[cfg(target_arch = "x86_64")]
-        if avx512 {
-            // SAFETY: the CPU has AVX-512F, checked above.
-            return unsafe { task_avx512(x, wc, oc, m, k) };
-        }
-        let _ = avx512;
-        task(x, wc, oc, m, k)
-    });
+    let path = agentrt_kernels::selected();
+    by_weight_rows(w, k, (m, n), out, |wc, oc| agentrt_kernels::decode::rows_f32(path, x, wc, oc, m, k));
 }
 
 /// `x · wᵀ` for `x: (.., k)` and a frozen `w: (n, k)`, no gradient; the streaming kernel for up to

@@ -4,33 +4,14 @@
 //! SmolLM2-135M, at ~7.8 GB/s here). The default model ships as Q4_1 (20 bytes per 32 weights) with a Q8_0
 //! embedding; dequantising each block in registers, with the same formula the loader used for the f32
 //! copy (`q·d + m`), gives the very same weight values from 6.4x (Q4_1) and 3.8x (Q8_0) fewer bytes. The
-//! f32 copy stays for training; a test holds the two to bit equality.
+//! f32 copy stays for training; a test holds the two to bit equality. The block kernels, one per
+//! instruction set, are `agentrt_kernels::decode`.
 
 use super::with_f32_slice;
+pub use agentrt_kernels::decode::BlockFormat;
+use agentrt_kernels::decode::{unpack_block, BLOCK};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Tensor};
-use half::f16;
-
-/// Weights per block in both formats.
-const BLOCK: usize = 32;
-
-/// The block formats kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockFormat {
-    /// `d: f16, m: f16, 16 bytes of nibbles`; weight `j` is `nibble_j · d + m`, low nibbles first.
-    Q4_1,
-    /// `d: f16, 32 × i8`; weight `j` is `q_j · d`.
-    Q8_0,
-}
-
-impl BlockFormat {
-    fn block_bytes(self) -> usize {
-        match self {
-            BlockFormat::Q4_1 => 20,
-            BlockFormat::Q8_0 => 34,
-        }
-    }
-}
 
 /// A `(rows, cols)` matrix as row-major GGUF blocks.
 #[derive(Debug, Clone)]
@@ -39,62 +20,6 @@ pub struct PackedRows {
     pub rows: usize,
     pub cols: usize,
     bytes: Vec<u8>,
-}
-
-/// The 32 weights of one block.
-#[inline(always)]
-fn unpack(format: BlockFormat, block: &[u8], w: &mut [f32; BLOCK]) {
-    let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
-    match format {
-        BlockFormat::Q4_1 => {
-            let m = f16::from_le_bytes([block[2], block[3]]).to_f32();
-            let qs = &block[4..20];
-            for j in 0..BLOCK / 2 {
-                w[j] = (qs[j] & 0x0F) as f32 * d + m;
-                w[j + BLOCK / 2] = (qs[j] >> 4) as f32 * d + m;
-            }
-        }
-        BlockFormat::Q8_0 => {
-            for (j, &q) in block[2..34].iter().enumerate() {
-                w[j] = q as i8 as f32 * d;
-            }
-        }
-    }
-}
-
-/// One task: packed weight rows against every input row, one output row (of `m`) per weight row. Each
-/// block is unpacked once and multiplied into every input row's 32 partial sums.
-#[inline(always)]
-fn task(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    let row_bytes = k / BLOCK * format.block_bytes();
-    let mut w = [0f32; BLOCK];
-    let mut acc = [[0f32; BLOCK]; super::decode_linear::MAX_ROWS];
-    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(row_bytes)) {
-        acc[..m].iter_mut().for_each(|a| *a = [0.0; BLOCK]);
-        for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-            unpack(format, block, &mut w);
-            for (a, xr) in acc[..m].iter_mut().zip(x.chunks_exact(k)) {
-                let xb: &[f32; BLOCK] = xr[bi * BLOCK..(bi + 1) * BLOCK].try_into().expect("a whole block");
-                for j in 0..BLOCK {
-                    a[j] += w[j] * xb[j];
-                }
-            }
-        }
-        for (ob, a) in o.iter_mut().zip(&acc[..m]) {
-            let mut s = 0f32;
-            for v in a {
-                s += v;
-            }
-            *ob = s;
-        }
-    }
-}
-
-/// The same task compiled for AVX-512 (dispatched per task: a closure does not inherit target features).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn task_avx512(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    task(format, x, rows, out_rows, m, k)
 }
 
 impl PackedRows {
@@ -129,28 +54,22 @@ impl PackedRows {
         let mut out = Vec::with_capacity(self.rows * self.cols);
         let mut w = [0f32; BLOCK];
         for block in self.bytes.chunks_exact(self.format.block_bytes()) {
-            unpack(self.format, block, &mut w);
+            unpack_block(self.format, block, &mut w);
             out.extend_from_slice(&w);
         }
         out
     }
 
-    /// `out (m×rows) = x (m×cols) · Wᵀ`, for up to [`super::decode_linear::MAX_ROWS`] input rows.
+    /// `out (m×rows) = x (m×cols) · Wᵀ`, for up to [`super::decode_linear::MAX_ROWS`] input rows, on the
+    /// selected kernel path.
     pub fn few_rows_a_bt(&self, x: &[f32], out: &mut [f32], m: usize) {
         let (n, k) = (self.rows, self.cols);
         assert!(m <= super::decode_linear::MAX_ROWS, "{m} input rows: the packed kernel takes at most {}", super::decode_linear::MAX_ROWS);
         assert_eq!(x.len(), m * k, "input is not {m}x{k}");
-        let avx512 = super::decode_linear::has_avx512();
-        let format = self.format;
+        let (path, format) = (agentrt_kernels::selected(), self.format);
         let per_row = k / BLOCK * format.block_bytes();
         super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| {
-            #[cfg(target_arch = "x86_64")]
-            if avx512 {
-                // SAFETY: the CPU has AVX-512F, checked above.
-                return unsafe { task_avx512(format, x, wc, oc, m, k) };
-            }
-            let _ = avx512;
-            task(format, x, wc, oc, m, k)
+            agentrt_kernels::decode::rows_blocks(path, format, x, wc, oc, m, k)
         });
     }
 }

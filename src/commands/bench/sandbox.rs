@@ -71,6 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
     } else {
+        println!("{}", agentrt_kernels::path::cpu_line());
         println!("3-call program, per-program cost (same fixture tools on both sides)\n");
         println!("{:<50} {:>8} {:>12} {:>12} {:>12}", "", "runs", "p50 (µs)", "p99 (µs)", "mean (µs)");
         for s in [&comparison.sandbox, &comparison.python_subprocess] {
