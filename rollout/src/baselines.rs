@@ -84,7 +84,7 @@ impl TurnPolicy for RandomPolicy {
             .iter()
             .map(|c| {
                 let text = match c.last_tool_output() {
-                    None => Self::program(c.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.as_str()).unwrap_or(""), &mut rng),
+                    None => Self::program(c.question().unwrap_or(""), &mut rng),
                     Some(read) => Self::answer(read, &mut rng),
                 };
                 Reply::text(text)

@@ -54,8 +54,44 @@ impl Conversation {
         Conversation { question_id: question_id.into(), messages, tokens: None, replies: 0, last_reply_closed: true }
     }
 
-    /// The text of the last tool turn, if any.
+    /// The question this episode answers: the last user turn (a demonstration before it has its own).
+    pub fn question(&self) -> Option<&str> {
+        self.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.as_str())
+    }
+
+    /// The text of this episode's last tool turn: one after the question, never a demonstration's.
     pub fn last_tool_output(&self) -> Option<&str> {
-        self.messages.iter().rev().find(|m| m.role == "tool").map(|m| m.content.as_str())
+        self.messages
+            .iter()
+            .rev()
+            .take_while(|m| m.role != "user")
+            .find(|m| m.role == "tool")
+            .map(|m| m.content.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A demonstration's tool turn comes before the question, so it is not this episode's output.
+    #[test]
+    fn tool_output_before_the_question_is_not_the_episodes() {
+        let mut c = Conversation::new(
+            "q",
+            vec![
+                Message::system("s"),
+                Message::user("demo question"),
+                Message::assistant("<tool>search_pages(\"x\")</tool>"),
+                Message::new("tool", "demo output"),
+                Message::assistant("<answer>demo</answer>"),
+                Message::user("the question"),
+            ],
+        );
+        assert_eq!(c.question(), Some("the question"));
+        assert_eq!(c.last_tool_output(), None);
+        c.messages.push(Message::assistant("```python\nprint(1)\n```"));
+        c.messages.push(Message::new("tool", "1"));
+        assert_eq!(c.last_tool_output(), Some("1"));
     }
 }
