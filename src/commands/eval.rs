@@ -5,6 +5,7 @@
 use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, EvalInfo, Metrics};
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
+use agentrt_progress::Progress;
 use agentrt_rollout::{demonstration, system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, system_prompt_template};
 use agentrt_runtime::Limits;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
@@ -211,17 +212,15 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
             (None, Some(p)) => Box::new(LocalPolicy::new(p, params.clone(), args.seed)),
             (None, None) => Box::new(RandomPolicy::new(args.seed)),
         };
-        let bar = indicatif::ProgressBar::new(questions.len() as u64);
-        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} eval {pos}/{len} [{elapsed_precise}<{eta_precise}] {bar:30} {msg}")?);
+        let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
         let mut all = Vec::with_capacity(questions.len());
         for chunk in questions.chunks(args.batch_size.max(1)) {
             let batch = runner.run(policy.as_ref(), chunk).await?;
             all.extend(batch.episodes);
             let correct = all.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
-            bar.set_position(all.len() as u64);
-            bar.set_message(format!("accuracy {:.3}", correct as f64 / all.len() as f64));
+            progress.set(all.len() as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
         }
-        bar.finish_and_clear();
+        progress.finish_and_clear();
         anyhow::Ok(all)
     })?;
     if args.policy.is_none() && args.baseline.as_deref() == Some("random") {
@@ -253,9 +252,9 @@ fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
         qs.truncate(n);
     }
     anyhow::ensure!(!qs.is_empty(), "no questions of split {:?} in {}", args.split, args.questions.display());
-    let bar = indicatif::ProgressBar::new(qs.len() as u64);
-    let report = evaluate(&index, &qs, &mut |d| bar.set_position(d as u64))?;
-    bar.finish_and_clear();
+    let progress = Progress::new("retrieval", "questions", qs.len() as u64, 0);
+    let report = evaluate(&index, &qs, &mut |d| progress.set_position(d as u64))?;
+    progress.finish_and_clear();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -38,26 +38,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_tokens: args.max_tokens,
         ..BuildOptions::default()
     };
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    // A spinner with the stage, then a bar while sections are embedded; off a terminal, a line per stage
+    // and throttled lines of the embedding.
+    let progress = agentrt_progress::Progress::stages("index");
     let mut embedding_started = false;
     let outcome = build_index(&args.pages, &dir, &opts, &mut |p| match p {
-        Progress::Stage(s) => bar.set_message(s),
+        Progress::Stage(s) => progress.stage(s),
         Progress::Embedding { done, total } => {
             if !embedding_started {
                 embedding_started = true;
-                bar.set_length(total as u64);
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "embedding {bar:40} {pos}/{len} sections, {per_sec}, eta {eta}",
-                    )
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-                );
+                progress.count("embedding", "sections", total as u64, 0);
             }
-            bar.set_position(done as u64);
+            progress.set_position(done as u64);
         }
     });
-    bar.finish_and_clear();
+    progress.finish_and_clear();
     match outcome? {
         BuildOutcome::UpToDate => println!("index is up to date: {}", dir.display()),
         BuildOutcome::Built { reason, pages, sections, seconds } => println!(

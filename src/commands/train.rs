@@ -64,7 +64,7 @@ pub struct Args {
     pub output_dir: Option<String>,
     #[arg(long)]
     pub run_name: Option<String>,
-    /// No progress bar: one log line per step instead.
+    /// No progress bar (off a terminal, no progress lines with the ETA): only the metrics line of each step.
     #[arg(long)]
     pub no_progress: bool,
     #[command(flatten)]

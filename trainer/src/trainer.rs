@@ -10,6 +10,7 @@ use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
 use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
 use agentrt_policy::{AdamWConfig, LoraConfig, ModelSource, Policy, SamplingParams};
+use agentrt_progress::Progress;
 use agentrt_rollout::{
     demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
     TurnPolicy, system_prompt_template,
@@ -31,6 +32,8 @@ pub struct TrainRequest {
     /// Continue the run in `run_dir` from its last checkpoint (its saved config is used; only
     /// `run.max_steps` is taken from `config`).
     pub resume: bool,
+    /// Show progress: a bar on a terminal; elsewhere each step's metrics line and a progress line with the
+    /// ETA. Without it, only the metrics lines.
     pub progress: bool,
 }
 
@@ -156,7 +159,6 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     };
 
     let mut order = DataOrder::new(questions.len(), seed);
-    let bar = progress_bar(progress, config.run.max_steps, start_step);
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let group = config.rollout.num_rollouts;
     eprintln!(
@@ -169,6 +171,9 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         config.run.max_steps,
         run.path.display()
     );
+    // A bar on a terminal; elsewhere each step's metrics line and, throttled, a progress line with the ETA.
+    // Both measure from here, so a resumed run's ETA counts only the steps it ran.
+    let bar = progress.then(|| Progress::new("train", "steps", config.run.max_steps as u64, start_step as u64));
 
     for step in start_step + 1..=config.run.max_steps {
         let step_started = Instant::now();
@@ -249,27 +254,17 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             let state = TrainerState { step, questions_seen, seed, run_name: config.run_name() };
             last_checkpoint = Some(run.save_checkpoint(&learner.policy, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
-        if let Some(b) = &bar {
-            b.set_position(step as u64);
-            b.set_message(format!("reward {:.3} acc {:.3}", line["reward_mean"].as_f64().unwrap_or(0.0), line["accuracy"].as_f64().unwrap_or(0.0)));
-        } else {
+        if !bar.as_ref().is_some_and(Progress::is_terminal) {
             eprintln!("step {step}: {line}");
+        }
+        if let Some(b) = &bar {
+            b.set(step as u64, format!("reward {:.3} acc {:.3}", line["reward_mean"].as_f64().unwrap_or(0.0), line["accuracy"].as_f64().unwrap_or(0.0)));
         }
     }
     if let Some(b) = bar {
         b.finish();
     }
     Ok(TrainSummary { run_dir: run.path.clone(), steps: config.run.max_steps, last_checkpoint })
-}
-
-fn progress_bar(on: bool, total: usize, start: usize) -> Option<indicatif::ProgressBar> {
-    on.then(|| {
-        let b = indicatif::ProgressBar::new(total as u64);
-        b.set_style(indicatif::ProgressStyle::with_template("{spinner} step {pos}/{len} [{elapsed_precise}<{eta_precise}] {bar:30} {msg}").expect("valid template"));
-        b.set_position(start as u64);
-        b.enable_steady_tick(Duration::from_millis(500));
-        b
-    })
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
