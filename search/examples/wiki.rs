@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "{}",
                 serde_json::json!({"stack": "agentrt", "queries": lat.len(), "open_ms": open_ms,
-                    "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean})
+                    "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean, "kernels": agentrt_kernels::describe()})
             );
         }
         Some("stages") => {
