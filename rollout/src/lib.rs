@@ -22,7 +22,9 @@ mod local_policy;
 mod openai_policy;
 mod prompt;
 mod questions;
+mod synthetic;
 pub mod testing;
+mod trajectories;
 mod turn_policy;
 
 pub use baselines::{RandomPolicy, ScriptedPolicy};
@@ -33,4 +35,6 @@ pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
 pub use questions::{read_questions, Question};
+pub use synthetic::{check_visible, SynthesizingPolicy};
+pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, TurnPolicy};

@@ -1,0 +1,481 @@
+//! Synthesised trajectories: a policy that plays each training question through the real sandbox the
+//! way we want the model to, writing only what it could have written from what it has seen.
+//!
+//! The design in three parts:
+//! - **what it writes**: at most three short programs, then the answer. First a search with words of the
+//!   question (never a word the question lacks) that prints each hit's id and title; then, on the gold
+//!   page among those hits, either its first section (when that holds the answer) or the list of its
+//!   sections' ids and titles; then one listed section, whole up to 1,200 characters or a window around a
+//!   word of the question; then `<answer>…</answer>` with the answer as the episode's own tool output
+//!   spells it. Three tool calls at most, four replies at most.
+//! - **how it chooses**: the gold page and answer only choose among what the episode can see, as rejection
+//!   sampling would by playing every branch and keeping one that ends correct. A look-ahead over the same
+//!   tools the sandbox serves ([`ToolHost`]) tries the question's candidate queries and the gold page's
+//!   sections before the episode commits to one; nothing the look-ahead returns is written into a program
+//!   unless the episode's own last tool output shows it, and the policy answers only when an answer alias
+//!   is in text this episode read from the gold page. Otherwise it gives up (`<answer></answer>`), the
+//!   judge marks the episode wrong and it is dropped.
+//! - **how that is checked**: [`check_visible`] walks every program of an episode and refuses a string
+//!   literal that is neither a key the tools define, nor made of the question's words, nor text of an
+//!   earlier tool output of the same episode, and an answer that no tool output of the episode holds.
+//!   `agentrt trajectories synth` keeps an episode only when the judge marks it correct and this check
+//!   passes.
+
+use crate::conversation::Conversation;
+use crate::episode::Episode;
+use crate::error::RolloutError;
+use crate::questions::Question;
+use crate::turn_policy::{Reply, TurnPolicy};
+use agentrt_runtime::reply::{parse_reply, ReplyAction};
+use agentrt_runtime::ToolHost;
+use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// Hits `search_pages` returns when a program does not say (the interpreter's default).
+const SEARCH_K: usize = 5;
+/// The characters of the first section printed with the section list's first read.
+const FIRST_SECTION_CHARS: usize = 1000;
+/// The characters of a chosen section printed from its start.
+const SECTION_HEAD_CHARS: usize = 1200;
+/// A window around a question word: this many characters before it and after its start.
+const WINDOW_BEFORE: usize = 200;
+const WINDOW_AFTER: usize = 1000;
+/// Tool output longer than this is cut by the episode runner (its default `max_observation_chars`).
+const OBSERVATION_CHARS: usize = 1500;
+
+/// String literals any program may hold: the tools' own keys and the print separator.
+const TOOL_KEYS: &[&str] = &["page_id", "title", "score", "section_id", "|"];
+
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "between", "but", "by", "can", "could",
+    "did", "do", "does", "during", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "many",
+    "much", "of", "on", "one", "or", "other", "she", "so", "some", "than", "that", "the", "their", "them", "there", "these", "they", "this", "those",
+    "to", "was", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you",
+];
+
+/// What the episode will do, chosen once per question by the look-ahead.
+#[derive(Debug, Clone, PartialEq)]
+struct Plan {
+    query: String,
+    page: String,
+    read: Read,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Read {
+    /// The first section holds the answer within [`FIRST_SECTION_CHARS`].
+    First,
+    /// List the sections, then read this one.
+    Section { id: String, window: Window },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Window {
+    /// The section's first [`SECTION_HEAD_CHARS`] characters.
+    Head,
+    /// Around the first occurrence of this word of the question.
+    Around(String),
+}
+
+/// Plays questions the way the model should (see the module's documentation); `questions` gives each
+/// conversation's gold page and answers by question id, `tools` is the look-ahead.
+pub struct SynthesizingPolicy {
+    tools: Arc<dyn ToolHost>,
+    questions: HashMap<String, Question>,
+    plans: Mutex<HashMap<String, Option<Plan>>>,
+}
+
+impl SynthesizingPolicy {
+    pub fn new(tools: Arc<dyn ToolHost>, questions: &[Question]) -> SynthesizingPolicy {
+        SynthesizingPolicy { tools, questions: questions.iter().map(|q| (q.id.clone(), q.clone())).collect(), plans: Mutex::new(HashMap::new()) }
+    }
+
+    async fn plan(&self, q: &Question) -> Option<Plan> {
+        if let Some(p) = self.plans.lock().expect("plans lock").get(&q.id) {
+            return p.clone();
+        }
+        let plan = self.make_plan(q).await;
+        self.plans.lock().expect("plans lock").insert(q.id.clone(), plan.clone());
+        plan
+    }
+
+    async fn make_plan(&self, q: &Question) -> Option<Plan> {
+        let page = q.page.clone()?;
+        let mut query = None;
+        for candidate in query_candidates(&q.question) {
+            if let Ok(hits) = self.tools.search_pages(&candidate, SEARCH_K).await {
+                if hits.iter().any(|h| h.page_id == page) {
+                    query = Some(candidate);
+                    break;
+                }
+            }
+        }
+        let query = query?;
+        let sections = self.tools.view_sections(&page).await.ok()?;
+        let mut listing_chars = 0;
+        for (i, s) in sections.iter().enumerate() {
+            listing_chars += format!("{} | {}\n", s.section_id, s.title).chars().count();
+            let Ok(text) = self.tools.read_section(&s.section_id).await else { continue };
+            for answer in &q.answers {
+                let Some(at) = find_ci(&text, answer) else { continue };
+                let end = at + answer.chars().count();
+                if i == 0 && end <= FIRST_SECTION_CHARS {
+                    return Some(Plan { query, page, read: Read::First });
+                }
+                if listing_chars > OBSERVATION_CHARS {
+                    continue;
+                }
+                if end <= SECTION_HEAD_CHARS {
+                    return Some(Plan { query, page, read: Read::Section { id: s.section_id.clone(), window: Window::Head } });
+                }
+                for word in content_words(&q.question).into_iter().filter(|w| w.chars().count() >= 4) {
+                    if let Some(w) = find_chars(&text, &word) {
+                        if w.saturating_sub(WINDOW_BEFORE) <= at && end <= w + WINDOW_AFTER {
+                            return Some(Plan { query, page, read: Read::Section { id: s.section_id.clone(), window: Window::Around(word) } });
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    async fn decide(&self, c: &Conversation) -> Result<String, RolloutError> {
+        let q = self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
+        let seen = episode_tool_outputs(c);
+        // The gold page's text is read from the second tool output on.
+        if seen.len() >= 2 {
+            if let Some(answer) = seen[1..].iter().find_map(|o| answer_as_read(o, &q.answers)) {
+                return Ok(format!("<answer>{answer}</answer>"));
+            }
+        }
+        let give_up = "<answer></answer>".to_string();
+        let Some(plan) = self.plan(q).await else { return Ok(give_up) };
+        Ok(match (seen.len(), &plan.read) {
+            (0, _) => program(&format!("hits = search_pages({})\nfor h in hits:\n    print(h[\"page_id\"], \"|\", h[\"title\"])", py_str(&plan.query))),
+            (1, read) if lists(seen[0], &plan.page) => match read {
+                Read::First => program(&format!(
+                    "sections = view_sections({})\nprint(read_section(sections[0][\"section_id\"])[:{FIRST_SECTION_CHARS}])",
+                    py_str(&plan.page)
+                )),
+                Read::Section { .. } => program(&format!("for s in view_sections({}):\n    print(s[\"section_id\"], \"|\", s[\"title\"])", py_str(&plan.page))),
+            },
+            (2, Read::Section { id, window }) if lists(seen[1], id) => match window {
+                Window::Head => program(&format!("print(read_section({})[:{SECTION_HEAD_CHARS}])", py_str(id))),
+                Window::Around(word) => program(&format!(
+                    "text = read_section({})\ni = text.find({})\nprint(text[max(0, i - {WINDOW_BEFORE}):i + {WINDOW_AFTER}])",
+                    py_str(id),
+                    py_str(word)
+                )),
+            },
+            _ => give_up,
+        })
+    }
+}
+
+#[async_trait]
+impl TurnPolicy for SynthesizingPolicy {
+    fn name(&self) -> String {
+        "synthesised".into()
+    }
+
+    async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError> {
+        let mut out = Vec::with_capacity(conversations.len());
+        for c in conversations {
+            out.push(Reply::text(self.decide(c).await?));
+        }
+        Ok(out)
+    }
+}
+
+fn program(code: &str) -> String {
+    format!("```python\n{code}\n```")
+}
+
+/// A Python string literal (the words and ids written here never hold a quote or a backslash, but a
+/// page id might).
+fn py_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Whether a tool output lists `id` as a line `id | title`.
+fn lists(output: &str, id: &str) -> bool {
+    output.lines().any(|l| l.split(" | ").next() == Some(id))
+}
+
+/// The tool outputs of this episode (after the question, never a demonstration's), in order.
+fn episode_tool_outputs(c: &Conversation) -> Vec<&str> {
+    let start = c.messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
+    c.messages[start..].iter().filter(|m| m.role == "tool").map(|m| m.content.as_str()).collect()
+}
+
+/// The first answer alias found in `output`, spelled as `output` spells it (ASCII case folded).
+fn answer_as_read(output: &str, answers: &[String]) -> Option<String> {
+    let lower = output.to_ascii_lowercase();
+    answers.iter().find_map(|a| {
+        let at = lower.find(&a.trim().to_ascii_lowercase())?;
+        let a = a.trim();
+        (!a.is_empty()).then(|| output[at..at + a.len()].to_string())
+    })
+}
+
+/// The character (code point) index of `needle` in `hay`, as Python's `str.find` gives it.
+fn find_chars(hay: &str, needle: &str) -> Option<usize> {
+    hay.find(needle).map(|b| hay[..b].chars().count())
+}
+
+/// As [`find_chars`], ASCII case folded.
+fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+    let needle = needle.trim();
+    if needle.is_empty() {
+        return None;
+    }
+    find_chars(&hay.to_ascii_lowercase(), &needle.to_ascii_lowercase())
+}
+
+/// The question's words: runs of letters and digits, in order.
+fn words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect()
+}
+
+/// The question's words without stop words, each once, in order.
+fn content_words(question: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    words(question)
+        .into_iter()
+        .filter(|w| !STOPWORDS.contains(&w.to_lowercase().as_str()))
+        .filter(|w| seen.insert(w.to_lowercase()))
+        .map(String::from)
+        .collect()
+}
+
+/// Queries made only of the question's words, most likely first: its content words; its names and
+/// numbers (capitalised or digit-bearing content words); all its words.
+fn query_candidates(question: &str) -> Vec<String> {
+    let content = content_words(question);
+    let names: Vec<&String> = content.iter().filter(|w| w.chars().next().is_some_and(|c| c.is_uppercase()) || w.chars().any(|c| c.is_ascii_digit())).collect();
+    let mut out: Vec<String> = Vec::new();
+    for q in [content.join(" "), names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "), words(question).join(" ")] {
+        if !q.is_empty() && !out.contains(&q) {
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// The string literals of a Python program (either quote, backslash escapes kept as written).
+fn string_literals(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = code.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '#' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '"' | '\'' => {
+                let mut lit = String::new();
+                while let Some(d) = chars.next() {
+                    if d == '\\' {
+                        if let Some(e) = chars.next() {
+                            lit.push(e);
+                        }
+                    } else if d == c {
+                        break;
+                    } else {
+                        lit.push(d);
+                    }
+                }
+                out.push(lit);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether an episode's replies use only what the model had seen: every string literal of every program
+/// is a tool key, or made of the question's words, or text of an earlier tool output of this episode;
+/// no literal holds an answer alias the question does not; the final answer is in a tool output of this
+/// episode. `Err` says which reply broke which rule.
+pub fn check_visible(episode: &Episode) -> Result<(), String> {
+    let messages = &episode.conversation.messages;
+    let start = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
+    let question = episode.question.question.to_lowercase();
+    let question_words: HashSet<String> = words(&question).into_iter().map(String::from).collect();
+    let answers: Vec<String> = episode.question.answers.iter().map(|a| a.trim().to_lowercase()).filter(|a| !a.is_empty() && !question.contains(a.as_str())).collect();
+    let mut seen = String::new();
+    for (n, m) in messages[start..].iter().enumerate() {
+        match m.role.as_str() {
+            "tool" => {
+                seen.push_str(&m.content);
+                seen.push('\n');
+            }
+            "assistant" => match parse_reply(&m.content) {
+                ReplyAction::Program(code) => {
+                    for lit in string_literals(&code) {
+                        let lower = lit.to_lowercase();
+                        if let Some(a) = answers.iter().find(|a| lower.contains(a.as_str())) {
+                            return Err(format!("reply {n}: the literal {lit:?} holds the answer {a:?}"));
+                        }
+                        let from_question = { let w = words(&lower); !w.is_empty() && w.iter().all(|w| question_words.contains(*w)) };
+                        if !(TOOL_KEYS.contains(&lit.as_str()) || from_question || (!lit.is_empty() && seen.contains(&lit))) {
+                            return Err(format!("reply {n}: the literal {lit:?} is neither a tool key, nor the question's words, nor in an earlier tool output"));
+                        }
+                    }
+                }
+                ReplyAction::Answer(a) => {
+                    if a.is_empty() || !seen.to_lowercase().contains(&a.to_lowercase()) {
+                        return Err(format!("reply {n}: the answer {a:?} is in no tool output of this episode"));
+                    }
+                }
+                ReplyAction::Nothing => return Err(format!("reply {n} holds neither a program nor an answer")),
+            },
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixture_runner;
+    use crate::trajectories::TrajectorySet;
+    use crate::{EpisodeConfig, EpisodeOutcome};
+    use agentrt_runtime::FixtureTools;
+
+    fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
+        Question { id: id.into(), question: question.into(), answers: vec![answer.into()], page: Some(page.into()), split: Some("train".into()) }
+    }
+
+    fn fixture_questions() -> Vec<Question> {
+        vec![
+            q("broncos", "Which team won Super Bowl 50?", "Denver Broncos", "denver_broncos"),
+            q("scheele", "Who discovered oxygen in the 1770s?", "Carl Wilhelm Scheele", "oxygen"),
+            q("parisii", "Which sub-tribe inhabited the Paris area?", "Parisii", "paris"),
+            q("eight", "What is the atomic number of oxygen?", "8", "oxygen"),
+            q("eight-again", "What is the atomic number of oxygen?", "8", "oxygen"),
+            // The gold page is not in the corpus: never reached.
+            q("gold", "What is the melting point of gold?", "1064", "gold"),
+            // The answer is on no section of the gold page: never read.
+            q("lyon", "What is the capital of France?", "Lyon", "paris"),
+        ]
+    }
+
+    #[test]
+    fn queries_use_only_the_questions_words() {
+        let c = query_candidates("Which NFL team represented the AFC at Super Bowl 50?");
+        assert_eq!(c, ["NFL team represented AFC Super Bowl 50", "NFL AFC Super Bowl 50", "Which NFL team represented the AFC at Super Bowl 50"]);
+        assert_eq!(string_literals("x = f(\"a\\\"b\", 'c') # \"not\"\nprint(\"d\")"), ["a\"b", "c", "d"]);
+        assert_eq!(answer_as_read("The BRONCOS won", &["broncos".into()]), Some("BRONCOS".into()));
+        assert_eq!(py_str("a\"b"), "\"a\\\"b\"");
+    }
+
+    /// Every synthesised episode on the fixture: the reachable questions end correct in few tool calls,
+    /// the others are dropped, duplicates are written once, and every id a program names was shown by
+    /// an earlier tool output of the same episode, with no answer in any program.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn synthesised_actions_use_only_ids_seen_in_earlier_observations() {
+        let runner = fixture_runner(EpisodeConfig { max_turns: 4, ..EpisodeConfig::default() }).await;
+        let questions = fixture_questions();
+        let policy = SynthesizingPolicy::new(Arc::new(FixtureTools::default()), &questions);
+        let batch = runner.run(&policy, &questions).await.unwrap();
+        let outcomes: Vec<(&str, EpisodeOutcome)> = batch.episodes.iter().map(|e| (e.question.id.as_str(), e.outcome)).collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("broncos", EpisodeOutcome::Correct),
+                ("scheele", EpisodeOutcome::Correct),
+                ("parisii", EpisodeOutcome::Correct),
+                ("eight", EpisodeOutcome::Correct),
+                ("eight-again", EpisodeOutcome::Correct),
+                ("gold", EpisodeOutcome::WrongAnswer),
+                ("lyon", EpisodeOutcome::WrongAnswer),
+            ]
+        );
+        for e in &batch.episodes {
+            assert!(e.turns.len() <= 4 && e.tool_calls().count() <= 3, "{}: {:?}", e.question.id, e.turns);
+            if e.outcome != EpisodeOutcome::Correct {
+                continue;
+            }
+            check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
+            // Independently of check_visible: every id a tool was called with was returned by an
+            // earlier tool output, and no program holds the answer.
+            let mut shown = String::new();
+            for t in &e.turns {
+                if let Some(code) = &t.program {
+                    for a in &e.question.answers {
+                        assert!(!string_literals(code).iter().any(|l| l.contains(a.as_str())), "{}: {code}", e.question.id);
+                    }
+                    for call in &t.tool_calls {
+                        if call.tool != "search_pages" {
+                            let id = call.args.as_object().and_then(|o| o.values().next()).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+                            if code.contains(&format!("\"{id}\"")) {
+                                assert!(shown.lines().any(|l| l.starts_with(&format!("{id} |"))), "{}: {id} before it was shown", e.question.id);
+                            }
+                        }
+                    }
+                }
+                shown.push_str(t.observation.as_deref().unwrap_or(""));
+                shown.push('\n');
+            }
+        }
+        let scheele = &batch.episodes[1];
+        let replies: Vec<&str> = scheele.conversation.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
+        assert_eq!(
+            replies,
+            [
+                "```python\nhits = search_pages(\"discovered oxygen 1770s\")\nfor h in hits:\n    print(h[\"page_id\"], \"|\", h[\"title\"])\n```",
+                "```python\nfor s in view_sections(\"oxygen\"):\n    print(s[\"section_id\"], \"|\", s[\"title\"])\n```",
+                "```python\nprint(read_section(\"oxygen:discovery\")[:1200])\n```",
+                "<answer>Carl Wilhelm Scheele</answer>",
+            ]
+        );
+        let broncos = &batch.episodes[0];
+        assert_eq!(broncos.tool_calls().count(), 3);
+        assert_eq!(broncos.turns.len(), 3);
+
+        let mut set = TrajectorySet::new("synth");
+        for e in &batch.episodes {
+            set.offer(e, check_visible);
+        }
+        let counts = set.counts();
+        assert_eq!((counts.played, counts.kept, counts.rejected_by_judge, counts.rejected_by_check, counts.duplicates_dropped), (7, 4, 2, 0, 1));
+    }
+
+    /// The check refuses an id the episode had not been shown, an answer in a program, and an answer
+    /// that was never read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_check_refuses_ids_and_answers_not_seen() {
+        let runner = fixture_runner(EpisodeConfig::default()).await;
+        let question = q("scheele", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen");
+        let play = |replies: Vec<&str>| {
+            let scripts = [("scheele".to_string(), replies.into_iter().map(String::from).collect())].into_iter().collect();
+            let runner = &runner;
+            let question = question.clone();
+            async move { runner.run(&crate::ScriptedPolicy::new(scripts), &[question]).await.unwrap().episodes.remove(0) }
+        };
+        let leaked = play(vec!["```python\nprint(read_section(\"oxygen:discovery\"))\n```", "<answer>Carl Wilhelm Scheele</answer>"]).await;
+        assert_eq!(leaked.outcome, EpisodeOutcome::Correct);
+        assert!(check_visible(&leaked).unwrap_err().contains("oxygen:discovery"));
+        let in_program = play(vec!["```python\nprint(search_pages(\"Carl Wilhelm Scheele\"))\n```", "<answer>Carl Wilhelm Scheele</answer>"]).await;
+        assert!(check_visible(&in_program).unwrap_err().contains("holds the answer"));
+        let unread = play(vec!["<answer>Carl Wilhelm Scheele</answer>"]).await;
+        assert!(check_visible(&unread).unwrap_err().contains("in no tool output"));
+    }
+}
