@@ -3,8 +3,9 @@
 //! `|w|` (≤ 127) by `q · sign(w)` (`q = c − 128 ∈ [-127, 127]`): each pair stays within ±32,258, exact.
 //! `vpmaddwd` by ones then widens the pairs into i32 sums of four products.
 //!
-//! A 16-output block of the packed weights is two 256-bit registers (outputs 0-7 and 8-15, four inputs
-//! each). A tile is up to four rows × one block: 8 accumulators, 2 weights and their absolute values,
+//! The codes are turned into `q` once per call (a thread-local copy), not once per block of outputs:
+//! that xor was a tenth of the loop. A 16-output block of the packed weights is two 256-bit registers
+//! (outputs 0-7 and 8-15, four inputs each). A tile is up to four rows × one block: 8 accumulators, 2 weights and their absolute values,
 //! the broadcast row, ones and a product fit the 16 registers. Columns outside, rows inside, so a block
 //! (16 × in_dim bytes, 6-24 KB) stays in L1 while every row of a long input passes over it.
 
@@ -22,6 +23,22 @@ const TILE_ROWS: usize = 4;
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn signed_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
     debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim);
+    // The codes turned into q = c − 128 once (flipping the top bit), not once per block of outputs.
+    SIGNED.with(|cell| {
+        let mut q = cell.borrow_mut();
+        q.clear();
+        q.extend(x[..rows * in_dim].iter().map(|&c| (c ^ 0x80) as i8));
+        signed_sums_of_q(&q, rows, in_dim, packed, out_dim, columns, sums)
+    })
+}
+
+thread_local! {
+    /// The signed activations of the current call (a few KB: rows × in_dim).
+    static SIGNED: std::cell::RefCell<Vec<i8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn signed_sums_of_q(x: &[i8], rows: usize, in_dim: usize, packed: &[i8], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
     let block_bytes = in_dim * BLOCK_OUT;
     for block in columns.start / BLOCK_OUT..columns.end / BLOCK_OUT {
         let w = packed.as_ptr().add(block * block_bytes);
@@ -43,18 +60,16 @@ pub(super) unsafe fn signed_sums(x: &[u8], rows: usize, in_dim: usize, packed: &
 /// `R` rows × one 16-output block.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8, sums: *mut i32, out_dim: usize) {
+unsafe fn tile<const R: usize>(x: *const i8, in_dim: usize, w: *const i8, sums: *mut i32, out_dim: usize) {
     let ones = _mm256_set1_epi16(1);
-    let flip = _mm256_set1_epi8(-128);
     let mut acc = [[_mm256_setzero_si256(); 2]; R];
     for g in 0..in_dim / GROUP_IN {
         let w0 = _mm256_loadu_si256(w.add(g * 64) as *const __m256i);
         let w1 = _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i);
         let (a0, a1) = (_mm256_abs_epi8(w0), _mm256_abs_epi8(w1));
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            // Four codes of row r, in every 32-bit lane, turned into q = c − 128 (flipping the top bit).
-            let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
-            let q = _mm256_xor_si256(c, flip);
+            // Four activations of row r, in every 32-bit lane.
+            let q = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
             let p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(q, w0));
             let p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(q, w1));
             acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(p0, ones));
