@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod commands;
+mod policy_options;
 mod sandbox_options;
 mod wiki_tools;
 
@@ -45,6 +46,8 @@ enum Command {
     Sweep(commands::sweep::Args),
     /// Sample a completion from the policy model (default: SmolLM2-135M-Instruct), optionally with a LoRA adapter.
     Generate(commands::generate::Args),
+    /// Training conversations for fine-tuning: `synth` (played from the training data) or `sample` (rejection sampling of any policy).
+    Trajectories(commands::trajectories::Args),
 }
 
 fn main() -> ExitCode {
@@ -72,5 +75,6 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Train(args) => commands::train::run(args),
         Command::Plot(args) => commands::plot::run(args),
         Command::Sweep(args) => commands::sweep::run(args),
+        Command::Trajectories(args) => commands::trajectories::run(args),
     }
 }

@@ -87,7 +87,13 @@ impl ToolOptions {
 
     /// A sandbox with these tools and `limits` as every program's default bounds.
     pub async fn build(&self, limits: Limits) -> anyhow::Result<Sandbox> {
+        self.build_with(limits, self.tool_host()?).await
+    }
+
+    /// As [`ToolOptions::build`], over `host` (from [`ToolOptions::tool_host`]), which the caller keeps
+    /// (`trajectories synth` looks ahead through the same tools its episodes call).
+    pub async fn build_with(&self, limits: Limits, host: Arc<dyn ToolHost>) -> anyhow::Result<Sandbox> {
         let config = SandboxConfig { limits, plugins: self.plugin_paths()?, cache_dir: None };
-        Ok(Sandbox::new(config, self.tool_host()?).await?)
+        Ok(Sandbox::new(config, host).await?)
     }
 }

@@ -2,11 +2,10 @@
 //! --split dev ...`); `agentrt eval retrieval` measures the search index alone; `agentrt eval compare`
 //! puts two evaluations side by side.
 
+use crate::policy_options::{episode_runner, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, EvalInfo, Metrics};
-use agentrt_policy::{ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
-use agentrt_rollout::{demonstration, system_prompt, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy, system_prompt_template};
 use agentrt_runtime::Limits;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
 use std::path::PathBuf;
@@ -62,21 +61,6 @@ pub struct EpisodeArgs {
     pub num_samples: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// The local model: `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
-    #[arg(long, default_value = "smollm2-135m")]
-    pub model: String,
-    /// A trained adapter: a checkpoint directory of `agentrt train` or a PEFT adapter directory.
-    #[arg(long)]
-    pub adapter: Option<PathBuf>,
-    /// Inference scales of the retain and forget adapters (`1,0` ablates the forget adapter).
-    #[arg(long, default_value = "1,1")]
-    pub adapter_scales: String,
-    /// A baseline instead of the model: `zero-shot` (the model without adapter) or `random`.
-    #[arg(long)]
-    pub baseline: Option<String>,
-    /// Any OpenAI-compatible endpoint as the policy: `openai:MODEL@BASE_URL`.
-    #[arg(long, conflicts_with_all = ["baseline", "adapter"])]
-    pub policy: Option<String>,
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
     #[arg(long, default_value = "rule")]
     pub judge: String,
@@ -89,22 +73,17 @@ pub struct EpisodeArgs {
     /// `rollout.demonstration = false`; evaluate the way the model was trained).
     #[arg(long)]
     pub no_demonstration: bool,
-    #[arg(long, default_value_t = 160)]
-    pub max_new_tokens: usize,
     /// 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
-    /// Sample only among the k most likely tokens (0: all; transformers' default is 50).
-    #[arg(long, default_value_t = 50)]
-    pub top_k: usize,
     /// Episodes played at once.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
     /// Where results go.
     #[arg(long, default_value = "eval-out")]
     pub output_dir: PathBuf,
+    #[command(flatten)]
+    pub policy: PolicyOptions,
     #[command(flatten)]
     pub tools: ToolOptions,
 }
@@ -154,64 +133,14 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         questions.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(args.seed));
         questions.truncate(args.num_samples);
     }
-    let scales: Vec<f64> = args.adapter_scales.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>().map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", args.adapter_scales))?;
-    anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
-    let params = SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        max_tokens: args.max_new_tokens,
-        stop: agentrt_trainer::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
-        ..SamplingParams::default()
-    };
-
-    let mut local: Option<Policy> = None;
-    let mut policy_name = match (&args.policy, args.baseline.as_deref()) {
-        (Some(p), _) => p.clone(),
-        (None, Some("random")) => "random".into(),
-        (None, Some("zero-shot")) | (None, None) => {
-            let device = agentrt_policy::parse_device(&args.device)?;
-            let mut p = Policy::load(&ModelSource::parse(&args.model), &device)?;
-            let mut name = format!("{} zero-shot", args.model);
-            if args.baseline.is_none() {
-                if let Some(dir) = &args.adapter {
-                    let adapters = if dir.join("adapters").is_dir() { dir.join("adapters") } else { dir.clone() };
-                    p.load_adapters(&adapters)?;
-                    p.set_adapter_scales(scales[0], scales[1]);
-                    name = format!("{} + {} (scales {},{})", args.model, dir.display(), scales[0], scales[1]);
-                }
-            }
-            local = Some(p);
-            name
-        }
-        (None, Some(other)) => anyhow::bail!("--baseline {other:?}: expected zero-shot or random"),
-    };
-    if args.baseline.as_deref() == Some("zero-shot") && args.adapter.is_some() {
-        anyhow::bail!("--baseline zero-shot evaluates the model without an adapter: drop --adapter");
-    }
+    let loaded = args.policy.load()?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let episodes = runtime.block_on(async {
         let limits = Limits { max_host_calls: 32, ..Limits::default() };
         let sandbox = Arc::new(args.tools.build(limits).await?);
-        let plugins = sandbox.plugins().signatures();
-        let runner = EpisodeRunner {
-            sandbox,
-            judge: agentrt_trainer::judge_of(&args.judge)?,
-            system_prompt: system_prompt(system_prompt_template(&args.system_prompt), &plugins),
-            demonstration: if args.no_demonstration { Vec::new() } else { demonstration() },
-            config: EpisodeConfig { max_turns: args.max_turns, ..EpisodeConfig::default() },
-        };
-        let policy: Box<dyn TurnPolicy + '_> = match (&args.policy, &local) {
-            (Some(spec), _) => {
-                let mut c = OpenAiPolicyConfig::parse(spec)?;
-                c.temperature = args.temperature;
-                c.max_tokens = args.max_new_tokens;
-                c.stop = params.stop.clone();
-                Box::new(OpenAiPolicy::new(c)?)
-            }
-            (None, Some(p)) => Box::new(LocalPolicy::new(p, params.clone(), args.seed)),
-            (None, None) => Box::new(RandomPolicy::new(args.seed)),
-        };
+        let runner = episode_runner(sandbox, &args.judge, &args.system_prompt, !args.no_demonstration, args.max_turns)?;
+        let policy = args.policy.turn_policy(&loaded, args.temperature, args.seed)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
         let mut all = Vec::with_capacity(questions.len());
         for chunk in questions.chunks(args.batch_size.max(1)) {
@@ -223,10 +152,8 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         progress.finish_and_clear();
         anyhow::Ok(all)
     })?;
-    if args.policy.is_none() && args.baseline.as_deref() == Some("random") {
-        policy_name = "random baseline".into();
-    }
-    if !args.no_demonstration && args.baseline.as_deref() != Some("random") {
+    let mut policy_name = loaded.name.clone();
+    if !args.no_demonstration && args.policy.baseline.as_deref() != Some("random") {
         policy_name.push_str(", shown the worked demonstration");
     }
     let metrics = Metrics::from_episodes(&episodes);

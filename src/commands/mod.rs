@@ -9,3 +9,4 @@ pub mod plot;
 pub mod search;
 pub mod sweep;
 pub mod train;
+pub mod trajectories;

@@ -1,0 +1,243 @@
+//! `agentrt trajectories`: training conversations for supervised fine-tuning, from two sources that write
+//! the same output. `synth` plays every training question with the synthesising policy (an episode the
+//! model could have written from what it saw); `sample` lets any policy play `k` episodes per question and
+//! keeps those the judge marks correct (rejection sampling). Both go through the same `EpisodeRunner`,
+//! sandbox and judge as `agentrt eval`, and through one gate, `agentrt_rollout::TrajectorySet`.
+
+use crate::policy_options::{episode_runner, PolicyOptions};
+use crate::sandbox_options::ToolOptions;
+use agentrt_progress::Progress;
+use agentrt_rollout::{check_visible, Episode, Offered, Question, SynthesizingPolicy, TrajectorySet, TurnPolicy};
+use agentrt_runtime::Limits;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `agentrt trajectories`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt trajectories synth --limit 500 --out data/sft/synth.jsonl\n  \
+    agentrt trajectories sample --model qwen2.5-coder-0.5b --k 4 --temperature 1 --limit 200 --out data/sft/qwen.jsonl\n  \
+    agentrt trajectories sample --adapter runs/RUN/checkpoint-10 --k 8 --out data/sft/self.jsonl\n  \
+    agentrt trajectories sample --policy openai:qwen2.5:7b@http://localhost:11434/v1 --k 2 --out data/sft/qwen7b.jsonl\n\n\
+    Two sources, one output. Each line of OUT is one kept conversation,\n  \
+    {\"messages\": [{\"role\": \"system\"|\"user\"|\"assistant\"|\"tool\", \"content\": ...}, ...], \"question_id\", \"source\", \"reward\", \"tool_calls\"}\n\
+    (the chat form TRL and OpenAI fine-tuning read), exactly as the episode's conversation holds it: the\n\
+    system prompt, the demonstration when shown, the question, every reply and tool output. Only episodes\n\
+    the judge marks correct are kept (for synth, also only those whose every program literal is a tool key,\n\
+    words of the question or earlier tool output, and whose answer a tool output held); identical message\n\
+    lists are written once. OUT.manifest.json records the source, the command line, every setting, the\n\
+    counts (played, kept, rejected by the judge or the check, duplicates dropped), the yield, the seed,\n\
+    the model and the time. Both files are written atomically.\n\n\
+    synth needs the index (`agentrt index`), or --fixture for the three-page test corpus.")]
+pub struct Args {
+    #[command(subcommand)]
+    pub source: Source,
+}
+
+/// Where trajectories come from.
+#[derive(clap::Subcommand)]
+pub enum Source {
+    /// Synthesised from the training data: each question played by a scripted search, open, read and
+    /// answer that uses only ids and text the episode has seen (the gold page and answer only choose among
+    /// them); episodes that miss the gold page or never read the answer are dropped.
+    Synth(SynthArgs),
+    /// Rejection sampling: any policy (local model, adapter, endpoint) plays k episodes per question; the
+    /// ones the judge marks correct are kept and the yield (kept / played) reported.
+    Sample(SampleArgs),
+}
+
+/// Settings both sources share.
+#[derive(clap::Args)]
+pub struct CommonArgs {
+    /// Which questions: train, dev or all.
+    #[arg(long, default_value = "train")]
+    pub split: String,
+    /// Questions (JSON Lines or Parquet with question, answer or answers, page).
+    #[arg(long, default_value = "data/wiki/questions.jsonl")]
+    pub questions: PathBuf,
+    /// Questions to play: a seeded random subset of the split (0: all, in file order).
+    #[arg(long, default_value_t = 0)]
+    pub limit: usize,
+    /// Seeds the subset (and, for sample, the sampling).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The JSON Lines file to write (default: trajectories-<source>.jsonl); the manifest goes beside it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
+    #[arg(long, default_value = "rule")]
+    pub judge: String,
+    /// Replies per episode at most (the answer included).
+    #[arg(long, default_value_t = 4)]
+    pub max_turns: usize,
+    /// `short`, `full`, or the system prompt's own text. Default: `full` for synth (it states the tools
+    /// and the program format that the trajectories teach), `short` for sample (as `agentrt eval`).
+    #[arg(long)]
+    pub system_prompt: Option<String>,
+    /// Show the worked demonstration before each question (`true`/`false`). Default: false for synth (the
+    /// trajectories themselves are the demonstrations), true for sample (as `agentrt eval`).
+    #[arg(long)]
+    pub demonstration: Option<bool>,
+    /// Questions played at once.
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    #[command(flatten)]
+    pub tools: ToolOptions,
+}
+
+/// Arguments of `agentrt trajectories synth`.
+#[derive(clap::Args)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Arguments of `agentrt trajectories sample`.
+#[derive(clap::Args)]
+pub struct SampleArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Episodes played per question.
+    #[arg(long, default_value_t = 4)]
+    pub k: usize,
+    /// Sampling temperature (0 is greedy: with k > 1 its episodes repeat and are dropped as duplicates).
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    #[command(flatten)]
+    pub policy: PolicyOptions,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.source {
+        Source::Synth(a) => synth(a),
+        Source::Sample(a) => sample(a),
+    }
+}
+
+/// The split's questions, a seeded subset when `--limit` says so.
+fn questions(c: &CommonArgs) -> anyhow::Result<Vec<Question>> {
+    use agentrt_policy::rand::seq::SliceRandom;
+    use agentrt_policy::rand::SeedableRng;
+    let split = if c.split == "all" { None } else { Some(c.split.as_str()) };
+    let mut questions = agentrt_rollout::read_questions(&c.questions, split)?;
+    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", c.split, c.questions.display());
+    if c.limit > 0 && c.limit < questions.len() {
+        questions.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(c.seed));
+        questions.truncate(c.limit);
+    }
+    Ok(questions)
+}
+
+fn settings(c: &CommonArgs, prompt: &str, demonstrate: bool) -> serde_json::Value {
+    serde_json::json!({
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "seed": c.seed,
+        "settings": {
+            "split": c.split,
+            "questions": c.questions.display().to_string(),
+            "limit": c.limit,
+            "judge": c.judge,
+            "max_turns": c.max_turns,
+            "system_prompt": prompt,
+            "demonstration": demonstrate,
+            "tools": if c.tools.fixture { "fixture".to_string() } else { c.tools.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir).display().to_string() },
+        },
+    })
+}
+
+/// Plays every question `k` times in batches, offers each episode to `set` (refused ones are counted, and
+/// those the check refuses also reported), with a progress line.
+async fn play(
+    runner: &agentrt_rollout::EpisodeRunner,
+    policy: &dyn TurnPolicy,
+    questions: &[Question],
+    k: usize,
+    batch_size: usize,
+    set: &mut TrajectorySet,
+    check: fn(&Episode) -> Result<(), String>,
+) -> anyhow::Result<()> {
+    let progress = Progress::new("trajectories", "questions", questions.len() as u64, 0);
+    let mut done = 0;
+    for chunk in questions.chunks(batch_size.max(1)) {
+        let repeated: Vec<Question> = chunk.iter().flat_map(|q| std::iter::repeat_n(q.clone(), k)).collect();
+        let batch = runner.run(policy, &repeated).await?;
+        for e in &batch.episodes {
+            if let Offered::RejectedByCheck(why) = set.offer(e, check) {
+                progress.set_message(format!("question {}: dropped: {why}", e.question.id));
+            }
+        }
+        done += chunk.len();
+        let c = set.counts();
+        progress.set(done as u64, format!("kept {} of {} played ({:.1}%)", c.kept, c.played, 100.0 * c.yield_rate()));
+    }
+    progress.finish_and_clear();
+    Ok(())
+}
+
+fn finish(set: &TrajectorySet, out: &std::path::Path, manifest: serde_json::Value) -> anyhow::Result<()> {
+    let manifest_path = set.write(out, manifest)?;
+    let c = set.counts();
+    println!(
+        "{}: kept {} of {} episodes played (yield {:.3}); rejected by the judge {}, by the check {}; duplicates dropped {}",
+        out.display(),
+        c.kept,
+        c.played,
+        c.yield_rate(),
+        c.rejected_by_judge,
+        c.rejected_by_check,
+        c.duplicates_dropped
+    );
+    let n = set.trajectories().len().max(1) as f64;
+    println!("mean tool calls per kept episode {:.2}", set.trajectories().iter().map(|t| t.tool_calls).sum::<usize>() as f64 / n);
+    println!("manifest: {}", manifest_path.display());
+    Ok(())
+}
+
+fn synth(args: SynthArgs) -> anyhow::Result<()> {
+    let c = &args.common;
+    let questions = questions(c)?;
+    let prompt = c.system_prompt.clone().unwrap_or_else(|| "full".into());
+    let demonstrate = c.demonstration.unwrap_or(false);
+    let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-synth.jsonl"));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let set = runtime.block_on(async {
+        let host = c.tools.tool_host()?;
+        let sandbox = Arc::new(c.tools.build_with(Limits { max_host_calls: 32, ..Limits::default() }, host.clone()).await?);
+        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, c.max_turns)?;
+        let policy = SynthesizingPolicy::new(host, &questions);
+        let mut set = TrajectorySet::new("synth");
+        play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
+        anyhow::Ok(set)
+    })?;
+    let mut manifest = settings(c, &prompt, demonstrate);
+    manifest["model"] = serde_json::Value::Null;
+    manifest["policy"] = "synthesised (search with the question's words, open the gold page among the hits, read a listed section, answer as read)".into();
+    manifest["k"] = 1.into();
+    finish(&set, &out, manifest)
+}
+
+fn sample(args: SampleArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.k >= 1, "--k must be at least 1");
+    let c = &args.common;
+    let questions = questions(c)?;
+    let prompt = c.system_prompt.clone().unwrap_or_else(|| "short".into());
+    let demonstrate = c.demonstration.unwrap_or(!args.policy.is_random());
+    let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
+    let loaded = args.policy.load()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let set = runtime.block_on(async {
+        let sandbox = Arc::new(c.tools.build(Limits { max_host_calls: 32, ..Limits::default() }).await?);
+        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, c.max_turns)?;
+        let policy = args.policy.turn_policy(&loaded, args.temperature, c.seed)?;
+        let mut set = TrajectorySet::new("sample");
+        play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
+        anyhow::Ok(set)
+    })?;
+    let mut manifest = settings(c, &prompt, demonstrate);
+    manifest["model"] = loaded.name.clone().into();
+    manifest["k"] = args.k.into();
+    manifest["settings"]["temperature"] = args.temperature.into();
+    manifest["settings"]["top_k"] = args.policy.top_k.into();
+    manifest["settings"]["max_new_tokens"] = args.policy.max_new_tokens.into();
+    manifest["settings"]["adapter"] = args.policy.adapter.as_ref().map(|p| p.display().to_string()).into();
+    finish(&set, &out, manifest)
+}

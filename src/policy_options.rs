@@ -1,0 +1,120 @@
+//! The policy flags shared by every command that plays episodes with a chosen policy (`eval`,
+//! `trajectories sample`), how they become a [`TurnPolicy`], and the episode runner those commands build
+//! over a sandbox: one construction, so a policy plays the same wherever it is measured or sampled.
+
+use agentrt_policy::{ModelSource, Policy, SamplingParams};
+use agentrt_rollout::{demonstration, system_prompt, system_prompt_template, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
+use agentrt_runtime::Sandbox;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Which policy plays: a local model (with a trained adapter or without), a baseline, or an endpoint.
+#[derive(clap::Args, Clone, Debug)]
+pub struct PolicyOptions {
+    /// The local model: `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
+    #[arg(long, default_value = "smollm2-135m")]
+    pub model: String,
+    /// A trained adapter: a checkpoint directory of `agentrt train` or a PEFT adapter directory.
+    #[arg(long)]
+    pub adapter: Option<PathBuf>,
+    /// Inference scales of the retain and forget adapters (`1,0` ablates the forget adapter).
+    #[arg(long, default_value = "1,1")]
+    pub adapter_scales: String,
+    /// A baseline instead of the model: `zero-shot` (the model without adapter) or `random`.
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Any OpenAI-compatible endpoint as the policy: `openai:MODEL@BASE_URL`.
+    #[arg(long, conflicts_with_all = ["baseline", "adapter"])]
+    pub policy: Option<String>,
+    #[arg(long, default_value_t = 160)]
+    pub max_new_tokens: usize,
+    /// Sample only among the k most likely tokens (0: all; transformers' default is 50).
+    #[arg(long, default_value_t = 50)]
+    pub top_k: usize,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+}
+
+/// What [`PolicyOptions::load`] loaded: the local model when one plays, and the policy's name for reports.
+pub struct LoadedPolicy {
+    pub local: Option<Policy>,
+    /// `smollm2-135m zero-shot`, `MODEL + ADAPTER (scales r,f)`, `random baseline` or the endpoint spec.
+    pub name: String,
+}
+
+impl PolicyOptions {
+    /// Loads the local model and its adapter when the flags name one (nothing for an endpoint or the random
+    /// baseline).
+    pub fn load(&self) -> anyhow::Result<LoadedPolicy> {
+        if self.baseline.as_deref() == Some("zero-shot") && self.adapter.is_some() {
+            anyhow::bail!("--baseline zero-shot evaluates the model without an adapter: drop --adapter");
+        }
+        let scales: Vec<f64> = self.adapter_scales.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>().map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
+        anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
+        Ok(match (&self.policy, self.baseline.as_deref()) {
+            (Some(p), _) => LoadedPolicy { local: None, name: p.clone() },
+            (None, Some("random")) => LoadedPolicy { local: None, name: "random baseline".into() },
+            (None, Some("zero-shot")) | (None, None) => {
+                let device = agentrt_policy::parse_device(&self.device)?;
+                let mut p = Policy::load(&ModelSource::parse(&self.model), &device)?;
+                let mut name = format!("{} zero-shot", self.model);
+                if self.baseline.is_none() {
+                    if let Some(dir) = &self.adapter {
+                        let adapters = if dir.join("adapters").is_dir() { dir.join("adapters") } else { dir.clone() };
+                        p.load_adapters(&adapters)?;
+                        p.set_adapter_scales(scales[0], scales[1]);
+                        name = format!("{} + {} (scales {},{})", self.model, dir.display(), scales[0], scales[1]);
+                    }
+                }
+                LoadedPolicy { local: Some(p), name }
+            }
+            (None, Some(other)) => anyhow::bail!("--baseline {other:?}: expected zero-shot or random"),
+        })
+    }
+
+    /// Whether the random baseline plays (it reads no demonstration).
+    pub fn is_random(&self) -> bool {
+        self.policy.is_none() && self.baseline.as_deref() == Some("random")
+    }
+
+    /// The sampling settings these flags and `temperature` describe (0 is greedy).
+    pub fn sampling(&self, temperature: f64) -> SamplingParams {
+        SamplingParams {
+            temperature,
+            top_k: self.top_k,
+            max_tokens: self.max_new_tokens,
+            stop: agentrt_trainer::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+            ..SamplingParams::default()
+        }
+    }
+
+    /// The policy that plays: the endpoint, the loaded model, or the random baseline.
+    pub fn turn_policy<'a>(&self, loaded: &'a LoadedPolicy, temperature: f64, seed: u64) -> anyhow::Result<Box<dyn TurnPolicy + 'a>> {
+        let params = self.sampling(temperature);
+        Ok(match (&self.policy, &loaded.local) {
+            (Some(spec), _) => {
+                let mut c = OpenAiPolicyConfig::parse(spec)?;
+                c.temperature = temperature;
+                c.max_tokens = self.max_new_tokens;
+                c.stop = params.stop.clone();
+                Box::new(OpenAiPolicy::new(c)?)
+            }
+            (None, Some(p)) => Box::new(LocalPolicy::new(p, params, seed)),
+            (None, None) => Box::new(RandomPolicy::new(seed)),
+        })
+    }
+}
+
+/// The episode runner of `eval` and `trajectories`: `sandbox`, the judge `judge` (`rule`, `rule:0.5`,
+/// `openai:MODEL@URL`), the system prompt named by `prompt` (`short`, `full` or its text) with the
+/// sandbox's plug-ins listed, the worked demonstration when `demonstrate`.
+pub fn episode_runner(sandbox: Arc<Sandbox>, judge: &str, prompt: &str, demonstrate: bool, max_turns: usize) -> anyhow::Result<EpisodeRunner> {
+    let plugins = sandbox.plugins().signatures();
+    Ok(EpisodeRunner {
+        judge: agentrt_trainer::judge_of(judge)?,
+        system_prompt: system_prompt(system_prompt_template(prompt), &plugins),
+        demonstration: if demonstrate { demonstration() } else { Vec::new() },
+        config: EpisodeConfig { max_turns, ..EpisodeConfig::default() },
+        sandbox,
+    })
+}

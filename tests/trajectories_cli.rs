@@ -1,0 +1,96 @@
+//! `agentrt trajectories` end to end on the fixture tools: synthesised and rejection-sampled trajectories
+//! in the chat form with their manifest, and bad input named by file and line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn agentrt() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agentrt"))
+}
+
+fn questions(dir: &Path) -> PathBuf {
+    let p = dir.join("questions.jsonl");
+    let rows = [
+        r#"{"id": "q1", "question": "Which team won Super Bowl 50?", "answer": "Denver Broncos", "page": "denver_broncos", "split": "train"}"#,
+        r#"{"id": "q2", "question": "Who discovered oxygen in the 1770s?", "answer": "Carl Wilhelm Scheele", "page": "oxygen", "split": "train"}"#,
+        r#"{"id": "q3", "question": "What is the melting point of gold?", "answer": "1064", "page": "gold", "split": "train"}"#,
+        r#"{"id": "q4", "question": "Which sub-tribe inhabited the Paris area?", "answer": "Parisii", "page": "paris", "split": "dev"}"#,
+    ];
+    std::fs::write(&p, rows.join("\n")).unwrap();
+    p
+}
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn manifest(out: &Path) -> serde_json::Value {
+    let mut p = out.as_os_str().to_owned();
+    p.push(".manifest.json");
+    serde_json::from_str(&std::fs::read_to_string(PathBuf::from(p)).unwrap()).unwrap()
+}
+
+#[test]
+fn synth_writes_the_reachable_train_questions_with_a_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = questions(dir.path());
+    let out = dir.path().join("synth.jsonl");
+    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kept = lines(&out);
+    let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["q1", "q2"]);
+    for t in &kept {
+        let roles: Vec<&str> = t["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles[..2], ["system", "user"], "the full prompt, no demonstration: {roles:?}");
+        assert_eq!(roles.last(), Some(&"assistant"));
+        assert!(roles.iter().all(|r| ["system", "user", "assistant", "tool"].contains(r)));
+        assert_eq!(t["source"], "synth");
+        assert!(t["tool_calls"].as_u64().unwrap() <= 3);
+    }
+    assert!(kept[0]["messages"][0]["content"].as_str().unwrap().contains("view_sections(page_id)"));
+    let m = manifest(&out);
+    assert_eq!(m["source"], "synth");
+    assert_eq!(m["counts"]["played"], 3);
+    assert_eq!(m["counts"]["kept"], 2);
+    assert_eq!(m["counts"]["rejected_by_judge"], 1);
+    assert_eq!(m["settings"]["system_prompt"], "full");
+    assert_eq!(m["settings"]["demonstration"], false);
+    assert!(m["command"].as_str().unwrap().contains("trajectories synth"));
+    assert!(m["time_utc"].as_str().unwrap().ends_with('Z'));
+}
+
+#[test]
+fn sample_keeps_only_judged_correct_episodes_and_reports_the_yield() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = questions(dir.path());
+    let out = dir.path().join("sample.jsonl");
+    let o = agentrt()
+        .args(["trajectories", "sample", "--fixture", "--baseline", "random", "--k", "6", "--seed", "3", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = manifest(&out);
+    let c = &m["counts"];
+    assert_eq!(c["played"], 18);
+    let kept = c["kept"].as_u64().unwrap();
+    assert_eq!(kept + c["rejected_by_judge"].as_u64().unwrap() + c["duplicates_dropped"].as_u64().unwrap(), 18);
+    assert_eq!(lines(&out).len() as u64, kept);
+    assert!(lines(&out).iter().all(|t| t["reward"].as_f64().unwrap() > 0.5));
+    assert_eq!(m["model"], "random baseline");
+    assert_eq!(m["k"], 6);
+    assert!((m["yield"].as_f64().unwrap() - kept as f64 / 18.0).abs() < 1e-9);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("yield"));
+}
+
+#[test]
+fn a_bad_questions_line_is_named_with_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = dir.path().join("bad.jsonl");
+    std::fs::write(&q, "{\"question\": \"a?\", \"answer\": \"b\", \"split\": \"train\"}\n{\"question\": \"c?\", \"split\": \"train\"}\n").unwrap();
+    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", dir.path().join("o.jsonl").to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.jsonl:2") && err.contains("answer"), "{err}");
+    assert!(!dir.path().join("o.jsonl").exists());
+}
