@@ -40,6 +40,8 @@ enum Command {
     Bench(commands::bench::Args),
     /// Train the policy's LoRA adapters with RL on the wiki task (REINFORCE / RLOO / GRPO, gradient routing).
     Train(commands::train::Args),
+    /// Supervised LoRA fine-tuning on conversations (chat JSON Lines or agentrt transcripts), e.g. before RL.
+    Sft(commands::sft::Args),
     /// Draw a training run's curves (reward, accuracy, tool calls, KL, loss) as PNG.
     Plot(commands::plot::Args),
     /// Run a grid of training configs and print a summary table.
@@ -73,6 +75,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Judge(args) => commands::judge::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Train(args) => commands::train::run(args),
+        Command::Sft(args) => commands::sft::run(args),
         Command::Plot(args) => commands::plot::run(args),
         Command::Sweep(args) => commands::sweep::run(args),
         Command::Trajectories(args) => commands::trajectories::run(args),

@@ -24,6 +24,7 @@ mod prompt;
 mod questions;
 mod synthetic;
 pub mod testing;
+mod trace;
 mod trajectories;
 mod turn_policy;
 
@@ -35,6 +36,7 @@ pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
 pub use questions::{read_questions, Question};
+pub use trace::TraceBuilder;
 pub use synthetic::{check_visible, SynthesizingPolicy};
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, TurnPolicy};

@@ -4,9 +4,11 @@
 //! a tool turn appends only the ids of the new text the chat template puts after the reply (its
 //! end-of-turn glue, the tool message and the next generation prompt). That text is found by rendering
 //! the conversation with and without the new turn; a template for which that is not a pure suffix is an
-//! error, never a silent re-tokenisation.
+//! error, never a silent re-tokenisation. The rendering itself is [`TraceBuilder`]'s, which `agentrt sft`
+//! shares.
 
 use crate::conversation::{Conversation, TokenTrace};
+use crate::trace::TraceBuilder;
 use crate::error::RolloutError;
 use crate::turn_policy::{Finish, Reply, TurnPolicy};
 use agentrt_policy::rand::rngs::StdRng;
@@ -40,9 +42,7 @@ impl TurnPolicy for LocalPolicy<'_> {
     }
 
     fn begin(&self, c: &mut Conversation) -> Result<(), RolloutError> {
-        let mut t = TokenTrace::default();
-        t.push_context(&self.policy.chat_prompt(&c.messages)?);
-        c.tokens = Some(t);
+        c.tokens = Some(TraceBuilder::new(self.policy).begin(&c.messages)?);
         Ok(())
     }
 
@@ -76,36 +76,13 @@ impl TurnPolicy for LocalPolicy<'_> {
     }
 
     fn push_tool_turn(&self, c: &mut Conversation, output: &str) -> Result<(), RolloutError> {
-        let template = &self.policy.template;
-        let render = |m: &[Message], open: bool| template.render(m, open).map_err(|e| RolloutError::Template(e.to_string()));
-        let n = c.messages.len();
-        let before_reply = render(&c.messages[..n - 1], true)?;
-        let with_reply = render(&c.messages, false)?;
-        c.messages.push(Message::new("tool", output));
-        let with_tool = render(&c.messages, true)?;
-        let not_suffix = || RolloutError::Template("rendering a new turn changed earlier text; cannot extend the conversation's tokens without re-tokenising".into());
-        let glue_and_tool = with_tool.strip_prefix(with_reply.as_str()).ok_or_else(not_suffix)?;
-        let after_prompt = with_reply.strip_prefix(before_reply.as_str()).ok_or_else(not_suffix)?;
-        // `after_prompt` is the reply as the template writes it, then its end-of-turn marker and glue; the
-        // ids of the reply (and of the marker, when the model wrote it) are in the trace already.
-        let tok = &self.policy.tokenizer;
-        let (marker_id, marker_end) = tok
-            .eos_ids
-            .iter()
-            .filter_map(|&id| {
-                let s = tok.inner.id_to_token(id)?;
-                after_prompt.rfind(&s).map(|at| (id, at + s.len()))
-            })
-            .max_by_key(|&(_, end)| end)
-            .ok_or_else(|| RolloutError::Template("the template writes no end-of-turn token after a reply".into()))?;
+        // The reply's ids (and its end-of-turn token, when the model wrote it) are in the trace already; the
+        // tool turn goes in as the text the template adds after the reply.
+        let tool = Message::new("tool", output);
         let closed = c.last_reply_closed;
-        let text = format!("{}{}", &after_prompt[marker_end..], glue_and_tool);
-        let ids = tok.encode(&text)?;
-        let t = self.trace(c)?;
-        if !closed {
-            t.push_context(&[marker_id]);
-        }
-        t.push_context(&ids);
+        let trace = c.tokens.as_mut().ok_or_else(|| RolloutError::Invalid("a local policy's conversation has no token trace (begin() was not called)".into()))?;
+        TraceBuilder::new(self.policy).push_turns(trace, &c.messages, std::slice::from_ref(&tool), closed)?;
+        c.messages.push(tool);
         Ok(())
     }
 }

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod index;
 pub mod plot;
 pub mod search;
+pub mod sft;
 pub mod sweep;
 pub mod train;
 pub mod trajectories;

@@ -11,6 +11,7 @@ use std::sync::Arc;
     agentrt train --max-steps 2 --num-rollouts 2 --output-dir /tmp/runs\n  \
     agentrt train --config my.toml --lr 1e-5 --beta 0.02 --set rollout.max_turns=4\n  \
     agentrt train --set model.dual_lora=true --set routing.detector=tool:read_section --set routing.eval_routing_steps=5\n  \
+    agentrt train --init-adapter runs/RUN_SFT/checkpoint-60   # RL from an `agentrt sft` adapter\n  \
     agentrt train --resume runs/smollm2-135m_lr1e-4_g4_beta0.02_s42 --max-steps 20\n  \
     agentrt train --print-config > my.toml          # every key, with comments\n\n\
     The run directory (OUTPUT_DIR/RUN_NAME, named from the hyperparameters) gets config.toml, metrics.jsonl\n\
@@ -57,6 +58,10 @@ pub struct Args {
     /// `local` or `openai:MODEL@BASE_URL`.
     #[arg(long)]
     pub sampler: Option<String>,
+    /// Warm start: continue from this adapter (a PEFT directory or a run's checkpoint-N, e.g. from
+    /// `agentrt sft`); it is also the KL reference (base + this adapter, frozen).
+    #[arg(long, value_name = "DIR")]
+    pub init_adapter: Option<String>,
     #[arg(long)]
     pub seed: Option<u64>,
     /// Where run directories go.
@@ -90,6 +95,7 @@ impl Args {
         add("model.name", self.model.clone());
         add("rollout.judge", self.judge.clone());
         add("rollout.sampler", self.sampler.clone());
+        add("model.init_adapter", self.init_adapter.clone());
         add("run.seed", self.seed.map(|v| v.to_string()));
         add("run.output_dir", self.output_dir.clone());
         add("run.run_name", self.run_name.clone());

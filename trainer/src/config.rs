@@ -30,6 +30,10 @@ pub struct ModelSection {
     pub lora_targets: Vec<Target>,
     pub dual_lora: bool,
     pub recompute_layers: bool,
+    /// Start from this adapter (a PEFT adapter directory or a run's `checkpoint-N`) instead of fresh ones;
+    /// empty: fresh adapters. In RL it is also the KL reference (base + this adapter, frozen).
+    #[serde(default)]
+    pub init_adapter: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -215,7 +219,7 @@ fn short_float(x: f64) -> String {
     format!("{x:e}")
 }
 
-fn merge(base: &mut toml::Table, user: toml::Table, origin: String) -> Result<(), TrainError> {
+pub(crate) fn merge(base: &mut toml::Table, user: toml::Table, origin: String) -> Result<(), TrainError> {
     for (section, v) in user {
         let Some(target) = base.get_mut(&section).and_then(|t| t.as_table_mut()) else {
             return Err(TrainError::Config(format!("{origin}: unknown section [{section}]")));
@@ -248,6 +252,8 @@ pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
     let parsed = match (old, parsed) {
         (toml::Value::Float(_), toml::Value::Integer(i)) => toml::Value::Float(i as f64),
         (toml::Value::String(_), toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_)) => toml::Value::String(raw.to_string()),
+        // A list key given one bare value (`data.train=a.jsonl`) is a list of one.
+        (toml::Value::Array(_), v @ toml::Value::String(_)) => toml::Value::Array(vec![v]),
         (_, v) => v,
     };
     table.insert(key.to_string(), parsed);

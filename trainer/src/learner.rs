@@ -3,13 +3,14 @@
 //!
 //! Loss of sample `i` (divided by the number of samples in the step):
 //! `mean over its model tokens t of [ -A_i · log p(t) + beta · k3(t) ]`, where `k3 = exp(r) - r - 1` with
-//! `r = log p_ref(t) - log p(t)` (Schulman's unbiased, non-negative KL estimator) against the base model
-//! (adapters off). Tool output and prompt tokens are masked out. A routed sample's gradient reaches only
+//! `r = log p_ref(t) - log p(t)` (Schulman's unbiased, non-negative KL estimator) against the reference:
+//! the base model (adapters off), or, for a run warm-started from an adapter (`model.init_adapter`), the
+//! base model with that initial adapter, frozen ([`Learner::set_reference`]). Tool output and prompt tokens are masked out. A routed sample's gradient reaches only
 //! the forget adapter; the retain adapter's parameters are then absent from its gradients, so AdamW leaves
 //! them untouched.
 
 use crate::error::TrainError;
-use agentrt_policy::{AdamW, AdamWConfig, GradStore, Policy, Tensor, Var};
+use agentrt_policy::{AdamW, AdamWConfig, AdapterSet, GradStore, Policy, Tensor, Var};
 
 /// One sequence to learn from.
 #[derive(Debug, Clone)]
@@ -51,6 +52,8 @@ pub struct Learner {
     /// Summed gradients, one slot per entry of `vars` (`None`: no gradient yet, e.g. retain parameters
     /// after only routed samples).
     pending: Vec<Option<Tensor>>,
+    /// Frozen adapters of the KL reference (`None`: the base model). Never trained.
+    reference: Option<AdapterSet>,
 }
 
 impl Learner {
@@ -62,7 +65,7 @@ impl Learner {
         }
         let optimizer = AdamW::new(vars.clone(), config.optimizer)?;
         let pending = vec![None; vars.len()];
-        Ok(Learner { policy, optimizer, config, vars, pending })
+        Ok(Learner { policy, optimizer, config, vars, pending, reference: None })
     }
 
     /// Adds the gradients of `samples`, each weighted `1 / normalizer`.
@@ -135,11 +138,19 @@ impl Learner {
         Ok(Some(norm))
     }
 
-    /// Log-probs under the base model (adapters off), detached.
-    fn reference_logprobs(&mut self, seq: &[Vec<u32>]) -> Result<Tensor, TrainError> {
-        let adapters = self.policy.adapters.take();
+    /// Sets the KL reference: `None` is the base model (adapters off); `Some(adapters)` is the base model
+    /// with these adapters, frozen (a warm start keeps a separately loaded copy of its initial adapter here,
+    /// so the reference does not move as the trainable copy learns).
+    pub fn set_reference(&mut self, adapters: Option<AdapterSet>) {
+        self.reference = adapters;
+    }
+
+    /// Log-probs under the reference (the base model, or the base model with the frozen reference
+    /// adapters), detached.
+    pub fn reference_logprobs(&mut self, seq: &[Vec<u32>]) -> Result<Tensor, TrainError> {
+        let adapters = std::mem::replace(&mut self.policy.adapters, self.reference.take());
         let r = self.policy.token_logprobs(seq, &[]);
-        self.policy.adapters = adapters;
+        self.reference = std::mem::replace(&mut self.policy.adapters, adapters);
         Ok(r?.detach())
     }
 

@@ -6,8 +6,9 @@
 //!   programs, the WASM sandbox runs them, the judge scores the answer).
 //! - **who learns**: [`advantages`] turns rewards into advantages (REINFORCE, RLOO or GRPO, skipping groups
 //!   with no signal); the [`routing::Detector`] marks samples that must train only the forget adapter; the
-//!   [`Learner`] computes the masked policy-gradient loss with a KL penalty to the base model, clips, and
-//!   steps AdamW.
+//!   [`Learner`] computes the masked policy-gradient loss with a KL penalty to the reference (the base
+//!   model, or the warm-started model of `model.init_adapter`: [`warm_start`]), clips, and steps AdamW;
+//!   [`sft`] trains the same adapters with the same learner on written conversations.
 //! - **who records**: the [`RunDir`] holds the resolved config, `metrics.jsonl` (one line per step),
 //!   transcripts, and atomic checkpoints (adapters, optimizer, data position) that `--resume` continues from
 //!   exactly; [`plot`] draws the curves as PNG; [`sweep`] runs a grid of configs.
@@ -20,12 +21,16 @@ pub mod learner;
 pub mod plot;
 pub mod routing;
 pub mod run_dir;
+pub mod sft;
+pub mod sft_data;
 pub mod sweep;
 pub mod toy;
 mod trainer;
+pub mod warm_start;
 
 pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
 pub use learner::{Learner, LearnerConfig, Sample, UpdateStats};
 pub use run_dir::{RunDir, TrainerState};
+pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
 pub use trainer::{judge_of, limits_of, sampling_of, train, TrainRequest, TrainSummary, STOP_STRINGS};

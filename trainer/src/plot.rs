@@ -1,5 +1,6 @@
 //! `agentrt plot RUN`: the curves of a run as one PNG (reward, accuracy, tool calls, KL, loss, and the
-//! routing evaluation when the run has one).
+//! routing evaluation when the run has one; for an `agentrt sft` run, train and validation loss, lr, grad
+//! norm and tokens).
 
 use crate::error::TrainError;
 use crate::run_dir::{RunDir, METRICS, ROUTING_EVAL};
@@ -27,6 +28,9 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
     if lines.is_empty() {
         return Err(TrainError::Run(format!("{}: no metrics yet ({} is empty or missing)", run.display(), METRICS)));
     }
+    if lines.iter().any(|l| l.get("train_loss").is_some()) {
+        return plot_sft(run, &lines, out);
+    }
     let mut charts = vec![
         chart("reward", "mean reward", vec![series(&lines, "mean", "/reward_mean"), series(&lines, "std", "/reward_std")]),
         chart("accuracy", "fraction correct", vec![series(&lines, "accuracy", "/accuracy")]),
@@ -48,6 +52,19 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
             vec![series(&routing, "both", "/both/flagged"), series(&routing, "retain only", "/retain_only/flagged"), series(&routing, "forget only", "/forget_only/flagged")],
         ));
     }
+    let path = out.map(Path::to_path_buf).unwrap_or_else(|| run.join(CURVES));
+    write_line_charts(&path, &charts, 2).map_err(|e| TrainError::Run(format!("plotting {}: {e}", path.display())))?;
+    Ok(path)
+}
+
+/// The curves of an `agentrt sft` run: train and validation loss, learning rate, gradient norm, tokens.
+fn plot_sft(run: &Path, lines: &[serde_json::Value], out: Option<&Path>) -> Result<PathBuf, TrainError> {
+    let charts = vec![
+        chart("loss", "-mean log p per model token", vec![series(lines, "train", "/train_loss"), series(lines, "validation", "/val_loss")]),
+        chart("learning rate", "lr", vec![series(lines, "lr", "/lr")]),
+        chart("gradient norm", "before clipping", vec![series(lines, "grad norm", "/grad_norm")]),
+        chart("tokens per step", "tokens", vec![series(lines, "all", "/tokens"), series(lines, "model", "/model_tokens")]),
+    ];
     let path = out.map(Path::to_path_buf).unwrap_or_else(|| run.join(CURVES));
     write_line_charts(&path, &charts, 2).map_err(|e| TrainError::Run(format!("plotting {}: {e}", path.display())))?;
     Ok(path)

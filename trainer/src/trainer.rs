@@ -9,7 +9,7 @@ use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
 use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
 use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
-use agentrt_policy::{AdamWConfig, LoraConfig, ModelSource, Policy, SamplingParams};
+use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
 use agentrt_rollout::{
     demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
@@ -107,21 +107,19 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             (state.step, state.questions_seen)
         }
         None => {
-            policy.init_adapters(LoraConfig {
-                rank: config.model.lora_rank,
-                alpha: config.model.lora_alpha,
-                targets: config.model.lora_targets.clone(),
-                dual: config.model.dual_lora,
-            }, config.run.seed)?;
+            crate::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
             (0, 0)
         }
     };
+    // A warm start's KL reference is the warm-started model (base + the initial adapter, frozen).
+    let reference = if config.algorithm.beta > 0.0 { crate::warm_start::reference_adapters(&policy, &config.model)? } else { None };
     policy.set_routing(config.routing.unflagged);
     let a = &config.algorithm;
     let mut learner = Learner::new(
         policy,
         LearnerConfig { beta: a.beta, max_grad_norm: a.max_grad_norm, optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() } },
     )?;
+    learner.set_reference(reference);
     if let Some((step, ckpt)) = &resume_from {
         let p = RunDir::optimizer_of(ckpt);
         learner.optimizer.load_state(&p).map_err(|e| TrainError::Io { path: p.clone(), reason: e.to_string() })?;

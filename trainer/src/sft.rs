@@ -1,0 +1,414 @@
+//! `agentrt sft`: supervised LoRA fine-tuning on conversations, with the RL trainer's parts.
+//!
+//! The design in three parts:
+//! - **what it reads**: [`crate::sft_data`] reads chat conversations and agentrt transcripts, and renders each
+//!   with the rollout crate's `TraceBuilder` (one rendering path for rollouts and SFT): the loss covers each
+//!   assistant reply's tokens and its end-of-turn token, nothing of the system, user and tool turns or the
+//!   template's glue. Conversations over `data.max_seq_tokens` are dropped and counted; a seeded slice is
+//!   held back for the validation loss.
+//! - **how it learns**: the [`Learner`] of RL with advantage 1 and beta 0, so the loss of a conversation is
+//!   `-mean log p` over its model tokens, and a step's loss is the mean of those over its conversations
+//!   (every conversation weighs the same, however long: the RL loss's normalisation). The same adapters
+//!   (fresh, or `model.init_adapter`), the same routing (a flagged conversation trains only the forget
+//!   adapter), clipping and AdamW, with an optional linear warm-up.
+//! - **what it records**: the same [`RunDir`]: config.toml, metrics.jsonl (train loss, val loss, tokens, lr,
+//!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
+//!   from exactly, and curves.png ([`crate::plot::plot_run`]).
+
+use crate::config::{merge, set, ModelSection};
+use crate::error::{io_err, TrainError};
+use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
+use crate::routing::Detector;
+use crate::run_dir::{write_atomic, DataOrder, RunDir, TrainerState, CONFIG, METRICS};
+use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
+use agentrt_policy::{AdamWConfig, ModelSource, Policy, Routing};
+use agentrt_progress::Progress;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The embedded defaults (`trainer/sft.toml`).
+pub const DEFAULT_SFT_CONFIG: &str = include_str!("../sft.toml");
+
+/// Every setting of an SFT run (see `trainer/sft.toml` for each key's meaning).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftConfig {
+    pub model: ModelSection,
+    pub data: SftDataSection,
+    pub sft: SftSection,
+    pub routing: SftRoutingSection,
+    pub run: SftRunSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftDataSection {
+    pub train: Vec<String>,
+    pub val: String,
+    pub val_fraction: f64,
+    pub val_examples: usize,
+    pub max_seq_tokens: usize,
+    pub system_prompt: String,
+    pub demonstration: bool,
+    pub only_correct: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftSection {
+    pub batch_size: usize,
+    pub gradient_accumulation_steps: usize,
+    pub epochs: usize,
+    pub max_steps: usize,
+    pub lr: f64,
+    pub warmup_steps: usize,
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    pub eval_steps: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftRoutingSection {
+    pub detector: String,
+    pub unflagged: Routing,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftRunSection {
+    pub seed: u64,
+    pub output_dir: String,
+    pub run_name: String,
+    pub save_steps: usize,
+    pub save_total_limit: usize,
+}
+
+impl Default for SftConfig {
+    fn default() -> Self {
+        let value: toml::Table = DEFAULT_SFT_CONFIG.parse().expect("the embedded SFT defaults parse");
+        toml::Value::Table(value).try_into().expect("the embedded SFT defaults are an SftConfig")
+    }
+}
+
+impl SftConfig {
+    /// The defaults, then the file, then each `section.key=value` (as `TrainConfig::from_layers`).
+    pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
+        let mut value: toml::Table = DEFAULT_SFT_CONFIG.parse().map_err(|e| TrainError::Config(format!("embedded SFT defaults: {e}")))?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+            let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+            merge(&mut value, user, path.display().to_string())?;
+        }
+        for o in overrides {
+            set(&mut value, o)?;
+        }
+        let config: SftConfig = toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a saved run's `config.toml` exactly.
+    pub fn read(path: &Path) -> Result<SftConfig, TrainError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let c: SftConfig = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a config always serialises")
+    }
+
+    /// Checks ranges and combinations; the message names the key.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
+        let (d, s) = (&self.data, &self.sft);
+        if !(0.0..1.0).contains(&d.val_fraction) {
+            return bad("data.val_fraction", "must be in [0, 1)");
+        }
+        if d.max_seq_tokens < 2 {
+            return bad("data.max_seq_tokens", "must be at least 2");
+        }
+        if s.batch_size == 0 || s.gradient_accumulation_steps == 0 {
+            return bad("sft.batch_size / sft.gradient_accumulation_steps", "must be at least 1");
+        }
+        if s.epochs == 0 && s.max_steps == 0 {
+            return bad("sft.epochs / sft.max_steps", "one of them must be above 0");
+        }
+        if !(s.lr > 0.0 && s.lr < 1.0) {
+            return bad("sft.lr", "must be in (0, 1)");
+        }
+        if s.weight_decay < 0.0 || s.max_grad_norm < 0.0 {
+            return bad("sft.weight_decay / sft.max_grad_norm", "must not be negative");
+        }
+        if self.model.lora_rank == 0 || self.model.lora_targets.is_empty() {
+            return bad("model.lora_rank / model.lora_targets", "need a rank of at least 1 and at least one target");
+        }
+        Detector::parse(&self.routing.detector)?;
+        if self.routing.detector != "none" && !self.model.dual_lora {
+            return bad("routing.detector", "routing needs two adapters: set model.dual_lora = true");
+        }
+        if self.run.save_steps == 0 {
+            return bad("run.save_steps", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// `run.run_name`, or `smollm2-135m_sft_lr1e-4_b4_s42` (plus `_dual`).
+    pub fn run_name(&self) -> String {
+        if !self.run.run_name.is_empty() {
+            return self.run.run_name.clone();
+        }
+        let model = Path::new(&self.model.name).file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
+        let mut name = format!("{model}_sft_lr{:e}_b{}_s{}", self.sft.lr, self.sft.batch_size * self.sft.gradient_accumulation_steps, self.run.seed);
+        if self.model.dual_lora {
+            name.push_str("_dual");
+        }
+        name
+    }
+
+    /// The learning rate of `step` (1-based): linear warm-up over `warmup_steps`, then `lr`.
+    pub fn lr_at(&self, step: usize) -> f64 {
+        let w = self.sft.warmup_steps;
+        if w > 0 && step <= w {
+            self.sft.lr * step as f64 / w as f64
+        } else {
+            self.sft.lr
+        }
+    }
+}
+
+/// Where to run and whether to continue.
+pub struct SftRequest {
+    pub config: SftConfig,
+    pub run_dir: PathBuf,
+    /// Continue the run in `run_dir` from its last checkpoint (its saved config is used; only
+    /// `sft.max_steps` and `sft.epochs` are taken from `config`).
+    pub resume: bool,
+    pub progress: bool,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct SftSummary {
+    pub run_dir: PathBuf,
+    pub steps: usize,
+    pub last_checkpoint: Option<PathBuf>,
+    pub train_examples: usize,
+    pub val_examples: usize,
+    /// Conversations dropped for exceeding `data.max_seq_tokens`.
+    pub dropped_too_long: usize,
+    pub final_val_loss: Option<f64>,
+}
+
+/// The training and validation examples of a config: read, rendered, filtered and split (seeded).
+pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example>, Vec<Example>, usize, ReadStats), TrainError> {
+    let d = &config.data;
+    if d.train.is_empty() {
+        return Err(TrainError::Config("data.train: no training file: pass --data FILE (JSON Lines of conversations or agentrt transcripts)".into()));
+    }
+    let opts = TranscriptOptions { system_prompt: d.system_prompt.clone(), demonstration: d.demonstration, only_correct: d.only_correct };
+    let detector = Detector::parse(&config.routing.detector)?;
+    let mut stats = ReadStats::default();
+    let mut dropped = 0;
+    let mut read = |path: &str, stats: &mut ReadStats| -> Result<Vec<Example>, TrainError> {
+        let (conversations, s) = read_conversations(Path::new(path), &opts)?;
+        stats.conversations += s.conversations;
+        stats.transcripts += s.transcripts;
+        stats.not_correct += s.not_correct;
+        stats.empty_reply += s.empty_reply;
+        let (examples, too_long) = tokenize(policy, &conversations, &detector, config.model.dual_lora, d.max_seq_tokens)?;
+        if too_long > 0 {
+            eprintln!("warning: {path}: dropped {too_long} of {} conversations longer than data.max_seq_tokens = {}", conversations.len(), d.max_seq_tokens);
+        }
+        dropped += too_long;
+        Ok(examples)
+    };
+    let mut train = Vec::new();
+    for p in &d.train {
+        train.extend(read(p, &mut stats)?);
+    }
+    let mut val = if d.val.is_empty() { vec![] } else { read(&d.val, &mut stats)? };
+    if d.val.is_empty() {
+        let n_val = if d.val_examples > 0 { d.val_examples } else { (d.val_fraction * train.len() as f64).round() as usize };
+        if n_val > 0 {
+            if n_val >= train.len() {
+                return Err(TrainError::Config(format!("data.val_examples / val_fraction: {n_val} held back of {} conversations leaves none to train on", train.len())));
+            }
+            let mut order: Vec<usize> = (0..train.len()).collect();
+            order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(config.run.seed ^ 0x5f7_da7a));
+            let mut held: Vec<bool> = vec![false; train.len()];
+            for &i in &order[..n_val] {
+                held[i] = true;
+            }
+            let all = std::mem::take(&mut train);
+            for (e, h) in all.into_iter().zip(held) {
+                if h { val.push(e) } else { train.push(e) }
+            }
+        }
+    }
+    if train.is_empty() {
+        return Err(TrainError::Config(format!("data.train: no conversations to train on ({dropped} dropped as longer than data.max_seq_tokens, {} transcripts left out)", stats.not_correct + stats.empty_reply)));
+    }
+    Ok((train, val, dropped, stats))
+}
+
+/// The validation loss: the mean over conversations of `-mean log p` over each one's model tokens (the
+/// training loss's normalisation), with both adapters on; and the model tokens it covered.
+pub fn validation_loss(policy: &Policy, examples: &[Example]) -> Result<(f64, usize), TrainError> {
+    let mut total = 0.0;
+    let mut tokens = 0;
+    for chunk in examples.chunks(4) {
+        let seqs: Vec<Vec<u32>> = chunk.iter().map(|e| e.ids.clone()).collect();
+        let masks: Vec<Vec<bool>> = chunk.iter().map(|e| e.model_mask.clone()).collect();
+        let lp = policy.token_logprobs(&seqs, &[])?.detach();
+        let m = Policy::target_mask(&seqs, &masks, lp.dim(1)?, policy.device())?;
+        let sums: Vec<f32> = (&lp * &m)?.sum(1)?.to_vec1()?;
+        let counts: Vec<f32> = m.sum(1)?.to_vec1()?;
+        for (s, c) in sums.iter().zip(&counts) {
+            if *c > 0.0 {
+                total += -(*s as f64) / *c as f64;
+                tokens += *c as usize;
+            }
+        }
+    }
+    Ok((total / examples.len().max(1) as f64, tokens))
+}
+
+/// Fine-tunes; returns when the steps are done. Every `run.save_steps` (and at the end) a checkpoint is
+/// written atomically.
+pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
+    let SftRequest { config, run_dir, resume, progress } = request;
+    let (run, config, resume_from) = if resume {
+        let saved = SftConfig::read(&run_dir.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not an SFT run directory ({e})", run_dir.display())))?;
+        let saved = SftConfig { sft: SftSection { max_steps: config.sft.max_steps, epochs: config.sft.epochs, ..saved.sft }, ..saved };
+        let run = RunDir { path: run_dir.clone() };
+        let last = run.checkpoints()?.pop();
+        (run, saved, last)
+    } else {
+        if run_dir.join(CONFIG).exists() {
+            return Err(TrainError::Run(format!("{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name", run_dir.display())));
+        }
+        std::fs::create_dir_all(&run_dir).map_err(io_err(&run_dir))?;
+        write_atomic(&run_dir.join(CONFIG), config.to_toml().as_bytes())?;
+        (RunDir { path: run_dir.clone() }, config, None)
+    };
+    let seed = config.run.seed;
+    let device = agentrt_policy::parse_device(&config.model.device)?;
+    let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
+    policy.recompute_layers = config.model.recompute_layers;
+    let (train_set, val_set, dropped, stats) = load_examples(&config, &policy)?;
+    eprintln!(
+        "sft data: {} chat conversations and {} transcripts read ({} not correct, {} with an empty reply left out); {} dropped as longer than {} tokens; {} to train on, {} held back for validation",
+        stats.conversations, stats.transcripts, stats.not_correct, stats.empty_reply, dropped, config.data.max_seq_tokens, train_set.len(), val_set.len()
+    );
+
+    let (start_step, mut seen) = match &resume_from {
+        Some((_, ckpt)) => {
+            let state = RunDir::read_state(ckpt)?;
+            policy.load_adapters(&RunDir::adapters_of(ckpt))?;
+            (state.step, state.questions_seen)
+        }
+        None => {
+            crate::warm_start::start_adapters(&mut policy, &config.model, seed)?;
+            (0, 0)
+        }
+    };
+    policy.set_routing(config.routing.unflagged);
+    let s = &config.sft;
+    let mut learner = Learner::new(
+        policy,
+        LearnerConfig { beta: 0.0, max_grad_norm: s.max_grad_norm, optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() } },
+    )?;
+    if let Some((step, ckpt)) = &resume_from {
+        let p = RunDir::optimizer_of(ckpt);
+        learner.optimizer.load_state(&p).map_err(|e| TrainError::Io { path: p.clone(), reason: e.to_string() })?;
+        run.truncate_logs_after(*step)?;
+        eprintln!("resuming {} from {} (step {step}, {seen} conversations seen)", run.path.display(), ckpt.display());
+    } else if resume {
+        run.truncate_logs_after(0)?;
+        eprintln!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
+    }
+
+    let per_step = s.batch_size * s.gradient_accumulation_steps;
+    let total_steps = if s.max_steps > 0 { s.max_steps } else { (s.epochs * train_set.len()).div_ceil(per_step) };
+    let mut order = DataOrder::new(train_set.len(), seed);
+    let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
+    let mut final_val = None;
+    eprintln!("fine-tuning {} ({} conversations x {per_step} per step, {total_steps} steps) into {}", learner.policy.base_name, train_set.len(), run.path.display());
+    let bar = progress.then(|| Progress::new("sft", "steps", total_steps as u64, start_step as u64));
+    for step in start_step + 1..=total_steps {
+        let started = Instant::now();
+        let lr = config.lr_at(step);
+        learner.optimizer.config.lr = lr;
+        let mut update = UpdateStats::default();
+        let (mut tokens, mut routed) = (0, 0);
+        for _ in 0..s.gradient_accumulation_steps {
+            let samples: Vec<Sample> = (0..s.batch_size)
+                .map(|i| {
+                    let e = &train_set[order.at(seen + i)];
+                    tokens += e.ids.len();
+                    routed += e.routed as usize;
+                    Sample { ids: e.ids.clone(), model_mask: e.model_mask.clone(), advantage: 1.0, routed: e.routed }
+                })
+                .collect();
+            seen += s.batch_size;
+            let u = learner.accumulate(&samples, per_step)?;
+            update.loss += u.loss;
+            update.model_tokens += u.model_tokens;
+            update.samples += u.samples;
+        }
+        let grad_norm = learner.step()?;
+        let eval_now = !val_set.is_empty() && ((s.eval_steps > 0 && step % s.eval_steps == 0) || step == total_steps);
+        let (val_loss, val_tokens) = if eval_now {
+            let (l, t) = validation_loss(&learner.policy, &val_set)?;
+            final_val = Some(l);
+            (Some(l), Some(t))
+        } else {
+            (None, None)
+        };
+        let line = json!({
+            "step": step,
+            "epoch": seen as f64 / train_set.len() as f64,
+            "examples_seen": seen,
+            "train_loss": update.loss,
+            "val_loss": val_loss,
+            "val_tokens": val_tokens,
+            "model_tokens": update.model_tokens,
+            "tokens": tokens,
+            "routed": routed,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "seconds": started.elapsed().as_secs_f64(),
+        });
+        run.append(METRICS, &line)?;
+        if step % config.run.save_steps == 0 || step == total_steps {
+            let state = TrainerState { step, questions_seen: seen, seed, run_name: config.run_name() };
+            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &learner.optimizer, &state, config.run.save_total_limit)?);
+        }
+        if !bar.as_ref().is_some_and(Progress::is_terminal) {
+            eprintln!("step {step}: {line}");
+        }
+        if let Some(b) = &bar {
+            let v = val_loss.map(|v| format!(" val {v:.4}")).unwrap_or_default();
+            b.set(step as u64, format!("loss {:.4}{v}", update.loss));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish();
+    }
+    Ok(SftSummary {
+        run_dir: run.path.clone(),
+        steps: total_steps,
+        last_checkpoint,
+        train_examples: train_set.len(),
+        val_examples: val_set.len(),
+        dropped_too_long: dropped,
+        final_val_loss: final_val,
+    })
+}
