@@ -235,7 +235,7 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     let mut learner = Learner::new(policy, LearnerConfig { beta: 0.1, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() } }).unwrap();
     learner.set_reference(reference);
     let as_vec = |t: Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
-    let r0 = as_vec(learner.reference_logprobs(&[seq.clone()]).unwrap());
+    let r0 = as_vec(learner.reference_logprobs(std::slice::from_ref(&seq)).unwrap());
     assert!(max_diff(&r0, &lp_trained) < 1e-5, "the KL reference is not the warm-started model");
     // One update: the policy moves, the reference stays where it was (a frozen copy, not the trained one).
     let mask: Vec<bool> = (0..seq.len()).map(|i| i > seq.len() / 2).collect();
@@ -244,7 +244,7 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     learner.step().unwrap();
     let after = logprobs(&learner.policy, &seq);
     assert!(max_diff(&after, &lp_trained) > 1e-4, "the update changed nothing");
-    let r1 = as_vec(learner.reference_logprobs(&[seq.clone()]).unwrap());
+    let r1 = as_vec(learner.reference_logprobs(std::slice::from_ref(&seq)).unwrap());
     assert!(max_diff(&r1, &r0) < 1e-6, "the reference moved with the policy");
 
     // A dual run cannot warm-start from a single adapter.
