@@ -113,27 +113,38 @@ impl SynthesizingPolicy {
         }
         let query = query?;
         let sections = self.tools.view_sections(&page).await.ok()?;
+        // Sections that hold an answer as a whole word, the evidence first: most of the question's words.
+        let question_words: Vec<String> = content_words(&q.question).into_iter().map(|w| w.to_lowercase()).filter(|w| w.chars().count() >= 3).collect();
+        let mut candidates = Vec::new();
         let mut listing_chars = 0;
         for (i, s) in sections.iter().enumerate() {
             listing_chars += format!("{} | {}\n", s.section_id, s.title).chars().count();
             let Ok(text) = self.tools.read_section(&s.section_id).await else { continue };
+            let lower = text.to_lowercase();
+            let overlap = question_words.iter().filter(|w| lower.contains(w.as_str())).count();
             for answer in &q.answers {
-                let Some(at) = find_ci(&text, answer) else { continue };
-                let end = at + answer.chars().count();
-                if i == 0 && end <= FIRST_SECTION_CHARS {
-                    return Some(Plan { query, page, read: Read::First });
+                if let Some(at) = find_word_ci(&text, answer) {
+                    candidates.push((overlap, i, listing_chars, at, answer.trim().chars().count(), text.clone()));
+                    break;
                 }
-                if listing_chars > OBSERVATION_CHARS {
-                    continue;
-                }
-                if end <= SECTION_HEAD_CHARS {
-                    return Some(Plan { query, page, read: Read::Section { id: s.section_id.clone(), window: Window::Head } });
-                }
-                for word in content_words(&q.question).into_iter().filter(|w| w.chars().count() >= 4) {
-                    if let Some(w) = find_chars(&text, &word) {
-                        if w.saturating_sub(WINDOW_BEFORE) <= at && end <= w + WINDOW_AFTER {
-                            return Some(Plan { query, page, read: Read::Section { id: s.section_id.clone(), window: Window::Around(word) } });
-                        }
+            }
+        }
+        candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, i, listing_chars, at, len, text) in candidates {
+            let (s, end) = (&sections[i], at + len);
+            if i == 0 && end <= FIRST_SECTION_CHARS {
+                return Some(Plan { query, page, read: Read::First });
+            }
+            if listing_chars > OBSERVATION_CHARS {
+                continue;
+            }
+            if end <= SECTION_HEAD_CHARS {
+                return Some(Plan { query, page, read: Read::Section { id: s.section_id.clone(), window: Window::Head } });
+            }
+            for word in content_words(&q.question).into_iter().filter(|w| w.chars().count() >= 4) {
+                if let Some(w) = find_chars(&text, &word) {
+                    if w.saturating_sub(WINDOW_BEFORE) <= at && end <= w + WINDOW_AFTER {
+                        return Some(Plan { query, page, read: Read::Section { id: s.section_id.clone(), window: Window::Around(word) } });
                     }
                 }
             }
@@ -144,14 +155,14 @@ impl SynthesizingPolicy {
     async fn decide(&self, c: &Conversation) -> Result<String, RolloutError> {
         let q = self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
         let seen = episode_tool_outputs(c);
-        // The gold page's text is read from the second tool output on.
-        if seen.len() >= 2 {
-            if let Some(answer) = seen[1..].iter().find_map(|o| answer_as_read(o, &q.answers)) {
-                return Ok(format!("<answer>{answer}</answer>"));
-            }
-        }
         let give_up = "<answer></answer>".to_string();
         let Some(plan) = self.plan(q).await else { return Ok(give_up) };
+        // The answer is taken only from the output that read the gold page's section (never from hit or
+        // section titles).
+        let read_at = if plan.read == Read::First { 1 } else { 2 };
+        if seen.len() > read_at {
+            return Ok(answer_as_read(seen[read_at], &q.answers).map_or(give_up, |a| format!("<answer>{a}</answer>")));
+        }
         Ok(match (seen.len(), &plan.read) {
             (0, _) => program(&format!("hits = search_pages({})\nfor h in hits:\n    print(h[\"page_id\"], \"|\", h[\"title\"])", py_str(&plan.query))),
             (1, read) if lists(seen[0], &plan.page) => match read {
@@ -235,13 +246,23 @@ fn find_chars(hay: &str, needle: &str) -> Option<usize> {
     hay.find(needle).map(|b| hay[..b].chars().count())
 }
 
-/// As [`find_chars`], ASCII case folded.
-fn find_ci(hay: &str, needle: &str) -> Option<usize> {
-    let needle = needle.trim();
+/// The character index of `needle` in `hay`, ASCII case folded, at an occurrence not inside a longer word (`air` is not found in `repair`).
+fn find_word_ci(hay: &str, needle: &str) -> Option<usize> {
+    let needle = needle.trim().to_ascii_lowercase();
     if needle.is_empty() {
         return None;
     }
-    find_chars(&hay.to_ascii_lowercase(), &needle.to_ascii_lowercase())
+    let lower = hay.to_ascii_lowercase();
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
+    let mut from = 0;
+    while let Some(b) = lower[from..].find(&needle).map(|b| b + from) {
+        let e = b + needle.len();
+        if !alnum(lower[..b].chars().next_back()) && !alnum(lower[e..].chars().next()) {
+            return Some(lower[..b].chars().count());
+        }
+        from = b + lower[b..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
 }
 
 /// The question's words: runs of letters and digits, in order.
@@ -383,6 +404,8 @@ mod tests {
         assert_eq!(c, ["NFL team represented AFC Super Bowl 50", "NFL AFC Super Bowl 50", "Which NFL team represented the AFC at Super Bowl 50"]);
         assert_eq!(string_literals("x = f(\"a\\\"b\", 'c') # \"not\"\nprint(\"d\")"), ["a\"b", "c", "d"]);
         assert_eq!(answer_as_read("The BRONCOS won", &["broncos".into()]), Some("BRONCOS".into()));
+        assert_eq!(find_word_ci("repair the air", "Air"), Some(11));
+        assert_eq!(find_word_ci("repair", "air"), None);
         assert_eq!(py_str("a\"b"), "\"a\\\"b\"");
     }
 

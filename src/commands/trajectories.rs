@@ -162,7 +162,7 @@ async fn play(
         let batch = runner.run(policy, &repeated).await?;
         for e in &batch.episodes {
             if let Offered::RejectedByCheck(why) = set.offer(e, check) {
-                progress.set_message(format!("question {}: dropped: {why}", e.question.id));
+                eprintln!("warning: question {}: dropped by the check: {why}", e.question.id);
             }
         }
         done += chunk.len();
