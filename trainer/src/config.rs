@@ -122,24 +122,14 @@ impl TrainConfig {
     /// The defaults, then the file (a partial file is fine: its keys replace the defaults'), then each
     /// `section.key=value` override (the value parsed as TOML, else taken as a string).
     pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<TrainConfig, TrainError> {
-        let mut value: toml::Table = DEFAULT_CONFIG.parse().map_err(|e| TrainError::Config(format!("embedded defaults: {e}")))?;
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-            let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-            merge(&mut value, user, path.display().to_string())?;
-        }
-        for o in overrides {
-            set(&mut value, o)?;
-        }
-        let config: TrainConfig = toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))?;
+        let config: TrainConfig = layered(DEFAULT_CONFIG, "embedded defaults", file, overrides)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Reads a saved run's `config.toml` exactly (no defaults layered under it).
     pub fn read(path: &Path) -> Result<TrainConfig, TrainError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        let c: TrainConfig = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let c: TrainConfig = read_exactly(path)?;
         c.validate()?;
         Ok(c)
     }
@@ -217,6 +207,29 @@ impl TrainConfig {
 /// `1e-5` rather than `0.00001`.
 fn short_float(x: f64) -> String {
     format!("{x:e}")
+}
+
+/// A config from layers, for every command that has one (`train`, `sft`): the embedded `defaults`
+/// (`what` names them in errors), then the file (a partial file is fine: its keys replace the defaults'),
+/// then each `section.key=value` override (the value parsed as TOML, else taken as a string). Unknown
+/// keys are errors, by the config type's `deny_unknown_fields`.
+pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str, file: Option<&Path>, overrides: &[String]) -> Result<T, TrainError> {
+    let mut value: toml::Table = defaults.parse().map_err(|e| TrainError::Config(format!("{what}: {e}")))?;
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        merge(&mut value, user, path.display().to_string())?;
+    }
+    for o in overrides {
+        set(&mut value, o)?;
+    }
+    toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))
+}
+
+/// A saved run's config file, exactly as written (no defaults layered under it).
+pub(crate) fn read_exactly<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TrainError> {
+    let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))
 }
 
 pub(crate) fn merge(base: &mut toml::Table, user: toml::Table, origin: String) -> Result<(), TrainError> {

@@ -15,7 +15,7 @@
 //!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
 //!   from exactly, and curves.png ([`crate::plot::plot_run`]).
 
-use crate::config::{merge, set, ModelSection};
+use crate::config::{layered, read_exactly, ModelSection};
 use crate::error::{io_err, TrainError};
 use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
 use crate::routing::Detector;
@@ -98,24 +98,14 @@ impl Default for SftConfig {
 impl SftConfig {
     /// The defaults, then the file, then each `section.key=value` (as `TrainConfig::from_layers`).
     pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
-        let mut value: toml::Table = DEFAULT_SFT_CONFIG.parse().map_err(|e| TrainError::Config(format!("embedded SFT defaults: {e}")))?;
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-            let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-            merge(&mut value, user, path.display().to_string())?;
-        }
-        for o in overrides {
-            set(&mut value, o)?;
-        }
-        let config: SftConfig = toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))?;
+        let config: SftConfig = layered(DEFAULT_SFT_CONFIG, "embedded SFT defaults", file, overrides)?;
         config.validate()?;
         Ok(config)
     }
 
     /// Reads a saved run's `config.toml` exactly.
     pub fn read(path: &Path) -> Result<SftConfig, TrainError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        let c: SftConfig = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let c: SftConfig = read_exactly(path)?;
         c.validate()?;
         Ok(c)
     }
@@ -411,4 +401,16 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         dropped_too_long: dropped,
         final_val_loss: final_val,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sft.toml` repeats `[model]` so that `agentrt sft --print-config` shows every key; the two copies
+    /// must not drift apart (one concept, one set of defaults).
+    #[test]
+    fn sft_and_train_share_the_model_defaults() {
+        assert_eq!(SftConfig::default().model, crate::TrainConfig::default().model);
+    }
 }
