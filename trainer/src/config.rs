@@ -88,6 +88,10 @@ pub struct AlgorithmSection {
     pub gradient_accumulation_steps: usize,
     /// Added to an episode's reward when one of its programs ran without an error (0: the judge alone).
     pub program_bonus: f64,
+    /// Partial credit: this times the best token F1 of the final answer against the gold answers.
+    pub f1_weight: f64,
+    /// Added when the episode ended with an `<answer>` reply.
+    pub format_bonus: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -161,8 +165,10 @@ impl TrainConfig {
         if !(a.lr > 0.0 && a.lr < 1.0) {
             return bad("algorithm.lr", "must be in (0, 1)");
         }
-        if !(a.program_bonus >= 0.0 && a.program_bonus.is_finite()) {
-            return bad("algorithm.program_bonus", "must be a finite number, 0 or more");
+        for (key, v) in [("algorithm.program_bonus", a.program_bonus), ("algorithm.f1_weight", a.f1_weight), ("algorithm.format_bonus", a.format_bonus)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(key, "must be a finite number, 0 or more");
+            }
         }
         if a.beta < 0.0 || a.max_grad_norm < 0.0 || a.weight_decay < 0.0 {
             return bad("algorithm.beta / max_grad_norm / weight_decay", "must not be negative");

@@ -19,6 +19,7 @@ mod error;
 mod external;
 pub mod learner;
 pub mod plot;
+pub mod reward;
 pub mod routing;
 pub mod run_dir;
 pub mod sft;

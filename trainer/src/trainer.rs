@@ -6,6 +6,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::external::ExternalSampler;
 use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
+use crate::reward::RewardParts;
 use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
 use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
@@ -180,6 +181,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         let mut update = UpdateStats::default();
         let mut update_s = 0.0;
         let mut skipped_groups = 0;
+        let mut step_parts: Vec<RewardParts> = Vec::new();
         let mut routed = 0;
         let per_step = config.rollout.batch_size * group * config.algorithm.gradient_accumulation_steps;
         for micro in 0..config.algorithm.gradient_accumulation_steps {
@@ -202,9 +204,11 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             times.generate_s += rollouts.times.generate_s;
             times.tools_s += rollouts.times.tools_s;
             times.judge_s += rollouts.times.judge_s;
-            for e in &mut rollouts.episodes {
-                e.reward += program_bonus(e, config.algorithm.program_bonus);
+            let parts: Vec<RewardParts> = rollouts.episodes.iter().map(|e| RewardParts::of(e, &config.algorithm)).collect();
+            for (e, p) in rollouts.episodes.iter_mut().zip(&parts) {
+                e.reward = p.total();
             }
+            step_parts.extend(parts);
             let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
             let (adv, skipped) = advantages(&rewards, group, config.algorithm.advantage, config.algorithm.baseline, config.algorithm.scale_by_std);
             skipped_groups += skipped;
@@ -237,7 +241,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             update.kl /= update.model_tokens as f64;
         }
 
-        let line = step_metrics(step, questions_seen, &episodes, &update, grad_norm, skipped_groups, routed, config.algorithm.lr, times, update_s, step_started.elapsed().as_secs_f64(), &config);
+        let line = step_metrics(step, questions_seen, &episodes, &step_parts, &update, grad_norm, skipped_groups, routed, config.algorithm.lr, times, update_s, step_started.elapsed().as_secs_f64(), &config);
         run.append(METRICS, &line)?;
         if step % config.run.logging_steps == 0 {
             for e in episodes.iter().take(group) {
@@ -274,23 +278,12 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-/// The shaping bonus added to an episode's reward: `bonus` when at least one of its programs ran without an
-/// error. Why: the judge alone rewards only correct answers, which a 135M model almost never gives, so every
-/// GRPO group was all zeros and skipped; a runnable program is the first thing it has to learn.
-fn program_bonus(e: &Episode, bonus: f64) -> f32 {
-    let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
-    if ran {
-        bonus as f32
-    } else {
-        0.0
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn step_metrics(
     step: usize,
     questions_seen: usize,
     episodes: &[Episode],
+    parts: &[RewardParts],
     update: &UpdateStats,
     grad_norm: Option<f64>,
     skipped_groups: usize,
@@ -313,6 +306,10 @@ fn step_metrics(
         "episodes": episodes.len(),
         "reward_mean": rm,
         "reward_std": rs,
+        "reward_judge": mean(parts.iter().map(|p| p.judge as f64)),
+        "reward_program": mean(parts.iter().map(|p| p.program as f64)),
+        "reward_f1": mean(parts.iter().map(|p| p.f1 as f64)),
+        "reward_format": mean(parts.iter().map(|p| p.format as f64)),
         "accuracy": mean(episodes.iter().map(|e| (e.outcome == agentrt_rollout::EpisodeOutcome::Correct) as u8 as f64)),
         "tool_calls": mean(episodes.iter().map(|e| e.tool_calls().count() as f64)),
         "turns": mean(episodes.iter().map(|e| e.turns.len() as f64)),

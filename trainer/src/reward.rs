@@ -1,0 +1,99 @@
+//! The reward an episode trains on: the judge's verdict (the headline, logged as accuracy) plus the shaped
+//! parts the search-RL literature uses for small models, each set in `[algorithm]` and logged on its own
+//! in metrics.jsonl (`reward_judge`, `reward_program`, `reward_f1`, `reward_format`), so a shaped reward
+//! can never hide a flat accuracy.
+
+use crate::config::AlgorithmSection;
+use agentrt_judge::f1_score;
+use agentrt_rollout::{Episode, TurnAction};
+
+/// The parts of one episode's reward; [`RewardParts::total`] is what the advantages see.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RewardParts {
+    /// The judge's reward (0 or 1 for both judges).
+    pub judge: f32,
+    /// `program_bonus` when at least one of its programs ran without an error. Why: the judge alone
+    /// rewards only correct answers, which a 135M model almost never gives, so every GRPO group was all
+    /// zeros and skipped; a runnable program is the first thing it has to learn.
+    pub program: f32,
+    /// `f1_weight` × the best SQuAD token F1 of the final answer against the gold answers: partial credit
+    /// for a near miss (0 without an answer).
+    pub f1: f32,
+    /// `format_bonus` when the episode ended with an `<answer>` reply.
+    pub format: f32,
+}
+
+impl RewardParts {
+    /// The parts of `e`, whose `reward` is still the judge's alone.
+    pub fn of(e: &Episode, algorithm: &AlgorithmSection) -> RewardParts {
+        let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
+        let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer);
+        let f1 = match (&e.final_answer, algorithm.f1_weight > 0.0) {
+            (Some(answer), true) => e.question.answers.iter().map(|gold| f1_score(answer, gold)).fold(0.0, f64::max),
+            _ => 0.0,
+        };
+        RewardParts {
+            judge: e.reward,
+            program: if ran { algorithm.program_bonus as f32 } else { 0.0 },
+            f1: (algorithm.f1_weight * f1) as f32,
+            format: if answered { algorithm.format_bonus as f32 } else { 0.0 },
+        }
+    }
+
+    pub fn total(&self) -> f32 {
+        self.judge + self.program + self.f1 + self.format
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrt_rollout::{Conversation, EpisodeOutcome, Finish, Question, TurnRecord};
+
+    fn turn(action: TurnAction, error: Option<&str>) -> TurnRecord {
+        TurnRecord {
+            reply: String::new(),
+            finish: Finish::EndOfTurn,
+            action,
+            reply_tokens: 0,
+            program: None,
+            observation: None,
+            program_error: error.map(String::from),
+            tool_calls: vec![],
+        }
+    }
+
+    fn episode(turns: Vec<TurnRecord>, answer: Option<&str>, judge: f32) -> Episode {
+        Episode {
+            question: Question { id: "q".into(), question: "?".into(), answers: vec!["Denver Broncos".into(), "Broncos".into()], page: None, split: None },
+            turns,
+            final_answer: answer.map(String::from),
+            reward: judge,
+            verdict: None,
+            outcome: if judge > 0.0 { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer },
+            conversation: Conversation::new("q", vec![]),
+        }
+    }
+
+    #[test]
+    fn each_part_is_set_by_its_own_key_and_the_judge_stays_apart() {
+        let mut a = crate::TrainConfig::default().algorithm;
+        (a.program_bonus, a.f1_weight, a.format_bonus) = (0.1, 0.5, 0.2);
+        // A run program, then a near miss in <answer>: partial credit, no judge reward.
+        let near = episode(vec![turn(TurnAction::Program, None), turn(TurnAction::Answer, None)], Some("the Denver team"), 0.0);
+        let p = RewardParts::of(&near, &a);
+        assert_eq!((p.judge, p.program, p.format), (0.0, 0.1, 0.2));
+        // F1 of "the Denver team" vs "Denver Broncos": articles dropped, 1 of 2 tokens each way: 0.5.
+        assert!((p.f1 - 0.25).abs() < 1e-6, "{p:?}");
+        assert!((p.total() - 0.55).abs() < 1e-6);
+        // A failed program and no answer tag: nothing but the judge.
+        let failed = episode(vec![turn(TurnAction::Program, Some("syntax")), turn(TurnAction::Other, None)], Some("x"), 0.0);
+        assert_eq!(RewardParts::of(&failed, &a), RewardParts { judge: 0.0, program: 0.0, f1: 0.0, format: 0.0 });
+        // All shaping off (f1_weight and format_bonus default to 0): the judge, plus the program bonus.
+        let d = crate::TrainConfig::default().algorithm;
+        let right = episode(vec![turn(TurnAction::Program, None), turn(TurnAction::Answer, None)], Some("Broncos"), 1.0);
+        let p = RewardParts::of(&right, &d);
+        assert_eq!((p.judge, p.f1, p.format), (1.0, 0.0, 0.0));
+        assert_eq!(p.total(), 1.0 + d.program_bonus as f32);
+    }
+}
