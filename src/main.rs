@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod commands;
 mod policy_options;
+mod run_options;
 mod sandbox_options;
 mod wiki_tools;
 

@@ -1,7 +1,7 @@
 //! `agentrt sft`: supervised LoRA fine-tuning on conversations (see `agentrt_trainer::sft`).
 
+use crate::run_options::RunOptions;
 use agentrt_trainer::{sft, SftConfig, SftRequest};
-use std::path::PathBuf;
 
 /// Arguments of `agentrt sft`.
 #[derive(clap::Args)]
@@ -28,27 +28,12 @@ use std::path::PathBuf;
     killed at any point continues with --resume from its last checkpoint.\n\
     Precedence: flags > --set > --config file > embedded defaults.")]
 pub struct Args {
-    /// A TOML file with any of the keys of `--print-config`.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Override any key: `section.key=value` (repeatable).
-    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
-    pub set: Vec<String>,
-    /// Print the embedded default config and exit.
-    #[arg(long)]
-    pub print_config: bool,
-    /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
-    #[arg(long, value_name = "RUN_DIR", num_args = 0..=1, default_missing_value = "")]
-    pub resume: Option<PathBuf>,
     /// A JSON Lines file to train on (repeatable): chat conversations or agentrt transcripts.
     #[arg(long, value_name = "FILE")]
     pub data: Vec<String>,
     /// A separate validation file (default: a seeded slice of the training data, data.val_fraction).
     #[arg(long, value_name = "FILE")]
     pub val: Option<String>,
-    /// Start from this adapter (a PEFT directory or a run's checkpoint-N) instead of fresh ones.
-    #[arg(long, value_name = "DIR")]
-    pub init_adapter: Option<String>,
     /// Passes over the training conversations.
     #[arg(long)]
     pub epochs: Option<usize>,
@@ -61,61 +46,34 @@ pub struct Args {
     /// Learning rate (AdamW), after the optional warm-up (sft.warmup_steps).
     #[arg(long)]
     pub lr: Option<f64>,
-    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Seeds the adapters, the data order and the validation split.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Where run directories go.
-    #[arg(long)]
-    pub output_dir: Option<String>,
-    /// The run directory's name (default: from the hyperparameters, e.g. smollm2-135m_sft_lr1e-4_b4_s42).
-    #[arg(long)]
-    pub run_name: Option<String>,
-    /// No progress bar (off a terminal, no progress lines with the ETA): only the metrics line of each step.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub run: RunOptions,
 }
 
 impl Args {
     /// The flags as `section.key=value` overrides, after `--set`.
     fn overrides(&self) -> Vec<String> {
-        let mut o = self.set.clone();
-        let mut add = |k: &str, v: Option<String>| {
-            if let Some(v) = v {
-                o.push(format!("{k}={v}"));
-            }
-        };
         let quote = |s: &str| serde_json::to_string(s).expect("strings serialise");
-        add("data.train", (!self.data.is_empty()).then(|| format!("[{}]", self.data.iter().map(|d| quote(d)).collect::<Vec<_>>().join(", "))));
-        add("data.val", self.val.clone());
-        add("model.init_adapter", self.init_adapter.clone());
-        add("sft.epochs", self.epochs.map(|v| v.to_string()));
-        add("sft.max_steps", self.max_steps.map(|v| v.to_string()));
-        add("sft.batch_size", self.batch_size.map(|v| v.to_string()));
-        add("sft.lr", self.lr.map(|v| format!("{v:e}")));
-        add("model.name", self.model.clone());
-        add("run.seed", self.seed.map(|v| v.to_string()));
-        add("run.output_dir", self.output_dir.clone());
-        add("run.run_name", self.run_name.clone());
-        o
+        self.run.overrides(vec![
+            ("data.train", (!self.data.is_empty()).then(|| format!("[{}]", self.data.iter().map(|d| quote(d)).collect::<Vec<_>>().join(", ")))),
+            ("data.val", self.val.clone()),
+            ("sft.epochs", self.epochs.map(|v| v.to_string())),
+            ("sft.max_steps", self.max_steps.map(|v| v.to_string())),
+            ("sft.batch_size", self.batch_size.map(|v| v.to_string())),
+            ("sft.lr", self.lr.map(|v| format!("{v:e}"))),
+        ])
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.print_config {
+    if args.run.print_config {
         print!("{}", agentrt_trainer::DEFAULT_SFT_CONFIG);
         return Ok(());
     }
     // A resumed run keeps its saved config, data files included: none need be given again.
-    let config = SftConfig::from_layers(args.config.as_deref(), &args.overrides())?;
-    let (run_dir, resume) = match &args.resume {
-        Some(p) if !p.as_os_str().is_empty() => (p.clone(), true),
-        Some(_) => (PathBuf::from(&config.run.output_dir).join(config.run_name()), true),
-        None => (PathBuf::from(&config.run.output_dir).join(config.run_name()), false),
-    };
-    let summary = sft(SftRequest { config, run_dir, resume, progress: !args.no_progress })?;
+    let config = SftConfig::from_layers(args.run.config.as_deref(), &args.overrides())?;
+    let (run_dir, resume) = args.run.run_dir(&config.run.output_dir, config.run_name());
+    let summary = sft(SftRequest { config, run_dir, resume, progress: !args.run.no_progress })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;
     println!("run: {}", summary.run_dir.display());
     println!("conversations: {} trained on, {} for validation, {} dropped as too long", summary.train_examples, summary.val_examples, summary.dropped_too_long);

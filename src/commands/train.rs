@@ -1,8 +1,8 @@
 //! `agentrt train`: RL on the wiki task (see the `agentrt-trainer` crate).
 
+use crate::run_options::RunOptions;
 use crate::sandbox_options::ToolOptions;
 use agentrt_trainer::{limits_of, train, TrainConfig, TrainRequest};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Arguments of `agentrt train`.
@@ -19,18 +19,6 @@ use std::sync::Arc;
     the end, curves.png. A run killed at any point continues with --resume from its last checkpoint.\n\
     Precedence: flags > --set > --config file > embedded defaults.")]
 pub struct Args {
-    /// A TOML file with any of the keys of `--print-config`.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Override any key: `section.key=value` (repeatable).
-    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
-    pub set: Vec<String>,
-    /// Print the embedded default config and exit.
-    #[arg(long)]
-    pub print_config: bool,
-    /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
-    #[arg(long, value_name = "RUN_DIR", num_args = 0..=1, default_missing_value = "")]
-    pub resume: Option<PathBuf>,
     #[arg(long)]
     pub max_steps: Option<usize>,
     /// Rollouts per question (the group size).
@@ -49,29 +37,14 @@ pub struct Args {
     /// `reinforce`, `rloo` or `grpo`.
     #[arg(long)]
     pub advantage: Option<String>,
-    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
-    #[arg(long)]
-    pub model: Option<String>,
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
     #[arg(long)]
     pub judge: Option<String>,
     /// `local` or `openai:MODEL@BASE_URL`.
     #[arg(long)]
     pub sampler: Option<String>,
-    /// Warm start: continue from this adapter (a PEFT directory or a run's checkpoint-N, e.g. from
-    /// `agentrt sft`); it is also the KL reference (base + this adapter, frozen).
-    #[arg(long, value_name = "DIR")]
-    pub init_adapter: Option<String>,
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Where run directories go.
-    #[arg(long)]
-    pub output_dir: Option<String>,
-    #[arg(long)]
-    pub run_name: Option<String>,
-    /// No progress bar (off a terminal, no progress lines with the ETA): only the metrics line of each step.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub run: RunOptions,
     #[command(flatten)]
     pub tools: ToolOptions,
 }
@@ -79,46 +52,32 @@ pub struct Args {
 impl Args {
     /// The flags as `section.key=value` overrides, after `--set`.
     fn overrides(&self) -> Vec<String> {
-        let mut o = self.set.clone();
-        let mut add = |k: &str, v: Option<String>| {
-            if let Some(v) = v {
-                o.push(format!("{k}={v}"));
-            }
-        };
-        add("run.max_steps", self.max_steps.map(|v| v.to_string()));
-        add("rollout.num_rollouts", self.num_rollouts.map(|v| v.to_string()));
-        add("rollout.batch_size", self.batch_size.map(|v| v.to_string()));
-        add("algorithm.lr", self.lr.map(|v| format!("{v:e}")));
-        add("algorithm.beta", self.beta.map(|v| v.to_string()));
-        add("rollout.max_turns", self.max_turns.map(|v| v.to_string()));
-        add("algorithm.advantage", self.advantage.clone());
-        add("model.name", self.model.clone());
-        add("rollout.judge", self.judge.clone());
-        add("rollout.sampler", self.sampler.clone());
-        add("model.init_adapter", self.init_adapter.clone());
-        add("run.seed", self.seed.map(|v| v.to_string()));
-        add("run.output_dir", self.output_dir.clone());
-        add("run.run_name", self.run_name.clone());
-        o
+        self.run.overrides(vec![
+            ("run.max_steps", self.max_steps.map(|v| v.to_string())),
+            ("rollout.num_rollouts", self.num_rollouts.map(|v| v.to_string())),
+            ("rollout.batch_size", self.batch_size.map(|v| v.to_string())),
+            ("algorithm.lr", self.lr.map(|v| format!("{v:e}"))),
+            ("algorithm.beta", self.beta.map(|v| v.to_string())),
+            ("rollout.max_turns", self.max_turns.map(|v| v.to_string())),
+            ("algorithm.advantage", self.advantage.clone()),
+            ("rollout.judge", self.judge.clone()),
+            ("rollout.sampler", self.sampler.clone()),
+        ])
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.print_config {
+    if args.run.print_config {
         print!("{}", agentrt_trainer::DEFAULT_CONFIG);
         return Ok(());
     }
-    let config = TrainConfig::from_layers(args.config.as_deref(), &args.overrides())?;
-    let (run_dir, resume) = match &args.resume {
-        Some(p) if !p.as_os_str().is_empty() => (p.clone(), true),
-        Some(_) => (PathBuf::from(&config.run.output_dir).join(config.run_name()), true),
-        None => (PathBuf::from(&config.run.output_dir).join(config.run_name()), false),
-    };
+    let config = TrainConfig::from_layers(args.run.config.as_deref(), &args.overrides())?;
+    let (run_dir, resume) = args.run.run_dir(&config.run.output_dir, config.run_name());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let summary = runtime.block_on(async {
         let limits = if resume { limits_of(&agentrt_trainer::RunDir::open(&run_dir)?.1) } else { limits_of(&config) };
         let sandbox = Arc::new(args.tools.build(limits).await?);
-        anyhow::Ok(train(TrainRequest { config, run_dir, resume, progress: !args.no_progress }, sandbox).await?)
+        anyhow::Ok(train(TrainRequest { config, run_dir, resume, progress: !args.run.no_progress }, sandbox).await?)
     })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;
     println!("run: {}", summary.run_dir.display());

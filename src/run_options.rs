@@ -1,0 +1,66 @@
+//! The flags every command that writes a run directory shares (`agentrt train`, `agentrt sft`): the config
+//! layers, resuming, the model and warm start, the seed, where the run goes, and progress. Each command adds
+//! the flags of its own sections and maps them with [`RunOptions::overrides`].
+
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct RunOptions {
+    /// A TOML file with any of the keys of `--print-config`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override any key: `section.key=value` (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the embedded default config and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
+    #[arg(long, value_name = "RUN_DIR", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<PathBuf>,
+    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Start from this adapter (a PEFT directory or a run's checkpoint-N, e.g. from `agentrt sft`) instead
+    /// of fresh ones; for `train` it is also the KL reference (base + this adapter, frozen).
+    #[arg(long, value_name = "DIR")]
+    pub init_adapter: Option<String>,
+    /// Seeds the adapters, the data order and sampling (and SFT's validation split).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where run directories go.
+    #[arg(long)]
+    pub output_dir: Option<String>,
+    /// The run directory's name (default: from the hyperparameters).
+    #[arg(long)]
+    pub run_name: Option<String>,
+    /// No progress bar (off a terminal, no progress lines with the ETA): only the metrics line of each step.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl RunOptions {
+    /// `--set`, then the command's own flags (`(key, value)`, set ones only), then these shared ones, as
+    /// `section.key=value` overrides: flags win over `--set`.
+    pub fn overrides(&self, own: Vec<(&str, Option<String>)>) -> Vec<String> {
+        let shared = [
+            ("model.name", self.model.clone()),
+            ("model.init_adapter", self.init_adapter.clone()),
+            ("run.seed", self.seed.map(|v| v.to_string())),
+            ("run.output_dir", self.output_dir.clone()),
+            ("run.run_name", self.run_name.clone()),
+        ];
+        let flags = own.into_iter().chain(shared).filter_map(|(k, v)| v.map(|v| format!("{k}={v}")));
+        self.set.iter().cloned().chain(flags).collect()
+    }
+
+    /// The run directory and whether to resume it: `--resume DIR`, or `--resume` alone for the directory
+    /// the config names (`output_dir/run_name`), or a new run there.
+    pub fn run_dir(&self, output_dir: &str, run_name: String) -> (PathBuf, bool) {
+        match &self.resume {
+            Some(p) if !p.as_os_str().is_empty() => (p.clone(), true),
+            Some(_) => (PathBuf::from(output_dir).join(run_name), true),
+            None => (PathBuf::from(output_dir).join(run_name), false),
+        }
+    }
+}
