@@ -51,7 +51,7 @@ impl ToolHost for IndexTools {
         let index = self.index.clone();
         let query = query.to_string();
         let hits = blocking(move || index.search_pages(&query, k)).await?;
-        Ok(hits.into_iter().map(|h| PageHit { page_id: h.page_id, title: h.title, score: h.score }).collect())
+        Ok(hits.into_iter().map(|h| PageHit { page_id: h.page_id, title: h.title, score: h.score, section_id: h.section_id }).collect())
     }
 
     async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {

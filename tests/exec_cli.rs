@@ -82,3 +82,18 @@ fn broken_components_exit_with_status_2_and_say_why() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("imports something the host does not provide") && stderr.contains("evil:host/escape"), "{stderr}");
 }
+
+/// A hit names its page's best-matching section, so one `read_section` reaches the passage: the same in
+/// the sandbox's fixture tools as in the index.
+#[test]
+fn a_hit_names_its_best_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = write(
+        dir.path(),
+        "best.py",
+        b"hits = search_pages(\"Scheele discovered oxygen\")\nprint(hits[0][\"page_id\"], hits[0][\"section_id\"])\nprint(read_section(hits[0][\"section_id\"])[:20])\n",
+    );
+    let (stdout, stderr) = text(&agentrt(&["exec", &program, "--fixture"]));
+    assert!(stdout.contains("oxygen oxygen:discovery\n"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("── host calls (2) ──"), "{stdout}");
+}

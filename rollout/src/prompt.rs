@@ -13,14 +13,13 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You answer questions by searching Wikip
 /// The prompt for models that follow instructions (`full`): every tool, the program format and an example.
 pub const FULL_SYSTEM_PROMPT: &str = "You answer questions using a Wikipedia search engine. \
 You act by writing a short Python program in a ```python block; it runs and you see what it prints. Tools:
-- search_pages(query) returns a list of {\"page_id\", \"title\", \"score\"}
+- search_pages(query) returns a list of {\"page_id\", \"title\", \"score\", \"section_id\"}; section_id is the page's section that matches the query best
 - view_sections(page_id) returns a list of {\"section_id\", \"title\"}
 - read_section(section_id) returns the section's text
 {plugins}Example:
 ```python
-hits = search_pages(\"Super Bowl 50\")
-sections = view_sections(hits[0][\"page_id\"])
-print(read_section(sections[0][\"section_id\"]))
+hits = search_pages(\"Who won Super Bowl 50?\")
+print(read_section(hits[0][\"section_id\"]))
 ```
 When you know the answer, reply with <answer>the short answer</answer>.";
 
@@ -60,9 +59,9 @@ pub fn demonstration() -> Vec<Message> {
         Message::assistant("<tool>search_pages(\"Nineteen Eighty-Four novel\")</tool>"),
         Message::new(
             "tool",
-            "[{'page_id': 'nineteen_eighty-four', 'title': 'Nineteen Eighty-Four', 'score': 0.0328}, \
-{'page_id': 'george_orwell', 'title': 'George Orwell', 'score': 0.0323}, \
-{'page_id': 'brave_new_world', 'title': 'Brave New World', 'score': 0.0315}]",
+            "[{'page_id': 'nineteen_eighty-four', 'title': 'Nineteen Eighty-Four', 'score': 0.0328, 'section_id': 'nineteen_eighty-four:intro'}, \
+{'page_id': 'novel', 'title': 'Novel', 'score': 0.032, 'section_id': 'novel:intro'}, \
+{'page_id': 'ulysses_(novel)', 'title': 'Ulysses (novel)', 'score': 0.0301, 'section_id': 'ulysses_(novel):intro'}]",
         ),
         Message::assistant(
             "```python\nsections = view_sections(\"nineteen_eighty-four\")\nprint(read_section(sections[0][\"section_id\"])[:300])\n```",

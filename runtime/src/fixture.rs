@@ -75,7 +75,8 @@ def search_pages(query, k=5):
         text = (p["title"] + " " + " ".join(s[2] for s in p["sections"])).lower()
         score = float(sum(1 for w in words if w in text))
         if score > 0:
-            hits.append({{"page_id": p["id"], "title": p["title"], "score": score}})
+            best = max(p["sections"], key=lambda s: sum(1 for w in words if w in s[2].lower()))
+            hits.append({{"page_id": p["id"], "title": p["title"], "score": score, "section_id": best[0]}})
     hits.sort(key=lambda h: (-h["score"], h["page_id"]))
     return hits[:k]
 def view_sections(page_id):
@@ -107,7 +108,14 @@ impl ToolHost for FixtureTools {
             .map(|page| {
                 let text = format!("{} {}", page.title, page.sections.iter().map(|s| s.2).collect::<Vec<_>>().join(" ")).to_lowercase();
                 let score = words.iter().filter(|w| text.contains(w.as_str())).count() as f32;
-                PageHit { page_id: page.id.into(), title: page.title.into(), score }
+                // The section holding most of the query's words; the first of equals (as Python's max).
+                let matches = |s: &(&str, &str, &str)| words.iter().filter(|w| s.2.to_lowercase().contains(w.as_str())).count();
+                let best = page.sections.iter().fold(None, |best: Option<&(&str, &str, &str)>, s| match best {
+                    Some(b) if matches(b) >= matches(s) => Some(b),
+                    _ => Some(s),
+                });
+                let section_id = best.map(|s| s.0).unwrap_or_default().into();
+                PageHit { page_id: page.id.into(), title: page.title.into(), score, section_id }
             })
             .filter(|hit| hit.score > 0.0)
             .collect();

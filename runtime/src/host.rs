@@ -125,7 +125,7 @@ impl wiki::Host for HostState {
         let started = Instant::now();
         let result = self.tools.search_pages(&query, k as usize).await.map_err(|f| tool_error("search_pages", f)).map(|hits| {
             hits.into_iter()
-                .map(|h| types::PageHit { page_id: h.page_id, title: h.title, score: h.score })
+                .map(|h| types::PageHit { page_id: h.page_id, title: h.title, score: h.score, section_id: h.section_id })
                 .collect::<Vec<_>>()
         });
         self.record("search_pages", serde_json::json!({"query": query, "k": k}), started, &result, |hits| {

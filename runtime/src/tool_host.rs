@@ -9,6 +9,8 @@ pub struct PageHit {
     pub page_id: String,
     pub title: String,
     pub score: f32,
+    /// The page's section that matched the query best (for `read_section`).
+    pub section_id: String,
 }
 
 /// One section of a page.

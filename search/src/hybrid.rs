@@ -52,6 +52,26 @@ pub fn pages_from_sections(hits: &[(usize, f32)], page_of: impl Fn(usize) -> usi
     sorted(best)
 }
 
+/// Each page's best section over one or more section rankings (each best first): the section with the
+/// highest reciprocal-rank sum, `Σ 1 / (60 + rank)`, so a section both rankings place high wins, and
+/// with one ranking it is simply the page's first section there. Ties go to the earlier section row.
+pub fn best_sections(rankings: &[&[(usize, f32)]], page_of: impl Fn(usize) -> usize) -> HashMap<usize, usize> {
+    let mut score: HashMap<usize, f32> = HashMap::new();
+    for list in rankings {
+        for (rank, &(sec, _)) in list.iter().enumerate() {
+            *score.entry(sec).or_insert(0.0) += 1.0 / (60.0 + rank as f32 + 1.0);
+        }
+    }
+    let mut best: HashMap<usize, (usize, f32)> = HashMap::new();
+    for (sec, s) in score {
+        let e = best.entry(page_of(sec)).or_insert((sec, s));
+        if s > e.1 || (s == e.1 && sec < e.0) {
+            *e = (sec, s);
+        }
+    }
+    best.into_iter().map(|(page, (sec, _))| (page, sec)).collect()
+}
+
 /// Fuse two page rankings (each best first) into one, best first.
 pub fn fuse(bm25: &[(usize, f32)], vector: &[(usize, f32)], fusion: Fusion) -> Vec<(usize, f32)> {
     let mut total: HashMap<usize, f32> = HashMap::new();
@@ -92,6 +112,23 @@ mod tests {
         let hits = [(0, 1.0), (1, 3.0), (2, 2.0)];
         let pages = pages_from_sections(&hits, |s| if s < 2 { 10 } else { 20 });
         assert_eq!(pages, vec![(10, 3.0), (20, 2.0)]);
+    }
+
+    #[test]
+    fn best_section_is_the_one_both_rankings_place_high() {
+        // Sections 0-2 belong to page 10, section 3 to page 20.
+        let page_of = |s: usize| if s < 3 { 10 } else { 20 };
+        let bm25 = [(0, 9.0), (3, 8.0), (1, 7.0)];
+        let vector = [(1, 0.9), (2, 0.8), (0, 0.1), (3, 0.05)];
+        let best = best_sections(&[&bm25, &vector], page_of);
+        // Section 1 is 3rd and 1st, section 0 1st and 3rd: tied, the earlier row wins; then section 0
+        // alone: first in its only ranking.
+        assert_eq!(best[&10], 0);
+        assert_eq!(best[&20], 3);
+        let best = best_sections(&[&vector], page_of);
+        assert_eq!(best[&10], 1);
+        let best = best_sections(&[&[(2, 1.0), (1, 0.9)], &[(1, 0.9), (0, 0.5)]], page_of);
+        assert_eq!(best[&10], 1);
     }
 
     #[test]

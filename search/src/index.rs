@@ -16,6 +16,7 @@ use crate::manifest::{FileSum, Inputs, Manifest, FORMAT_VERSION, MANIFEST_FILE};
 use crate::sections::{self, ChunkParams};
 use crate::vectors::{VectorStore, VECTORS_FILE};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,9 @@ pub struct PageHit {
     pub title: String,
     /// Higher is better; the scale depends on the mode.
     pub score: f32,
+    /// The page's section that matched the query best (the id to pass to `read_section`), so a program
+    /// can read the passage that made the page a hit without listing the page's sections first.
+    pub section_id: String,
 }
 
 /// One entry of `view_sections`.
@@ -289,16 +293,24 @@ impl WikiIndex {
         queries.iter().map(|q| embedder.embed_one(q)).collect()
     }
 
+    /// BM25 section hits, best first.
+    fn bm25_sections(&self, query: &str) -> Result<Vec<(usize, f32)>, SearchError> {
+        self.bm25.top_k(query, SECTION_CANDIDATES)
+    }
+
+    /// Vector section hits for an already-embedded query, best first.
+    fn vector_sections(&self, query_vec: &[f32]) -> Vec<(usize, f32)> {
+        self.vectors.top_k(query_vec, SECTION_CANDIDATES)
+    }
+
     /// BM25 page ranking.
     pub fn bm25_pages(&self, query: &str) -> Result<Vec<(usize, f32)>, SearchError> {
-        let hits = self.bm25.top_k(query, SECTION_CANDIDATES)?;
-        Ok(hybrid::pages_from_sections(&hits, |s| self.catalog.sections[s].page))
+        Ok(hybrid::pages_from_sections(&self.bm25_sections(query)?, |s| self.catalog.sections[s].page))
     }
 
     /// Vector page ranking for an already-embedded query.
     pub fn vector_pages(&self, query_vec: &[f32]) -> Vec<(usize, f32)> {
-        let hits = self.vectors.top_k(query_vec, SECTION_CANDIDATES);
-        hybrid::pages_from_sections(&hits, |s| self.catalog.sections[s].page)
+        hybrid::pages_from_sections(&self.vector_sections(query_vec), |s| self.catalog.sections[s].page)
     }
 
     /// Both rankings of a query, with the query vector given (see [`WikiIndex::embed_queries`]).
@@ -306,14 +318,16 @@ impl WikiIndex {
         Ok(Rankings { bm25: self.bm25_pages(query)?, vector: self.vector_pages(query_vec) })
     }
 
-    /// Turn page indices and scores into hits.
-    pub fn hits(&self, ranked: &[(usize, f32)], k: usize) -> Vec<PageHit> {
+    /// Turn page indices and scores into hits; `best_section` names each page's best section (a page
+    /// absent from it gets its first section).
+    fn hits(&self, ranked: &[(usize, f32)], k: usize, best_section: &HashMap<usize, usize>) -> Vec<PageHit> {
         ranked
             .iter()
             .take(k)
             .map(|&(p, score)| {
                 let page = &self.catalog.pages[p];
-                PageHit { page_id: page.id.clone(), title: page.title.clone(), score }
+                let section = best_section.get(&p).copied().unwrap_or(page.first);
+                PageHit { page_id: page.id.clone(), title: page.title.clone(), score, section_id: self.catalog.sections[section].id.clone() }
             })
             .collect()
     }
@@ -341,20 +355,29 @@ impl WikiIndex {
         if rayon::current_thread_index().is_none() {
             return rayon::scope(|_| self.search_pages_fused(query, k, mode, fusion));
         }
-        let ranked = match mode {
-            SearchMode::Bm25 => self.bm25_pages(query)?,
-            SearchMode::Vector => self.vector_pages(&self.embed_query(query)?),
+        let page_of = |s: usize| self.catalog.sections[s].page;
+        let (ranked, best) = match mode {
+            SearchMode::Bm25 => {
+                let sections = self.bm25_sections(query)?;
+                (hybrid::pages_from_sections(&sections, page_of), hybrid::best_sections(&[&sections], page_of))
+            }
+            SearchMode::Vector => {
+                let sections = self.vector_sections(&self.embed_query(query)?);
+                (hybrid::pages_from_sections(&sections, page_of), hybrid::best_sections(&[&sections], page_of))
+            }
             SearchMode::Hybrid => {
                 // The query is embedded first, on both cores (the encoder lends its second core half of
                 // each large layer); then the two rankings, independent, run side by side. Running BM25
                 // beside the encoder instead kept that second core busy while the encoder needed it
                 // (measured: p50 1.67 -> ~1.3 ms over the benchmark's 200 dev questions).
                 let embedded = self.embed_query(query)?;
-                let (bm25, vector) = rayon::join(|| self.bm25_pages(query), || self.vector_pages(&embedded));
-                hybrid::fuse(&bm25?, &vector, fusion)
+                let (bm25, vector) = rayon::join(|| self.bm25_sections(query), || self.vector_sections(&embedded));
+                let bm25 = bm25?;
+                let pages = hybrid::fuse(&hybrid::pages_from_sections(&bm25, page_of), &hybrid::pages_from_sections(&vector, page_of), fusion);
+                (pages, hybrid::best_sections(&[&bm25, &vector], page_of))
             }
         };
-        Ok(self.hits(&ranked, k))
+        Ok(self.hits(&ranked, k, &best))
     }
 
     /// The sections of a page, in order, with their ids and titles.

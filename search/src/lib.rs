@@ -9,7 +9,8 @@
 //! - **who matches**: [`bm25`] (tantivy, English stemming, sections as documents, the page title
 //!   boosted) and [`vectors`] (all-MiniLM-L6-v2 vectors from [`embedder`]; an exhaustive int8 scan of
 //!   every section) each rank sections; [`hybrid`] groups section hits into pages (a page scores its best
-//!   section) and fuses the two page rankings with reciprocal rank fusion (k = 60); a weighted sum of
+//!   section) and fuses the two page rankings with reciprocal rank fusion (k = 60), and each hit names its
+//!   page's best section (`section_id`, by the same fusion over section ranks); a weighted sum of
 //!   normalised scores is measured beside it by `agentrt eval retrieval`. On the 952 dev questions
 //!   (full corpus: 10,052 pages, 11,471 sections), recall@1/5/10 of the gold page: BM25
 //!   0.551/0.841/0.914, vectors 0.703/0.887/0.921, hybrid (RRF) 0.714/0.943/0.968.

@@ -61,8 +61,16 @@ fn questions_find_their_page() {
     ] {
         let hits = idx.search_pages(query, 3).unwrap();
         assert_eq!(hits[0].page_id, gold, "{query:?}: {hits:?}");
-        // Semantic match without shared words: vectors alone should still find it in the top 3.
+        // Every hit names a section of its own page, which reads back.
+        for h in &hits {
+            assert!(h.section_id.starts_with(&format!("{}:", h.page_id)), "{query:?}: {h:?}");
+            idx.read_section(&h.section_id).unwrap();
+        }
     }
+    // The best section is the passage that matched, not the page's first.
+    let hits = idx.search_pages("Who was the first official world champion of the board game?", 1).unwrap();
+    assert_eq!(hits[0].section_id, "chess:world-champions", "{hits:?}");
+    // Semantic match without shared words: vectors alone should still find it in the top 3.
     let hits = idx.search_pages_with("giant gas world with many moons", 3, SearchMode::Vector).unwrap();
     assert_eq!(hits[0].page_id, "jupiter", "{hits:?}");
 }

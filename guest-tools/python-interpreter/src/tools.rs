@@ -51,6 +51,7 @@ fn dispatch(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObjec
                             ("page_id", MontyObject::String(h.page_id)),
                             ("title", MontyObject::String(h.title)),
                             ("score", MontyObject::Float(f64::from(h.score))),
+                            ("section_id", MontyObject::String(h.section_id)),
                         ])
                     })
                     .collect(),
