@@ -35,7 +35,7 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let q = questions(dir.path());
     let out = dir.path().join("synth.jsonl");
-    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    let o = agentrt().args(["trajectories", "synth", "--style", "browse", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let kept = lines(&out);
     let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
@@ -56,8 +56,24 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     assert_eq!(m["counts"]["rejected_by_judge"], 1);
     assert_eq!(m["settings"]["system_prompt"], "full");
     assert_eq!(m["settings"]["demonstration"], false);
+    assert_eq!(m["settings"]["style"], "browse");
     assert!(m["command"].as_str().unwrap().contains("trajectories synth"));
     assert!(m["time_utc"].as_str().unwrap().ends_with('Z'));
+
+    // The default style, passages: one program, then the answer as the printed sentences spell it. The
+    // fixture's Super Bowl sentence says "Broncos", not "Denver Broncos", so only q2 is kept.
+    let out = dir.path().join("passages.jsonl");
+    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kept = lines(&out);
+    let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["q2"]);
+    let messages = kept[0]["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
+    assert!(messages[2]["content"].as_str().unwrap().contains("read_section(hit[\"section_id\"])"), "{}", messages[2]);
+    assert_eq!(messages[4]["content"], "<answer>Carl Wilhelm Scheele</answer>");
+    assert_eq!(manifest(&out)["settings"]["style"], "passages");
 }
 
 #[test]

@@ -1,7 +1,14 @@
 //! Synthesised trajectories: a policy that plays each training question through the real sandbox the
 //! way we want the model to, writing only what it could have written from what it has seen.
 //!
-//! The design in three parts:
+//! Two styles ([`SynthStyle`]). **Passages** (the recipe's choice): one program that searches with the
+//! question itself, reads the best-matching section of each of the top three hits (`hit["section_id"]`),
+//! scores every sentence by how many of the question's words it holds and prints the best three; then
+//! the answer as those sentences spell it. Four tool calls, two replies, and the program is the same for
+//! every question but the question it quotes, so a small model learns it by copying. **Browse**: the
+//! step-by-step form below, three programs and three tool calls, each choosing an id it was shown.
+//!
+//! The design of the browse style in three parts:
 //! - **what it writes**: at most three short programs, then the answer. First a search with words of the
 //!   question (never a word the question lacks) that prints each hit's id and title; then, on the gold
 //!   page among those hits, either its first section (when that holds the answer) or the list of its
@@ -44,8 +51,52 @@ const WINDOW_AFTER: usize = 1000;
 /// Tool output longer than this is cut by the episode runner (its default `max_observation_chars`).
 const OBSERVATION_CHARS: usize = 1500;
 
-/// String literals any program may hold: the tools' own keys and the print separator.
-const TOOL_KEYS: &[&str] = &["page_id", "title", "score", "section_id", "|"];
+/// String literals any program may hold: the tools' own keys, the print separator and the sentence
+/// separator.
+const TOOL_KEYS: &[&str] = &["page_id", "title", "score", "section_id", "|", ". "];
+
+/// Hits whose best section a passages program reads.
+const PASSAGE_HITS: usize = 3;
+/// Sentences a passages program prints.
+const PASSAGE_SENTENCES: usize = 3;
+
+/// How the synthesising policy plays (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SynthStyle {
+    /// One program: search with the question, read each top hit's best section, print the sentences
+    /// holding most of the question's words; then answer.
+    #[default]
+    Passages,
+    /// Search, list a page's sections, read one, answer: three programs.
+    Browse,
+}
+
+impl std::str::FromStr for SynthStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "passages" => Ok(SynthStyle::Passages),
+            "browse" => Ok(SynthStyle::Browse),
+            other => Err(format!("unknown synth style {other:?}: expected `passages` or `browse`")),
+        }
+    }
+}
+
+/// The passages program for a question: the question quoted once, everything else fixed.
+pub fn passages_program(question: &str) -> String {
+    program(&format!(
+        "question = {}
+words = [w for w in question.lower().split() if len(w) > 3]
+found = []
+for hit in search_pages(question)[:{PASSAGE_HITS}]:
+    for sentence in read_section(hit[\"section_id\"]).split(\". \"):
+        found.append((len([w for w in words if w in sentence.lower()]), sentence))
+found.sort(key=lambda f: -f[0])
+for n, sentence in found[:{PASSAGE_SENTENCES}]:
+    print(sentence)",
+        py_str(question.trim())
+    ))
+}
 
 const STOPWORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "between", "but", "by", "can", "could",
@@ -81,14 +132,15 @@ enum Window {
 /// Plays questions the way the model should (see the module's documentation); `questions` gives each
 /// conversation's gold page and answers by question id, `tools` is the look-ahead.
 pub struct SynthesizingPolicy {
+    style: SynthStyle,
     tools: Arc<dyn ToolHost>,
     questions: HashMap<String, Question>,
     plans: Mutex<HashMap<String, Option<Plan>>>,
 }
 
 impl SynthesizingPolicy {
-    pub fn new(tools: Arc<dyn ToolHost>, questions: &[Question]) -> SynthesizingPolicy {
-        SynthesizingPolicy { tools, questions: questions.iter().map(|q| (q.id.clone(), q.clone())).collect(), plans: Mutex::new(HashMap::new()) }
+    pub fn new(style: SynthStyle, tools: Arc<dyn ToolHost>, questions: &[Question]) -> SynthesizingPolicy {
+        SynthesizingPolicy { style, tools, questions: questions.iter().map(|q| (q.id.clone(), q.clone())).collect(), plans: Mutex::new(HashMap::new()) }
     }
 
     async fn plan(&self, q: &Question) -> Option<Plan> {
@@ -152,9 +204,37 @@ impl SynthesizingPolicy {
         None
     }
 
+    /// The passages style: the program while nothing is read (when the gold page is among the hits it
+    /// reads), then the longest answer alias the printed sentences hold as a whole word.
+    async fn decide_passages(&self, q: &Question, seen: &[&str]) -> String {
+        let give_up = "<answer></answer>".to_string();
+        match seen {
+            [] => {
+                let Some(page) = &q.page else { return give_up };
+                match self.tools.search_pages(q.question.trim(), SEARCH_K).await {
+                    Ok(hits) if hits.iter().take(PASSAGE_HITS).any(|h| &h.page_id == page) => passages_program(&q.question),
+                    _ => give_up,
+                }
+            }
+            [printed] => {
+                let mut found: Vec<String> = q
+                    .answers
+                    .iter()
+                    .filter_map(|a| find_word_ci(printed, a).map(|at| printed.chars().skip(at).take(a.trim().chars().count()).collect()))
+                    .collect();
+                found.sort_by_key(|a: &String| std::cmp::Reverse(a.chars().count()));
+                found.first().map_or(give_up, |a| format!("<answer>{a}</answer>"))
+            }
+            _ => give_up,
+        }
+    }
+
     async fn decide(&self, c: &Conversation) -> Result<String, RolloutError> {
         let q = self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
         let seen = episode_tool_outputs(c);
+        if self.style == SynthStyle::Passages {
+            return Ok(self.decide_passages(q, &seen).await);
+        }
         let give_up = "<answer></answer>".to_string();
         let Some(plan) = self.plan(q).await else { return Ok(give_up) };
         // The answer is taken only from the output that read the gold page's section (never from hit or
@@ -416,7 +496,7 @@ mod tests {
     async fn synthesised_actions_use_only_ids_seen_in_earlier_observations() {
         let runner = fixture_runner(EpisodeConfig { max_turns: 4, ..EpisodeConfig::default() }).await;
         let questions = fixture_questions();
-        let policy = SynthesizingPolicy::new(Arc::new(FixtureTools::default()), &questions);
+        let policy = SynthesizingPolicy::new(SynthStyle::Browse, Arc::new(FixtureTools::default()), &questions);
         let batch = runner.run(&policy, &questions).await.unwrap();
         let outcomes: Vec<(&str, EpisodeOutcome)> = batch.episodes.iter().map(|e| (e.question.id.as_str(), e.outcome)).collect();
         assert_eq!(
@@ -479,6 +559,33 @@ mod tests {
         }
         let counts = set.counts();
         assert_eq!((counts.played, counts.kept, counts.rejected_by_judge, counts.rejected_by_check, counts.duplicates_dropped), (7, 4, 2, 0, 1));
+    }
+
+    /// The passages style on the fixture: one program quoting the question (four tool calls), then the
+    /// answer as printed; the check passes; a question whose gold page is not among the hits gives up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn passages_episodes_read_the_hits_best_sections_then_answer() {
+        let runner = fixture_runner(EpisodeConfig { max_turns: 2, ..EpisodeConfig::default() }).await;
+        let mut questions = fixture_questions();
+        questions[0] = q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos");
+        let policy = SynthesizingPolicy::new(SynthStyle::Passages, Arc::new(FixtureTools::default()), &questions);
+        let batch = runner.run(&policy, &questions).await.unwrap();
+        let broncos = &batch.episodes[0];
+        assert_eq!(broncos.outcome, EpisodeOutcome::Correct, "{:?}", broncos.turns);
+        let replies: Vec<&str> = broncos.conversation.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
+        assert_eq!(replies, [passages_program("Who did the Broncos defeat in Super Bowl 50?").as_str(), "<answer>Carolina Panthers</answer>"]);
+        assert!(replies[0].contains("question = \"Who did the Broncos defeat in Super Bowl 50?\"\n"), "{}", replies[0]);
+        assert!(broncos.tool_calls().count() <= 1 + PASSAGE_HITS);
+        assert_eq!(broncos.tool_calls().next().map(|c| c.tool.as_str()), Some("search_pages"));
+        assert!(broncos.tool_calls().skip(1).all(|c| c.tool == "read_section"));
+        let gold = batch.episodes.iter().find(|e| e.question.id == "gold").unwrap();
+        assert_eq!(gold.outcome, EpisodeOutcome::WrongAnswer);
+        assert_eq!(gold.tool_calls().count(), 0, "a question whose gold page is not reached is not played");
+        for e in batch.episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct) {
+            check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
+            assert_eq!(e.turns.len(), 2, "{}", e.question.id);
+        }
+        assert!(batch.episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count() >= 3);
     }
 
     /// The check refuses an id the episode had not been shown, an answer in a program, and an answer

@@ -36,9 +36,9 @@ pub struct Args {
 /// Where trajectories come from.
 #[derive(clap::Subcommand)]
 pub enum Source {
-    /// Synthesised from the training data: each question played by a scripted search, open, read and
-    /// answer that uses only ids and text the episode has seen (the gold page and answer only choose among
-    /// them); episodes that miss the gold page or never read the answer are dropped.
+    /// Synthesised from the training data: each question played by a scripted program (`--style`) that
+    /// uses only the question's words and ids and text the episode has seen (the gold page and answer only
+    /// choose among them); episodes that miss the gold page or never read the answer are dropped.
     Synth(SynthArgs),
     /// Rejection sampling: any policy (local model, adapter, endpoint) plays k episodes per question; the
     /// ones the judge marks correct are kept and the yield (kept / played) reported.
@@ -89,6 +89,11 @@ pub struct CommonArgs {
 pub struct SynthArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// `passages`: one program that searches with the question, reads each top hit's best-matching
+    /// section and prints the sentences holding most of the question's words, then the answer (four tool
+    /// calls, two replies). `browse`: search, list a page's sections, read one, answer (three programs).
+    #[arg(long, default_value = "passages")]
+    pub style: agentrt_rollout::SynthStyle,
 }
 
 /// Arguments of `agentrt trajectories sample`.
@@ -203,14 +208,19 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
         let host = c.tools.tool_host()?;
         let sandbox = Arc::new(c.tools.build_with(Limits { max_host_calls: 32, ..Limits::default() }, host.clone()).await?);
         let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, c.max_turns)?;
-        let policy = SynthesizingPolicy::new(host, &questions);
+        let policy = SynthesizingPolicy::new(args.style, host, &questions);
         let mut set = TrajectorySet::new("synth");
         play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
         anyhow::Ok(set)
     })?;
     let mut manifest = settings(c, &prompt, demonstrate);
     manifest["model"] = serde_json::Value::Null;
-    manifest["policy"] = "synthesised (search with the question's words, open the gold page among the hits, read a listed section, answer as read)".into();
+    manifest["policy"] = match args.style {
+        agentrt_rollout::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
+        agentrt_rollout::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
+    }
+    .into();
+    manifest["settings"]["style"] = format!("{:?}", args.style).to_lowercase().into();
     manifest["k"] = 1.into();
     finish(&set, &out, manifest)
 }
@@ -219,10 +229,11 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.k >= 1, "--k must be at least 1");
     let c = &args.common;
     let questions = questions(c)?;
-    let prompt = c.system_prompt.clone().unwrap_or_else(|| "short".into());
-    let demonstrate = c.demonstration.unwrap_or(!args.policy.is_random());
-    let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let loaded = args.policy.load()?;
+    let trained = loaded.settings.as_ref();
+    let prompt = c.system_prompt.clone().or(trained.map(|s| s.system_prompt.clone())).unwrap_or_else(|| "short".into());
+    let demonstrate = c.demonstration.or(trained.map(|s| s.demonstration)).unwrap_or(!args.policy.is_random());
+    let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
         let sandbox = Arc::new(c.tools.build(Limits { max_host_calls: 32, ..Limits::default() }).await?);
@@ -237,7 +248,7 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     manifest["k"] = args.k.into();
     manifest["settings"]["temperature"] = args.temperature.into();
     manifest["settings"]["top_k"] = args.policy.top_k.into();
-    manifest["settings"]["max_new_tokens"] = args.policy.max_new_tokens.into();
+    manifest["settings"]["max_new_tokens"] = loaded.max_new_tokens.into();
     manifest["settings"]["adapter"] = args.policy.adapter.as_ref().map(|p| p.display().to_string()).into();
     finish(&set, &out, manifest)
 }
