@@ -3,7 +3,7 @@
 //! over a sandbox: one construction, so a policy plays the same wherever it is measured or sampled.
 
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{demonstration, system_prompt, system_prompt_template, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
+use agentrt_rollout::{demonstration, AgentSettings, system_prompt, system_prompt_template, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
 use agentrt_runtime::Sandbox;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,9 +12,12 @@ use std::sync::Arc;
 #[derive(clap::Args, Clone, Debug)]
 pub struct PolicyOptions {
     /// The local model: `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
-    #[arg(long, default_value = "smollm2-135m")]
-    pub model: String,
-    /// A trained adapter: a checkpoint directory of `agentrt train` or a PEFT adapter directory.
+    /// Default: the adapter's own base model (its `agent.json`), else smollm2-135m.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A trained adapter: a checkpoint directory of `agentrt train` / `agentrt sft` (or a copy of one, like
+    /// `models/...`) or a PEFT adapter directory. Its `agent.json` supplies the base model, prompt, turns
+    /// and reply length it was trained with, as defaults that flags override.
     #[arg(long)]
     pub adapter: Option<PathBuf>,
     /// Inference scales of the retain and forget adapters (`1,0` ablates the forget adapter).
@@ -26,8 +29,9 @@ pub struct PolicyOptions {
     /// Any OpenAI-compatible endpoint as the policy: `openai:MODEL@BASE_URL`.
     #[arg(long, conflicts_with_all = ["baseline", "adapter"])]
     pub policy: Option<String>,
-    #[arg(long, default_value_t = 160)]
-    pub max_new_tokens: usize,
+    /// Tokens per reply at most. Default: the adapter's `agent.json`, else 160.
+    #[arg(long)]
+    pub max_new_tokens: Option<usize>,
     /// Sample only among the k most likely tokens (0: all; transformers' default is 50).
     #[arg(long, default_value_t = 50)]
     pub top_k: usize,
@@ -38,6 +42,10 @@ pub struct PolicyOptions {
 /// What [`PolicyOptions::load`] loaded: the local model when one plays, and the policy's name for reports.
 pub struct LoadedPolicy {
     pub local: Option<Policy>,
+    /// The adapter's `agent.json`, when an adapter with one plays.
+    pub settings: Option<AgentSettings>,
+    /// Tokens per reply at most: the flag, else the adapter's settings, else 160.
+    pub max_new_tokens: usize,
     /// `smollm2-135m zero-shot`, `MODEL + ADAPTER (scales r,f)`, `random baseline` or the endpoint spec.
     pub name: String,
 }
@@ -51,22 +59,27 @@ impl PolicyOptions {
         }
         let scales: Vec<f64> = self.adapter_scales.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>().map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
         anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
+        let settings = match (&self.policy, &self.baseline, &self.adapter) {
+            (None, None, Some(dir)) => AgentSettings::read(dir)?,
+            _ => None,
+        };
+        let max_new_tokens = self.max_new_tokens.or(settings.as_ref().map(|s| s.max_new_tokens)).unwrap_or(160);
+        let model = self.model.clone().or(settings.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| "smollm2-135m".into());
         Ok(match (&self.policy, self.baseline.as_deref()) {
-            (Some(p), _) => LoadedPolicy { local: None, name: p.clone() },
-            (None, Some("random")) => LoadedPolicy { local: None, name: "random baseline".into() },
+            (Some(p), _) => LoadedPolicy { local: None, settings, max_new_tokens, name: p.clone() },
+            (None, Some("random")) => LoadedPolicy { local: None, settings, max_new_tokens, name: "random baseline".into() },
             (None, Some("zero-shot")) | (None, None) => {
                 let device = agentrt_policy::parse_device(&self.device)?;
-                let mut p = Policy::load(&ModelSource::parse(&self.model), &device)?;
-                let mut name = format!("{} zero-shot", self.model);
+                let mut p = Policy::load(&ModelSource::parse(&model), &device)?;
+                let mut name = format!("{model} zero-shot");
                 if self.baseline.is_none() {
                     if let Some(dir) = &self.adapter {
-                        let adapters = if dir.join("adapters").is_dir() { dir.join("adapters") } else { dir.clone() };
-                        p.load_adapters(&adapters)?;
+                        p.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir))?;
                         p.set_adapter_scales(scales[0], scales[1]);
-                        name = format!("{} + {} (scales {},{})", self.model, dir.display(), scales[0], scales[1]);
+                        name = format!("{model} + {} (scales {},{})", dir.display(), scales[0], scales[1]);
                     }
                 }
-                LoadedPolicy { local: Some(p), name }
+                LoadedPolicy { local: Some(p), settings, max_new_tokens, name }
             }
             (None, Some(other)) => anyhow::bail!("--baseline {other:?}: expected zero-shot or random"),
         })
@@ -77,12 +90,13 @@ impl PolicyOptions {
         self.policy.is_none() && self.baseline.as_deref() == Some("random")
     }
 
-    /// The sampling settings these flags and `temperature` describe (0 is greedy).
-    pub fn sampling(&self, temperature: f64) -> SamplingParams {
+    /// The sampling settings these flags, the loaded adapter's settings and `temperature` describe (0 is
+    /// greedy).
+    pub fn sampling(&self, loaded: &LoadedPolicy, temperature: f64) -> SamplingParams {
         SamplingParams {
             temperature,
             top_k: self.top_k,
-            max_tokens: self.max_new_tokens,
+            max_tokens: loaded.max_new_tokens,
             stop: agentrt_trainer::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
             ..SamplingParams::default()
         }
@@ -90,12 +104,12 @@ impl PolicyOptions {
 
     /// The policy that plays: the endpoint, the loaded model, or the random baseline.
     pub fn turn_policy<'a>(&self, loaded: &'a LoadedPolicy, temperature: f64, seed: u64) -> anyhow::Result<Box<dyn TurnPolicy + 'a>> {
-        let params = self.sampling(temperature);
+        let params = self.sampling(loaded, temperature);
         Ok(match (&self.policy, &loaded.local) {
             (Some(spec), _) => {
                 let mut c = OpenAiPolicyConfig::parse(spec)?;
                 c.temperature = temperature;
-                c.max_tokens = self.max_new_tokens;
+                c.max_tokens = loaded.max_new_tokens;
                 c.stop = params.stop.clone();
                 Box::new(OpenAiPolicy::new(c)?)
             }

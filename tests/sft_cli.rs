@@ -82,9 +82,15 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
         let name = entry.unwrap().file_name().to_string_lossy().to_string();
         assert!(!name.ends_with(".partial") && !name.ends_with(".tmp"), "left over: {name}");
     }
-    for f in ["config.toml", "curves.png", "checkpoint-6/adapters/adapter_config.json", "checkpoint-6/optimizer.safetensors", "checkpoint-6/trainer_state.json"] {
+    for f in ["config.toml", "curves.png", "checkpoint-6/adapters/adapter_config.json", "checkpoint-6/optimizer.safetensors", "checkpoint-6/trainer_state.json", "checkpoint-6/agent.json"] {
         assert!(run.join(f).is_file(), "missing {f}");
     }
+    // The adapter carries how it was trained: the base model, and the conversations' prompt (none here, so
+    // the data.system_prompt default), demonstration (none) and most replies per episode (two).
+    let agent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("checkpoint-6/agent.json")).unwrap()).unwrap();
+    assert_eq!(agent["model"].as_str(), model.to_str(), "{agent}");
+    assert_eq!((agent["system_prompt"].as_str(), agent["demonstration"].as_bool(), agent["max_turns"].as_u64()), (Some("short"), Some(false), Some(2)), "{agent}");
+    assert!(agent["max_new_tokens"].as_u64().unwrap() >= 160, "{agent}");
 
     // RL warm-started from the SFT adapter: the KL reference is the warm-started model, so the first step's
     // KL (measured before the update) is zero although the adapter is far from the base model.
@@ -100,4 +106,15 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
     assert!(m[0]["trained_samples"].as_u64().unwrap() > 0, "{}", m[0]);
     assert!(m[0]["kl"].as_f64().unwrap().abs() < 1e-4, "first-step KL to the warm-started reference: {}", m[0]);
     assert!(std::fs::read_to_string(rl.join("config.toml")).unwrap().contains("checkpoint-6"));
+
+    // `agentrt eval --adapter` with no --model plays the adapter on its own base model and settings.
+    let ev = dir.path().join("eval");
+    run_ok(&[
+        "eval", "--fixture", "--questions", qs.to_str().unwrap(), "--split", "train", "--num-samples", "1", "--max-new-tokens", "8",
+        "--adapter", run.join("checkpoint-6").to_str().unwrap(), "--output-dir", ev.to_str().unwrap(),
+    ].map(String::from));
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ev.join("results.json")).unwrap()).unwrap();
+    let policy = results["info"]["policy"].as_str().unwrap();
+    assert!(policy.starts_with(&format!("{} + ", model.display())) && !policy.contains("demonstration"), "{policy}");
+    assert_eq!(results["info"]["max_turns"].as_u64(), Some(2), "{results}");
 }

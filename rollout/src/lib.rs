@@ -14,6 +14,7 @@
 //! - **who scores**: the [`agentrt_judge::Judge`] grades every final reply; an [`Episode`] keeps every turn,
 //!   program, observation, tool call and the verdict, ready for a loss, a metric or a transcript line.
 
+mod agent_settings;
 mod baselines;
 mod conversation;
 mod episode;
@@ -28,6 +29,7 @@ mod trace;
 mod trajectories;
 mod turn_policy;
 
+pub use agent_settings::{AgentSettings, AGENT_SETTINGS_FILE};
 pub use baselines::{RandomPolicy, ScriptedPolicy};
 pub use conversation::{Conversation, TokenTrace};
 pub use episode::{Episode, EpisodeConfig, EpisodeOutcome, EpisodeRunner, PhaseTimes, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
@@ -37,6 +39,6 @@ pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
 pub use questions::{read_questions, Question};
 pub use trace::TraceBuilder;
-pub use synthetic::{check_visible, SynthesizingPolicy};
+pub use synthetic::{check_visible, passages_program, SynthStyle, SynthesizingPolicy};
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, TurnPolicy};

@@ -20,8 +20,11 @@ use std::sync::Arc;
     agentrt eval --adapter runs/RUN/checkpoint-10 --adapter-scales 1,0 --output-dir eval/retain-only\n  \
     agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \
     agentrt eval compare eval/zero-shot eval/trained\n  \
+    agentrt eval table zero-shot=eval/zero-shot trained=eval/trained --out accuracy.png\n  \
     agentrt eval retrieval --split dev\n\n\
-    OUTPUT_DIR gets results.json (accuracy, avg_tool_calls, search_hit_rate, num_questions and every metric\n\
+    An adapter is played as it was trained: its agent.json gives the base model, system prompt,\n\
+    demonstration, turns and reply length, unless a flag says otherwise.\n\n\
+    OUTPUT_DIR gets results.json (accuracy, avg_tool_calls, answer_f1, search_hit_rate, num_questions and every metric\n\
     with its 95% interval), results.md, results.png and transcripts.jsonl (every turn, program, tool\n\
     output and verdict).")]
 pub struct Args {
@@ -38,6 +41,9 @@ pub enum What {
     Retrieval(RetrievalArgs),
     /// Two evaluation output directories side by side.
     Compare(CompareArgs),
+    /// Several evaluations in one markdown table (each metric with its 95% interval, accuracy against the
+    /// first row), and their accuracies as a PNG bar chart.
+    Table(TableArgs),
 }
 
 /// Arguments of `agentrt eval compare`.
@@ -45,6 +51,17 @@ pub enum What {
 pub struct CompareArgs {
     pub a: PathBuf,
     pub b: PathBuf,
+}
+
+/// Arguments of `agentrt eval table`.
+#[derive(clap::Args)]
+pub struct TableArgs {
+    /// `LABEL=OUTPUT_DIR` of each evaluation, the reference first.
+    #[arg(required = true)]
+    pub rows: Vec<String>,
+    /// Write the accuracies as a bar chart to this PNG.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// Arguments of an episode evaluation.
@@ -64,11 +81,13 @@ pub struct EpisodeArgs {
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
     #[arg(long, default_value = "rule")]
     pub judge: String,
-    #[arg(long, default_value_t = 3)]
-    pub max_turns: usize,
+    /// Replies per episode at most. Default: the adapter's `agent.json`, else 3.
+    #[arg(long)]
+    pub max_turns: Option<usize>,
     /// `short`, `full`, or the system prompt's own text (as `rollout.system_prompt` in training).
-    #[arg(long, default_value = "short")]
-    pub system_prompt: String,
+    /// Default: the adapter's `agent.json`, else `short`.
+    #[arg(long)]
+    pub system_prompt: Option<String>,
     /// Leave out the worked episode shown before every question (training shows it unless
     /// `rollout.demonstration = false`; evaluate the way the model was trained).
     #[arg(long)]
@@ -115,6 +134,15 @@ pub struct RetrievalArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         Some(What::Retrieval(a)) => retrieval(a),
+        Some(What::Table(a)) => {
+            let rows = a
+                .rows
+                .iter()
+                .map(|r| r.split_once('=').map(|(l, d)| (l.to_string(), PathBuf::from(d))).ok_or_else(|| anyhow::anyhow!("{r:?}: expected LABEL=OUTPUT_DIR")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            print!("{}", agentrt_eval::table(&rows, a.out.as_deref())?);
+            Ok(())
+        }
         Some(What::Compare(a)) => {
             print!("{}", agentrt_eval::compare(&a.a, &a.b)?);
             Ok(())
@@ -134,12 +162,17 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         questions.truncate(args.num_samples);
     }
     let loaded = args.policy.load()?;
+    // An adapter is played as it was trained (its agent.json) unless a flag says otherwise.
+    let trained = loaded.settings.as_ref();
+    let system_prompt = args.system_prompt.clone().or(trained.map(|s| s.system_prompt.clone())).unwrap_or_else(|| "short".into());
+    let demonstrate = !args.no_demonstration && trained.is_none_or(|s| s.demonstration);
+    let max_turns = args.max_turns.or(trained.map(|s| s.max_turns)).unwrap_or(3);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let episodes = runtime.block_on(async {
         let limits = Limits { max_host_calls: 32, ..Limits::default() };
         let sandbox = Arc::new(args.tools.build(limits).await?);
-        let runner = episode_runner(sandbox, &args.judge, &args.system_prompt, !args.no_demonstration, args.max_turns)?;
+        let runner = episode_runner(sandbox, &args.judge, &system_prompt, demonstrate, max_turns)?;
         let policy = args.policy.turn_policy(&loaded, args.temperature, args.seed)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
         let mut all = Vec::with_capacity(questions.len());
@@ -153,7 +186,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         anyhow::Ok(all)
     })?;
     let mut policy_name = loaded.name.clone();
-    if !args.no_demonstration && args.policy.baseline.as_deref() != Some("random") {
+    if demonstrate && args.policy.baseline.as_deref() != Some("random") {
         policy_name.push_str(", shown the worked demonstration");
     }
     let metrics = Metrics::from_episodes(&episodes);
@@ -162,7 +195,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         judge: args.judge.clone(),
         questions: format!("{} split of {}", args.split, args.questions.display()),
         seed: args.seed,
-        max_turns: args.max_turns,
+        max_turns,
     };
     write_report(&args.output_dir, &info, &metrics, &episodes)?;
     print!("{}", agentrt_eval::report_markdown(&info, &metrics));

@@ -14,14 +14,17 @@ pub struct Args {
     /// The user message to answer.
     #[arg(long)]
     pub prompt: String,
-    /// An optional system message (otherwise the template's default, if any).
+    /// An optional system message (otherwise the adapter's trained system prompt, or the template's
+    /// default, if any).
     #[arg(long)]
     pub system: Option<String>,
     /// `default` (SmolLM2-135M-Instruct, GGUF), `qwen2.5-coder-0.5b`, a `.gguf` file, or a safetensors
     /// directory (config.json, tokenizer.json, *.safetensors). Named models are fetched and checked once.
-    #[arg(long, default_value = "default")]
-    pub model: String,
-    /// A PEFT LoRA adapter directory (or a dual `retain/` + `forget/` directory) to apply.
+    /// Default: the adapter's own base model (its `agent.json`), else `default`.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// An adapter to apply: a checkpoint of `agentrt train` / `agentrt sft` (or `models/...`), a PEFT
+    /// LoRA adapter directory, or a dual `retain/` + `forget/` directory.
     #[arg(long)]
     pub adapter: Option<std::path::PathBuf>,
     /// `cpu` or `cuda:N` (CUDA needs a build with `--features cuda`).
@@ -49,13 +52,19 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let device = agentrt_policy::parse_device(&args.device)?;
-    let mut policy = Policy::load(&ModelSource::parse(&args.model), &device).with_context(|| format!("loading model `{}`", args.model))?;
+    let trained = match &args.adapter {
+        Some(dir) => agentrt_rollout::AgentSettings::read(dir)?,
+        None => None,
+    };
+    let model = args.model.clone().or(trained.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| "default".into());
+    let mut policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     if let Some(dir) = &args.adapter {
-        policy.load_adapters(dir).with_context(|| format!("loading adapter {}", dir.display()))?;
+        policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;
     }
     let mut messages = Vec::new();
-    if let Some(s) = &args.system {
-        messages.push(Message::system(s.clone()));
+    let trained_prompt = trained.as_ref().map(|s| agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&s.system_prompt), &[]));
+    if let Some(s) = args.system.clone().or(trained_prompt) {
+        messages.push(Message::system(s));
     }
     messages.push(Message::user(args.prompt.clone()));
     let prompt = policy.chat_prompt(&messages)?;

@@ -5,6 +5,7 @@
 use crate::config::TrainConfig;
 use crate::error::{io_err, TrainError};
 use agentrt_policy::{AdamW, Policy};
+use agentrt_rollout::AgentSettings;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -108,9 +109,9 @@ impl RunDir {
         Ok(out)
     }
 
-    /// Saves adapters (PEFT format), optimizer state and trainer state as `checkpoint-STEP`, then deletes the
-    /// oldest beyond `keep`.
-    pub fn save_checkpoint(&self, policy: &Policy, optimizer: &AdamW, state: &TrainerState, keep: usize) -> Result<PathBuf, TrainError> {
+    /// Saves adapters (PEFT format), the settings they are played with (`agent.json`), optimizer state and
+    /// trainer state as `checkpoint-STEP`, then deletes the oldest beyond `keep`.
+    pub fn save_checkpoint(&self, policy: &Policy, agent: &AgentSettings, optimizer: &AdamW, state: &TrainerState, keep: usize) -> Result<PathBuf, TrainError> {
         let final_path = self.checkpoint_path(state.step);
         let partial = self.path.join(format!(".checkpoint-{}.partial", state.step));
         if partial.exists() {
@@ -118,6 +119,7 @@ impl RunDir {
         }
         std::fs::create_dir_all(&partial).map_err(io_err(&partial))?;
         policy.save_adapters(&partial.join(ADAPTERS))?;
+        agent.write(&partial).map_err(|e| TrainError::Run(e.to_string()))?;
         let opt = partial.join(OPTIMIZER);
         optimizer.save_state(&opt).map_err(|e| TrainError::Io { path: opt.clone(), reason: e.to_string() })?;
         write_atomic(&partial.join(STATE), serde_json::to_string_pretty(state).expect("state serialises").as_bytes())?;

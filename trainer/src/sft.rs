@@ -23,6 +23,7 @@ use crate::run_dir::{write_atomic, DataOrder, RunDir, TrainerState, CONFIG, METR
 use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, Routing};
 use agentrt_progress::Progress;
+use agentrt_rollout::AgentSettings;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -196,8 +197,59 @@ pub struct SftSummary {
     pub final_val_loss: Option<f64>,
 }
 
+/// How the training conversations prompt the model, for the checkpoints' `agent.json`: their system
+/// prompt (named `full` or `short` when it is that template), whether they show the demonstration, the
+/// most replies an episode of them holds and the longest reply in tokens (plus a quarter, for a longer
+/// question quoted in a program, rounded up to 32 and at least the episode default of 160, so the adapter
+/// can write what it was taught).
+fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[&crate::sft_data::Conversation], longest_reply: usize) -> AgentSettings {
+    use agentrt_rollout::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
+    let demo = demonstration();
+    let mut prompts: Vec<String> = Vec::new();
+    let (mut with_demo, mut max_turns) = (0, 1);
+    for c in conversations {
+        let system = c.messages.iter().find(|m| m.role == "system").map(|m| m.content.clone()).unwrap_or_default();
+        if !prompts.contains(&system) {
+            prompts.push(system);
+        }
+        let last_user = c.messages.iter().rposition(|m| m.role == "user").unwrap_or(0);
+        let shown = c.messages.iter().skip_while(|m| m.role == "system").take(demo.len()).map(|m| (&m.role, &m.content)).eq(demo.iter().map(|m| (&m.role, &m.content)));
+        with_demo += shown as usize;
+        max_turns = max_turns.max(c.messages[last_user..].iter().filter(|m| m.role == "assistant").count());
+    }
+    if prompts.len() > 1 || (with_demo != 0 && with_demo != conversations.len()) {
+        eprintln!(
+            "warning: the training conversations differ in how they prompt ({} system prompts; {with_demo} of {} show the demonstration): agent.json records the first prompt and what most do",
+            prompts.len(),
+            conversations.len()
+        );
+    }
+    let text = prompts.into_iter().next().unwrap_or_default();
+    let named = if text == system_prompt(FULL_SYSTEM_PROMPT, &[]) {
+        "full".to_string()
+    } else if text == system_prompt(DEFAULT_SYSTEM_PROMPT, &[]) {
+        "short".to_string()
+    } else if text.is_empty() {
+        eprintln!("warning: the training conversations have no system prompt; agent.json records data.system_prompt = {fallback_prompt:?}, which `agentrt eval --adapter` will show");
+        fallback_prompt.to_string()
+    } else {
+        text
+    };
+    AgentSettings { model: model.to_string(), system_prompt: named, demonstration: with_demo * 2 > conversations.len(), max_turns, max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32 }
+}
+
+/// The longest run of model tokens in one example (one reply and its end-of-turn token).
+fn longest_reply(e: &Example) -> usize {
+    e.model_mask.split(|m| !m).map(|run| run.len()).max().unwrap_or(0)
+}
+
 /// The training and validation examples of a config: read, rendered, filtered and split (seeded).
 pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example>, Vec<Example>, usize, ReadStats), TrainError> {
+    load_examples_and_settings(config, policy).map(|(t, v, d, s, _)| (t, v, d, s))
+}
+
+/// [`load_examples`], and the agent settings the training conversations imply.
+fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example>, Vec<Example>, usize, ReadStats, AgentSettings), TrainError> {
     let d = &config.data;
     if d.train.is_empty() {
         return Err(TrainError::Config("data.train: no training file: pass --data FILE (JSON Lines of conversations or agentrt transcripts)".into()));
@@ -206,7 +258,8 @@ pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example
     let detector = Detector::parse(&config.routing.detector)?;
     let mut stats = ReadStats::default();
     let mut dropped = 0;
-    let mut read = |path: &str, stats: &mut ReadStats| -> Result<Vec<Example>, TrainError> {
+    let mut train_conversations = Vec::new();
+    let mut read = |path: &str, stats: &mut ReadStats, keep: Option<&mut Vec<crate::sft_data::Conversation>>| -> Result<Vec<Example>, TrainError> {
         let (conversations, s) = read_conversations(Path::new(path), &opts)?;
         stats.conversations += s.conversations;
         stats.transcripts += s.transcripts;
@@ -217,13 +270,17 @@ pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example
             eprintln!("warning: {path}: dropped {too_long} of {} conversations longer than data.max_seq_tokens = {}", conversations.len(), d.max_seq_tokens);
         }
         dropped += too_long;
+        if let Some(keep) = keep {
+            keep.extend(conversations);
+        }
         Ok(examples)
     };
     let mut train = Vec::new();
     for p in &d.train {
-        train.extend(read(p, &mut stats)?);
+        train.extend(read(p, &mut stats, Some(&mut train_conversations))?);
     }
-    let mut val = if d.val.is_empty() { vec![] } else { read(&d.val, &mut stats)? };
+    let mut val = if d.val.is_empty() { vec![] } else { read(&d.val, &mut stats, None)? };
+    let settings = agent_settings_of(&config.model.name, &d.system_prompt, &train_conversations.iter().collect::<Vec<_>>(), train.iter().map(longest_reply).max().unwrap_or(0));
     if d.val.is_empty() {
         let n_val = if d.val_examples > 0 { d.val_examples } else { (d.val_fraction * train.len() as f64).round() as usize };
         if n_val > 0 {
@@ -245,7 +302,7 @@ pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example
     if train.is_empty() {
         return Err(TrainError::Config(format!("data.train: no conversations to train on ({dropped} dropped as longer than data.max_seq_tokens, {} transcripts left out)", stats.not_correct + stats.empty_reply)));
     }
-    Ok((train, val, dropped, stats))
+    Ok((train, val, dropped, stats, settings))
 }
 
 /// The validation loss: the mean over conversations of `-mean log p` over each one's model tokens (the
@@ -292,7 +349,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
     policy.recompute_layers = config.model.recompute_layers;
-    let (train_set, val_set, dropped, stats) = load_examples(&config, &policy)?;
+    let (train_set, val_set, dropped, stats, agent) = load_examples_and_settings(&config, &policy)?;
     eprintln!(
         "sft data: {} chat conversations and {} transcripts read ({} not correct, {} with an empty reply left out); {} dropped as longer than {} tokens; {} to train on, {} held back for validation",
         stats.conversations, stats.transcripts, stats.not_correct, stats.empty_reply, dropped, config.data.max_seq_tokens, train_set.len(), val_set.len()
@@ -379,7 +436,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         run.append(METRICS, &line)?;
         if step % config.run.save_steps == 0 || step == total_steps {
             let state = TrainerState { step, questions_seen: seen, seed, run_name: config.run_name() };
-            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &learner.optimizer, &state, config.run.save_total_limit)?);
+            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
             eprintln!("step {step}: {line}");

@@ -74,6 +74,23 @@ pub fn judge_of(spec: &str) -> Result<Arc<dyn Judge>, TrainError> {
 }
 
 /// Trains; returns when `max_steps` are done. Every `save_steps` a checkpoint is written atomically.
+/// A warm start from an adapter trained with other prompt settings (its `agent.json`) than `rollout.*`
+/// plays it off its training distribution: say so, naming both.
+fn warn_if_played_otherwise(config: &TrainConfig) {
+    if config.model.init_adapter.is_empty() {
+        return;
+    }
+    if let Ok(Some(a)) = agentrt_rollout::AgentSettings::read(std::path::Path::new(&config.model.init_adapter)) {
+        let r = &config.rollout;
+        if (a.system_prompt.as_str(), a.demonstration, a.max_turns) != (r.system_prompt.as_str(), r.demonstration, r.max_turns) {
+            eprintln!(
+                "warning: model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set rollout.system_prompt / demonstration / max_turns to match unless that is the point",
+                config.model.init_adapter, a.system_prompt, a.demonstration, a.max_turns, r.system_prompt, r.demonstration, r.max_turns
+            );
+        }
+    }
+}
+
 pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
     let TrainRequest { config, run_dir, resume, progress } = request;
     let (run, config, resume_from) = if resume {
@@ -109,6 +126,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         }
         None => {
             crate::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
+            warn_if_played_otherwise(&config);
             (0, 0)
         }
     };
@@ -254,7 +272,14 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         }
         if step % config.run.save_steps == 0 || step == config.run.max_steps {
             let state = TrainerState { step, questions_seen, seed, run_name: config.run_name() };
-            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &learner.optimizer, &state, config.run.save_total_limit)?);
+            let agent = agentrt_rollout::AgentSettings {
+                model: config.model.name.clone(),
+                system_prompt: config.rollout.system_prompt.clone(),
+                demonstration: config.rollout.demonstration,
+                max_turns: config.rollout.max_turns,
+                max_new_tokens: config.rollout.max_new_tokens,
+            };
+            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
             eprintln!("step {step}: {line}");
