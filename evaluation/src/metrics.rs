@@ -35,13 +35,48 @@ pub fn wilson_interval(k: usize, n: usize) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
+/// The 95% interval of `b − a` for two proportions (Newcombe's hybrid score method, from each one's
+/// Wilson interval). It treats the two as independent, which is conservative when both were measured on
+/// the same questions.
+pub fn difference_interval(a: &Rate, b: &Rate) -> (f64, f64) {
+    let d = b.value - a.value;
+    let (la, ua) = a.ci95;
+    let (lb, ub) = b.ci95;
+    (d - ((b.value - lb).powi(2) + (ua - a.value).powi(2)).sqrt(), d + ((ub - b.value).powi(2) + (a.value - la).powi(2)).sqrt())
+}
+
+/// A mean over episodes with its 95% interval (normal approximation, `mean ± 1.96·sd/√n`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Mean {
+    pub value: f64,
+    pub total: usize,
+    pub ci95: (f64, f64),
+}
+
+impl Mean {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Mean {
+        let v: Vec<f64> = values.into_iter().collect();
+        let n = v.len();
+        if n == 0 {
+            return Mean { value: 0.0, total: 0, ci95: (0.0, 0.0) };
+        }
+        let mean = v.iter().sum::<f64>() / n as f64;
+        let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        let half = 1.959_963_984_540_054 * (var / n as f64).sqrt();
+        Mean { value: mean, total: n, ci95: (mean - half, mean + half) }
+    }
+}
+
 /// Everything `agentrt eval` reports about a set of episodes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     pub num_questions: usize,
     pub accuracy: Rate,
     pub mean_reward: f64,
-    pub avg_tool_calls: f64,
+    /// The best SQuAD token F1 of the final answer against the gold answers (0 without an answer).
+    pub answer_f1: Mean,
+    /// Tool calls per episode.
+    pub tool_calls: Mean,
     /// Mean calls per episode, per tool.
     pub avg_tool_calls_by_tool: BTreeMap<String, f64>,
     pub avg_turns: f64,
@@ -98,7 +133,8 @@ impl Metrics {
             num_questions: n,
             accuracy: Rate::new(correct, n),
             mean_reward: episodes.iter().map(|e| e.reward as f64).sum::<f64>() / nf,
-            avg_tool_calls: episodes.iter().map(|e| e.tool_calls().count() as f64).sum::<f64>() / nf,
+            answer_f1: Mean::of(episodes.iter().map(Episode::answer_f1)),
+            tool_calls: Mean::of(episodes.iter().map(|e| e.tool_calls().count() as f64)),
             avg_tool_calls_by_tool: by_tool,
             avg_turns: episodes.iter().map(|e| e.turns.len() as f64).sum::<f64>() / nf,
             avg_model_tokens: episodes.iter().map(|e| e.model_tokens() as f64).sum::<f64>() / nf,
@@ -125,5 +161,21 @@ mod tests {
         let (lo, hi) = wilson_interval(0, 10);
         assert!(lo == 0.0 && (hi - 0.2775).abs() < 1e-4, "{hi}");
         assert_eq!(wilson_interval(0, 0), (0.0, 1.0));
+    }
+
+    #[test]
+    fn difference_interval_matches_newcombe() {
+        // Newcombe (1998), example: 56/70 vs 48/80 gives 0.2 with (0.0524, 0.3339).
+        let (lo, hi) = difference_interval(&Rate::new(48, 80), &Rate::new(56, 70));
+        assert!((lo - 0.0524).abs() < 1e-3 && (hi - 0.3339).abs() < 1e-3, "{lo} {hi}");
+    }
+
+    #[test]
+    fn mean_interval_is_the_normal_one() {
+        // 0, 2, 4: mean 2, sd 2, half-width 1.96 * 2 / sqrt(3) = 2.2632.
+        let m = Mean::of([0.0, 2.0, 4.0]);
+        assert_eq!((m.value, m.total), (2.0, 3));
+        assert!((m.ci95.0 + 0.2632).abs() < 1e-3 && (m.ci95.1 - 4.2632).abs() < 1e-3, "{:?}", m.ci95);
+        assert_eq!(Mean::of([]).total, 0);
     }
 }

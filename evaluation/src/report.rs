@@ -1,6 +1,6 @@
 //! What `agentrt eval` writes, and `agentrt eval compare`.
 
-use crate::metrics::{Metrics, Rate};
+use crate::metrics::{difference_interval, Mean, Metrics, Rate};
 use crate::EvalError;
 use agentrt_charts::{write_bar_chart, Bar, BarChart};
 use agentrt_rollout::Episode;
@@ -36,7 +36,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
 pub fn results_json(info: &EvalInfo, m: &Metrics) -> serde_json::Value {
     serde_json::json!({
         "accuracy": m.accuracy.value,
-        "avg_tool_calls": m.avg_tool_calls,
+        "avg_tool_calls": m.tool_calls.value,
+        "answer_f1": m.answer_f1.value,
         "search_hit_rate": m.search_hit_rate.value,
         "num_questions": m.num_questions,
         "info": info,
@@ -48,6 +49,10 @@ fn pct(r: &Rate) -> String {
     format!("{:.1}% [{:.1}, {:.1}] ({}/{})", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1, r.successes, r.total)
 }
 
+fn mean(m: &Mean, digits: usize) -> String {
+    format!("{:.d$} [{:.d$}, {:.d$}]", m.value, m.ci95.0, m.ci95.1, d = digits)
+}
+
 /// The markdown table of one evaluation.
 pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     let mut s = format!("# Evaluation: {}\n\nquestions: {} ({}), judge: {}, max turns: {}, seed: {}\n\n", info.policy, m.num_questions, info.questions, info.judge, info.max_turns, info.seed);
@@ -55,7 +60,8 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     let mut row = |k: &str, v: String| s.push_str(&format!("| {k} | {v} |\n"));
     row("accuracy", pct(&m.accuracy));
     row("mean reward", format!("{:.3}", m.mean_reward));
-    row("avg tool calls", format!("{:.2}", m.avg_tool_calls));
+    row("answer F1", mean(&m.answer_f1, 3));
+    row("avg tool calls", mean(&m.tool_calls, 2));
     for (tool, v) in &m.avg_tool_calls_by_tool {
         row(&format!("avg calls: {tool}"), format!("{v:.2}"));
     }
@@ -105,6 +111,44 @@ pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[
     Ok(paths.to_vec())
 }
 
+/// Several evaluations in one table, each named by its label: accuracy, answer F1, tool calls, search hit
+/// rate and runnable program replies, each with its 95% interval, and each row's accuracy minus the first
+/// row's with its interval ([`difference_interval`]); when `png` is given, their accuracies as a bar chart
+/// with the intervals. An evaluation of other questions than the first row's is named in a note.
+pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Result<String, EvalError> {
+    if rows.is_empty() {
+        return Err(EvalError::Invalid("no evaluations to tabulate".into()));
+    }
+    let read: Vec<(String, EvalInfo, Metrics)> = rows.iter().map(|(label, dir)| read_results(dir).map(|(i, m)| (label.clone(), i, m))).collect::<Result<_, _>>()?;
+    let pc = |r: &Rate| format!("{:.1}% [{:.1}, {:.1}]", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1);
+    let mut s = String::from("| policy | questions | accuracy | vs first row | answer F1 | tool calls | search hit rate | runnable programs |\n|---|---|---|---|---|---|---|---|\n");
+    let first = &read[0].2.accuracy;
+    let mut notes = String::new();
+    for (i, (label, info, m)) in read.iter().enumerate() {
+        let (lo, hi) = difference_interval(first, &m.accuracy);
+        let delta = if i == 0 { "-".to_string() } else { format!("{:+.1} [{:+.1}, {:+.1}]", 100.0 * (m.accuracy.value - first.value), 100.0 * lo, 100.0 * hi) };
+        s.push_str(&format!(
+            "| {label} | {} | {} | {delta} | {} | {} | {} | {} |\n",
+            m.num_questions,
+            pc(&m.accuracy),
+            mean(&m.answer_f1, 3),
+            mean(&m.tool_calls, 2),
+            pc(&m.search_hit_rate),
+            pc(&m.runnable_program_replies)
+        ));
+        if info.questions != read[0].1.questions || info.seed != read[0].1.seed {
+            notes.push_str(&format!("\n{label}: other questions ({}, seed {}) than the first row.", info.questions, info.seed));
+        }
+    }
+    s.push_str(&notes);
+    if let Some(png) = png {
+        let bars = read.iter().map(|(label, _, m)| Bar { label: label.clone(), value: m.accuracy.value, interval: Some(m.accuracy.ci95) }).collect();
+        let chart = BarChart { title: format!("accuracy on {}", read[0].1.questions), y_label: "accuracy (95% CI)".into(), bars };
+        write_bar_chart(png, &chart).map_err(|e| EvalError::Invalid(format!("{}: {e}", png.display())))?;
+    }
+    Ok(s)
+}
+
 /// Reads a `results.json` back.
 pub fn read_results(dir: &Path) -> Result<(EvalInfo, Metrics), EvalError> {
     let p = dir.join(RESULTS_JSON);
@@ -122,9 +166,12 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
     let mut s = format!("A: {} ({})\nB: {} ({})\n\n| metric | A | B | B - A |\n|---|---|---|---|\n", a.display(), ia.policy, b.display(), ib.policy);
     let mut num = |k: &str, x: f64, y: f64| s.push_str(&format!("| {k} | {x:.3} | {y:.3} | {:+.3} |\n", y - x));
     num("questions", ma.num_questions as f64, mb.num_questions as f64);
-    num("accuracy", ma.accuracy.value, mb.accuracy.value);
+    let (lo, hi) = difference_interval(&ma.accuracy, &mb.accuracy);
+    s.push_str(&format!("| accuracy | {:.3} | {:.3} | {:+.3} [{lo:+.3}, {hi:+.3}] |\n", ma.accuracy.value, mb.accuracy.value, mb.accuracy.value - ma.accuracy.value));
+    let mut num = |k: &str, x: f64, y: f64| s.push_str(&format!("| {k} | {x:.3} | {y:.3} | {:+.3} |\n", y - x));
     num("mean reward", ma.mean_reward, mb.mean_reward);
-    num("avg tool calls", ma.avg_tool_calls, mb.avg_tool_calls);
+    num("answer F1", ma.answer_f1.value, mb.answer_f1.value);
+    num("avg tool calls", ma.tool_calls.value, mb.tool_calls.value);
     num("avg turns", ma.avg_turns, mb.avg_turns);
     num("avg model tokens", ma.avg_model_tokens, mb.avg_model_tokens);
     num("search hit rate", ma.search_hit_rate.value, mb.search_hit_rate.value);

@@ -45,7 +45,7 @@ async fn scripted_episodes_give_exact_metrics() {
     assert_eq!(m.num_questions, 4);
     assert_eq!(m.accuracy, Rate::new(1, 4));
     assert_eq!(m.mean_reward, 0.25);
-    assert_eq!(m.avg_tool_calls, 1.0);
+    assert_eq!(m.tool_calls.value, 1.0);
     assert_eq!(m.avg_tool_calls_by_tool, [("read_section".to_string(), 0.25), ("search_pages".into(), 0.5), ("view_sections".into(), 0.25)].into_iter().collect());
     assert_eq!(m.avg_turns, 2.0);
     assert_eq!(m.avg_model_tokens, 0.0);
@@ -71,7 +71,8 @@ async fn scripted_episodes_give_exact_metrics() {
     assert_eq!(transcripts.lines().count(), 4);
     assert!(transcripts.contains("\"program\":\"print(undefined_name)\\n\""), "{transcripts}");
     let table = compare(dir.path(), dir.path()).unwrap();
-    assert!(table.contains("| accuracy | 0.250 | 0.250 | +0.000 |"), "{table}");
+    assert!(table.contains("| accuracy | 0.250 | 0.250 | +0.000 [-0.494, +0.494] |"), "{table}");
+    assert!(table.contains("| answer F1 |"), "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -107,6 +107,14 @@ impl Episode {
         self.turns.iter().map(|t| t.reply_tokens).sum()
     }
 
+    /// The best SQuAD token F1 of the final answer against the gold answers (0 without an answer): the
+    /// partial credit that the reward's `f1_weight` pays and `agentrt eval` reports.
+    pub fn answer_f1(&self) -> f64 {
+        let Some(answer) = &self.final_answer else { return 0.0 };
+        let answer = agentrt_judge::extract_answer(answer);
+        self.question.answers.iter().map(|gold| agentrt_judge::f1_score(answer, gold)).fold(0.0, f64::max)
+    }
+
     /// The page ids the first search_pages call returned, in rank order.
     pub fn first_search_hits(&self) -> Option<&[String]> {
         self.tool_calls().find(|c| c.tool == "search_pages" && c.error.is_none()).map(|c| c.returned_ids.as_slice())

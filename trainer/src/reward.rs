@@ -4,7 +4,6 @@
 //! can never hide a flat accuracy.
 
 use crate::config::AlgorithmSection;
-use agentrt_judge::f1_score;
 use agentrt_rollout::{Episode, TurnAction};
 
 /// The parts of one episode's reward; [`RewardParts::total`] is what the advantages see.
@@ -28,10 +27,7 @@ impl RewardParts {
     pub fn of(e: &Episode, algorithm: &AlgorithmSection) -> RewardParts {
         let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
         let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer);
-        let f1 = match (&e.final_answer, algorithm.f1_weight > 0.0) {
-            (Some(answer), true) => e.question.answers.iter().map(|gold| f1_score(answer, gold)).fold(0.0, f64::max),
-            _ => 0.0,
-        };
+        let f1 = if algorithm.f1_weight > 0.0 { e.answer_f1() } else { 0.0 };
         RewardParts {
             judge: e.reward,
             program: if ran { algorithm.program_bonus as f32 } else { 0.0 },
