@@ -19,7 +19,7 @@ pub use causal_softmax::causal_softmax;
 pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use packed_rows::{packed_linear, PackedRows};
-pub use projection::projection;
+pub use projection::{add_lora_delta, projection};
 pub use rms_norm::rms_norm;
 pub use rope::{rope, rope_token_major};
 pub use silu_mul::silu_mul;

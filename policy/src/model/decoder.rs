@@ -96,8 +96,10 @@ impl Decoder {
             Some(b) => y.broadcast_add(b)?,
             None => y,
         };
-        match adapters.map(|a| a.delta((layer, target), x, routed)).transpose()?.flatten() {
-            Some(d) => y + d,
+        let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?.max(1);
+        match adapters.map(|a| a.factors((layer, target), rows, routed)).transpose()?.flatten() {
+            Some(f) if y.device().is_cpu() => fused::add_lora_delta(&y, x, &f),
+            Some(f) => y + f.apply(x)?,
             None => Ok(y),
         }
     }
