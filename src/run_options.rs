@@ -12,7 +12,8 @@ pub struct RunOptions {
     /// Override any key: `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub set: Vec<String>,
-    /// Print the embedded default config and exit.
+    /// Print the config and exit: the embedded defaults with their comments, or, with --config, --set or
+    /// other flags, the config they make (checked, as a run would save it).
     #[arg(long)]
     pub print_config: bool,
     /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
@@ -52,6 +53,15 @@ impl RunOptions {
         ];
         let flags = own.into_iter().chain(shared).filter_map(|(k, v)| v.map(|v| format!("{k}={v}")));
         self.set.iter().cloned().chain(flags).collect()
+    }
+
+    /// What `--print-config` prints: `defaults` (commented) when nothing layers over them, else `merged()`.
+    pub fn config_to_print(&self, overrides: &[String], defaults: &str, merged: impl FnOnce() -> anyhow::Result<String>) -> anyhow::Result<String> {
+        if self.config.is_none() && overrides.is_empty() {
+            Ok(defaults.to_string())
+        } else {
+            merged()
+        }
     }
 
     /// The run directory and whether to resume it: `--resume DIR`, or `--resume` alone for the directory

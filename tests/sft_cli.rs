@@ -13,13 +13,7 @@ fn agentrt() -> Command {
 }
 
 fn tiny_model(dir: &Path) -> PathBuf {
-    let cfg = ModelConfig { max_position_embeddings: 4096, ..agentrt_policy::testing::tiny_config(Arch::Llama) };
-    let w = ModelWeights::random(&cfg, 11, &Device::Cpu).unwrap();
-    let tok = PolicyTokenizer::bytes_only(agentrt_policy::testing::SPECIALS).unwrap();
-    let p = Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None).unwrap(), "tiny".into(), &Device::Cpu).unwrap();
-    let out = dir.join("tiny-model");
-    p.merge_and_export(&out).unwrap();
-    out
+    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
 }
 
 fn chat_data(dir: &Path) -> PathBuf {

@@ -10,15 +10,8 @@ fn agentrt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agentrt"))
 }
 
-/// A tiny byte-level model with room for the system prompt, exported as a safetensors directory.
 fn tiny_model(dir: &Path) -> PathBuf {
-    let cfg = ModelConfig { max_position_embeddings: 4096, ..agentrt_policy::testing::tiny_config(Arch::Llama) };
-    let w = ModelWeights::random(&cfg, 11, &Device::Cpu).unwrap();
-    let tok = PolicyTokenizer::bytes_only(agentrt_policy::testing::SPECIALS).unwrap();
-    let p = Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None).unwrap(), "tiny".into(), &Device::Cpu).unwrap();
-    let out = dir.join("tiny-model");
-    p.merge_and_export(&out).unwrap();
-    out
+    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
 }
 
 fn questions(dir: &Path) -> PathBuf {
@@ -126,3 +119,21 @@ fn kill_nine_mid_run_then_resume() {
     assert!(run.join("checkpoint-4/trainer_state.json").is_file());
 }
 
+
+#[test]
+fn print_config_gives_the_commented_defaults_or_the_config_the_layers_make() {
+    let out = agentrt().args(["train", "--print-config"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let defaults = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(defaults, agentrt_trainer::DEFAULT_CONFIG);
+
+    let out = agentrt().args(["train", "--print-config", "--lr", "0.00125", "--set", "rollout.max_turns=7"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let merged = String::from_utf8(out.stdout).unwrap();
+    assert!(merged.contains("lr = 0.00125") && merged.contains("max_turns = 7"), "the flags and --set reach the printed config:\n{merged}");
+    assert!(merged.starts_with("[") && !merged.contains("\n# "), "the merged config is the config a run saves, without the defaults' comments:\n{merged}");
+
+    let out = agentrt().args(["train", "--print-config", "--set", "rollout.max_turns=many"]).output().unwrap();
+    assert!(!out.status.success(), "a bad override is an error, also when only printing");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_turns"), "the error names the key: {}", String::from_utf8_lossy(&out.stderr));
+}

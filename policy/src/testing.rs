@@ -6,6 +6,7 @@ use crate::model::{Arch, ModelConfig, ModelWeights};
 use crate::tokenizer::PolicyTokenizer;
 use crate::Policy;
 use candle_core::Device;
+use std::path::{Path, PathBuf};
 
 /// The special tokens of the tiny models (ids 256, 257, 258).
 pub const SPECIALS: &[&str] = &["<|im_start|>", "<|im_end|>", "<|endoftext|>"];
@@ -32,4 +33,15 @@ pub fn tiny_policy_from(cfg: ModelConfig, w: ModelWeights) -> Result<Policy> {
     let dev = Device::Cpu;
     let tok = PolicyTokenizer::bytes_only(SPECIALS)?;
     Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None)?, format!("tiny-{arch:?}"), &dev)
+}
+
+/// A tiny Llama-shaped policy (seed 11, 4,096 positions: room for a system prompt and a whole episode)
+/// exported as the safetensors directory `dir/tiny-model`, which `--model` and `model.name` load: for
+/// tests that run the CLI or the trainer end to end.
+pub fn tiny_model_dir(dir: &Path) -> Result<PathBuf> {
+    let cfg = ModelConfig { max_position_embeddings: 4096, ..tiny_config(Arch::Llama) };
+    let policy = tiny_policy_with(cfg, 11)?;
+    let out = dir.join("tiny-model");
+    policy.merge_and_export(&out)?;
+    Ok(out)
 }

@@ -127,7 +127,7 @@ pub struct RetrievalArgs {
     #[arg(long)]
     pub json: bool,
     /// Where the index lives (default: $AGENTRT_CACHE/index).
-    #[arg(long, env = "AGENTRT_INDEX")]
+    #[arg(long, env = "AGENTRT_INDEX_DIR")]
     pub index_dir: Option<PathBuf>,
 }
 

@@ -16,7 +16,7 @@ pub struct Args {
     #[arg(long, default_value = "data/wiki/pages.jsonl")]
     pub pages: PathBuf,
     /// Where the index lives (default: $AGENTRT_CACHE/index).
-    #[arg(long, env = "AGENTRT_INDEX")]
+    #[arg(long, env = "AGENTRT_INDEX_DIR")]
     pub index_dir: Option<PathBuf>,
     /// Rebuild even if the index is up to date.
     #[arg(long)]

@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long)]
     pub timings: bool,
     /// Where the index lives (default: $AGENTRT_CACHE/index).
-    #[arg(long, env = "AGENTRT_INDEX")]
+    #[arg(long, env = "AGENTRT_INDEX_DIR")]
     pub index_dir: Option<PathBuf>,
 }
 

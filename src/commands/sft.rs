@@ -67,7 +67,8 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.run.print_config {
-        print!("{}", agentrt_trainer::DEFAULT_SFT_CONFIG);
+        let overrides = args.overrides();
+        print!("{}", args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_SFT_CONFIG, || Ok(SftConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()))?);
         return Ok(());
     }
     // A resumed run keeps its saved config, data files included: none need be given again.

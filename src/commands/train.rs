@@ -68,7 +68,8 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.run.print_config {
-        print!("{}", agentrt_trainer::DEFAULT_CONFIG);
+        let overrides = args.overrides();
+        print!("{}", args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_CONFIG, || Ok(TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()))?);
         return Ok(());
     }
     let config = TrainConfig::from_layers(args.run.config.as_deref(), &args.overrides())?;

@@ -202,7 +202,7 @@ pub struct SftSummary {
 /// most replies an episode of them holds and the longest reply in tokens (plus a quarter, for a longer
 /// question quoted in a program, rounded up to 32 and at least the episode default of 160, so the adapter
 /// can write what it was taught).
-fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[&crate::sft_data::Conversation], longest_reply: usize) -> AgentSettings {
+fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate::sft_data::Conversation], longest_reply: usize) -> AgentSettings {
     use agentrt_rollout::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
     let demo = demonstration();
     let mut prompts: Vec<String> = Vec::new();
@@ -280,7 +280,7 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<(Ve
         train.extend(read(p, &mut stats, Some(&mut train_conversations))?);
     }
     let mut val = if d.val.is_empty() { vec![] } else { read(&d.val, &mut stats, None)? };
-    let settings = agent_settings_of(&config.model.name, &d.system_prompt, &train_conversations.iter().collect::<Vec<_>>(), train.iter().map(longest_reply).max().unwrap_or(0));
+    let settings = agent_settings_of(&config.model.name, &d.system_prompt, &train_conversations, train.iter().map(longest_reply).max().unwrap_or(0));
     if d.val.is_empty() {
         let n_val = if d.val_examples > 0 { d.val_examples } else { (d.val_fraction * train.len() as f64).round() as usize };
         if n_val > 0 {

@@ -73,14 +73,14 @@ pub fn judge_of(spec: &str) -> Result<Arc<dyn Judge>, TrainError> {
     Ok(Arc::from(judge))
 }
 
-/// Trains; returns when `max_steps` are done. Every `save_steps` a checkpoint is written atomically.
 /// A warm start from an adapter trained with other prompt settings (its `agent.json`) than `rollout.*`
-/// plays it off its training distribution: say so, naming both.
-fn warn_if_played_otherwise(config: &TrainConfig) {
+/// plays it off its training distribution: say so, naming both. An unreadable `agent.json` is an error
+/// (an adapter without one, e.g. a PEFT directory from elsewhere, is fine).
+fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
     if config.model.init_adapter.is_empty() {
-        return;
+        return Ok(());
     }
-    if let Ok(Some(a)) = agentrt_rollout::AgentSettings::read(std::path::Path::new(&config.model.init_adapter)) {
+    if let Some(a) = agentrt_rollout::AgentSettings::read(Path::new(&config.model.init_adapter))? {
         let r = &config.rollout;
         if (a.system_prompt.as_str(), a.demonstration, a.max_turns) != (r.system_prompt.as_str(), r.demonstration, r.max_turns) {
             eprintln!(
@@ -89,8 +89,11 @@ fn warn_if_played_otherwise(config: &TrainConfig) {
             );
         }
     }
+    Ok(())
 }
 
+/// Trains; returns when `max_steps` are done. Every `save_steps` a checkpoint is written atomically,
+/// with the `agent.json` of how this run plays the policy.
 pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
     let TrainRequest { config, run_dir, resume, progress } = request;
     let (run, config, resume_from) = if resume {
@@ -126,7 +129,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         }
         None => {
             crate::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
-            warn_if_played_otherwise(&config);
+            warn_if_played_otherwise(&config)?;
             (0, 0)
         }
     };
@@ -176,6 +179,13 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     };
 
     let mut order = DataOrder::new(questions.len(), seed);
+    let agent = agentrt_rollout::AgentSettings {
+        model: config.model.name.clone(),
+        system_prompt: config.rollout.system_prompt.clone(),
+        demonstration: config.rollout.demonstration,
+        max_turns: config.rollout.max_turns,
+        max_new_tokens: config.rollout.max_new_tokens,
+    };
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let group = config.rollout.num_rollouts;
     eprintln!(
@@ -272,13 +282,6 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         }
         if step % config.run.save_steps == 0 || step == config.run.max_steps {
             let state = TrainerState { step, questions_seen, seed, run_name: config.run_name() };
-            let agent = agentrt_rollout::AgentSettings {
-                model: config.model.name.clone(),
-                system_prompt: config.rollout.system_prompt.clone(),
-                demonstration: config.rollout.demonstration,
-                max_turns: config.rollout.max_turns,
-                max_new_tokens: config.rollout.max_new_tokens,
-            };
             last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {

@@ -11,13 +11,7 @@ use agentrt_trainer::{sft, Learner, LearnerConfig, Sample, SftConfig, SftRequest
 use std::path::{Path, PathBuf};
 
 fn tiny_model(dir: &Path) -> PathBuf {
-    let cfg = ModelConfig { max_position_embeddings: 4096, ..agentrt_policy::testing::tiny_config(Arch::Llama) };
-    let w = ModelWeights::random(&cfg, 11, &Device::Cpu).unwrap();
-    let tok = PolicyTokenizer::bytes_only(agentrt_policy::testing::SPECIALS).unwrap();
-    let p = Policy::from_parts(cfg, w, tok, ChatTemplate::new(CHATML, None, None).unwrap(), "tiny".into(), &Device::Cpu).unwrap();
-    let out = dir.join("tiny-model");
-    p.merge_and_export(&out).unwrap();
-    out
+    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
 }
 
 /// 24 short conversations with a learnable shape (the answer is the question's number mod 3).
