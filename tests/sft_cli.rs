@@ -3,8 +3,6 @@
 //! with `agentrt train --init-adapter`, whose first step's KL to its reference is zero (the reference is the
 //! warm-started model).
 
-use agentrt_policy::chat_template::CHATML;
-use agentrt_policy::{Arch, ChatTemplate, Device, ModelConfig, ModelWeights, Policy, PolicyTokenizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

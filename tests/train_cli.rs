@@ -1,8 +1,6 @@
 //! `agentrt train` end to end on a tiny random model served from a safetensors directory and the fixture
 //! tools: the run directory's files, exact resumption, and a kill -9 in the middle of a run.
 
-use agentrt_policy::chat_template::CHATML;
-use agentrt_policy::{Arch, ChatTemplate, Device, ModelConfig, ModelWeights, Policy, PolicyTokenizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

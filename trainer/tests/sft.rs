@@ -2,8 +2,7 @@
 //! mask of transcripts, a falling validation loss, errors that name file and line, exact resumption, and a
 //! warm start (`model.init_adapter`) whose KL reference is the warm-started model.
 
-use agentrt_policy::chat_template::CHATML;
-use agentrt_policy::{AdamWConfig, Arch, ChatTemplate, Device, ModelConfig, ModelSource, ModelWeights, Policy, PolicyTokenizer, Tensor};
+use agentrt_policy::{AdamWConfig, Device, ModelSource, Policy, Tensor};
 use agentrt_rollout::{EpisodeConfig, Question, ScriptedPolicy};
 use agentrt_trainer::sft::{load_examples, validation_loss};
 use agentrt_trainer::sft_data::{read_conversations, TranscriptOptions};
