@@ -13,10 +13,13 @@ pub struct RunOptions {
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub set: Vec<String>,
     /// Print the config and exit: the embedded defaults with their comments, or, with --config, --set or
-    /// other flags, the config they make (checked, as a run would save it).
+    /// other flags, the config they make (checked, as a run would save it); with --resume, the config the
+    /// run would go on with.
     #[arg(long)]
     pub print_config: bool,
     /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
+    /// It keeps its saved config; flags and --set may change only its length and how often it logs,
+    /// evaluates and saves (anything else is an error).
     #[arg(long, value_name = "RUN_DIR", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<PathBuf>,
     /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.

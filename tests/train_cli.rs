@@ -61,6 +61,12 @@ fn train_writes_a_run_and_resumes_exactly() {
     // candle's multi-threaded CPU reductions are not bitwise reproducible, even between two straight runs.)
     run_ok(&train_args(&model, &qs, &out, "split", 1));
     let resumed = out.join("split");
+    // A resume that would change more than the run's length is refused, naming the key, and changes nothing.
+    let saved = std::fs::read_to_string(resumed.join("config.toml")).unwrap();
+    let refused = agentrt().args(["train", "--fixture", "--resume", resumed.to_str().unwrap(), "--max-steps", "3", "--lr", "5e-2"]).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("algorithm.lr = 0.05 (saved: 0.01)"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(std::fs::read_to_string(resumed.join("config.toml")).unwrap(), saved);
     let mut args = train_args(&model, &qs, &out, "split", 3);
     args.extend(["--resume".to_string(), resumed.to_str().unwrap().to_string()]);
     run_ok(&args);

@@ -66,14 +66,20 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.run.print_config {
-        let overrides = args.overrides();
+    let overrides = args.overrides();
+    if args.run.print_config && args.run.resume.is_none() {
         print!("{}", args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_SFT_CONFIG, || Ok(SftConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()))?);
         return Ok(());
     }
-    // A resumed run keeps its saved config, data files included: none need be given again.
-    let config = SftConfig::from_layers(args.run.config.as_deref(), &args.overrides())?;
+    let config = SftConfig::from_layers(args.run.config.as_deref(), &overrides)?;
     let (run_dir, resume) = args.run.run_dir(&config.run.output_dir, config.run_name());
+    // A resumed run goes on with its saved config (data files included: none need be given again), with
+    // what is given now layered over it; only its length and cadences may change.
+    let config = if resume { SftConfig::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), args.run.config.as_deref(), &overrides)? } else { config };
+    if args.run.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
     let summary = sft(SftRequest { config, run_dir, resume, progress: !args.run.no_progress })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;
     println!("run: {}", summary.run_dir.display());

@@ -67,17 +67,23 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.run.print_config {
-        let overrides = args.overrides();
+    let overrides = args.overrides();
+    if args.run.print_config && args.run.resume.is_none() {
         print!("{}", args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_CONFIG, || Ok(TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()))?);
         return Ok(());
     }
-    let config = TrainConfig::from_layers(args.run.config.as_deref(), &args.overrides())?;
+    let config = TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?;
     let (run_dir, resume) = args.run.run_dir(&config.run.output_dir, config.run_name());
+    // A resumed run goes on with its saved config (data files included: none need be given again), with
+    // what is given now layered over it; only its length and cadences may change.
+    let config = if resume { TrainConfig::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), args.run.config.as_deref(), &overrides)? } else { config };
+    if args.run.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let summary = runtime.block_on(async {
-        let limits = if resume { limits_of(&agentrt_trainer::RunDir::open(&run_dir)?.1) } else { limits_of(&config) };
-        let sandbox = Arc::new(args.tools.build(limits).await?);
+        let sandbox = Arc::new(args.tools.build(limits_of(&config)).await?);
         anyhow::Ok(train(TrainRequest { config, run_dir, resume, progress: !args.run.no_progress }, sandbox).await?)
     })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;

@@ -131,6 +131,17 @@ impl TrainConfig {
         Ok(config)
     }
 
+    /// The keys a resumed run may change: its length and how often it logs, evaluates and saves.
+    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] =
+        &["run.max_steps", "run.logging_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name", "routing.eval_routing_steps"];
+
+    /// The config to resume the run of `saved` (its `config.toml`) with: see [`resumed`].
+    pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<TrainConfig, TrainError> {
+        let config: TrainConfig = resumed(saved, file, overrides, Self::CHANGEABLE_ON_RESUME)?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Reads a saved run's `config.toml` exactly (no defaults layered under it).
     pub fn read(path: &Path) -> Result<TrainConfig, TrainError> {
         let c: TrainConfig = read_exactly(path)?;
@@ -232,6 +243,44 @@ pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str
     toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))
 }
 
+/// The config a resumed run goes on with: its saved `config.toml` with `file` and `overrides` layered over
+/// it (not over the defaults, so a key not given keeps its saved value), then checked by
+/// [`check_resumable`].
+pub(crate) fn resumed<T: serde::de::DeserializeOwned + Serialize>(saved: &Path, file: Option<&Path>, overrides: &[String], changeable: &[&str]) -> Result<T, TrainError> {
+    let text = std::fs::read_to_string(saved).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
+    let old: T = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
+    let new: T = layered(&text, &saved.display().to_string(), file, overrides)?;
+    check_resumable(&old, &new, changeable)?;
+    Ok(new)
+}
+
+/// A resumed run may change how long it goes on and how often it logs, evaluates and saves (the keys of
+/// `changeable`); any other key that differs from the saved config is an error naming it and both
+/// values, since a run changed midway would be neither the old run nor a new one.
+pub(crate) fn check_resumable<T: Serialize>(saved: &T, resumed: &T, changeable: &[&str]) -> Result<(), TrainError> {
+    let table = |c: &T| toml::Table::try_from(c).expect("a config always serialises");
+    let (old, new) = (table(saved), table(resumed));
+    let mut changed = Vec::new();
+    for (section, values) in &new {
+        let (Some(values), Some(before)) = (values.as_table(), old.get(section).and_then(|v| v.as_table())) else { continue };
+        for (key, value) in values {
+            let name = format!("{section}.{key}");
+            if before.get(key) != Some(value) && !changeable.contains(&name.as_str()) {
+                changed.push(format!("{name} = {} (saved: {})", value, before.get(key).map(|v| v.to_string()).unwrap_or_else(|| "absent".into())));
+            }
+        }
+    }
+    if changed.is_empty() {
+        Ok(())
+    } else {
+        Err(TrainError::Config(format!(
+            "--resume continues the run as it was configured; only {} may change, but this would change {}: start a new run from its last checkpoint (--init-adapter RUN/checkpoint-N) to change them",
+            changeable.join(", "),
+            changed.join(", ")
+        )))
+    }
+}
+
 /// A saved run's config file, exactly as written (no defaults layered under it).
 pub(crate) fn read_exactly<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TrainError> {
     let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
@@ -319,5 +368,23 @@ mod tests {
         let p = dir.path().join("config.toml");
         std::fs::write(&p, c.to_toml()).unwrap();
         assert_eq!(TrainConfig::read(&p).unwrap(), c);
+    }
+
+    #[test]
+    fn a_resumed_run_keeps_its_saved_config_and_may_change_only_its_length_and_cadences() {
+        let saved = TrainConfig::from_layers(None, &["algorithm.lr=3e-5".into(), "run.max_steps=10".into()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        std::fs::write(&p, saved.to_toml()).unwrap();
+
+        let same = TrainConfig::resumed(&p, None, &[]).unwrap();
+        assert_eq!(same, saved, "a key not given keeps its saved value, not the default's");
+        let longer = TrainConfig::resumed(&p, None, &["run.max_steps=30".into(), "run.save_steps=2".into(), "algorithm.lr=3e-5".into()]).unwrap();
+        assert_eq!((longer.run.max_steps, longer.run.save_steps, longer.algorithm.lr), (30, 2, 3e-5));
+
+        let e = TrainConfig::resumed(&p, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap_err().to_string();
+        assert!(e.contains("algorithm.lr = 0.001 (saved: 0.00003)") && e.contains("rollout.num_rollouts = 8 (saved: 4)") && e.contains("--init-adapter"), "{e}");
+        let e = check_resumable(&saved, &TrainConfig::default(), TrainConfig::CHANGEABLE_ON_RESUME).unwrap_err().to_string();
+        assert!(e.contains("algorithm.lr = 0.0001 (saved: 0.00003)") && !e.contains("run.max_steps ="), "{e}");
     }
 }

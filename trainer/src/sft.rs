@@ -104,6 +104,16 @@ impl SftConfig {
         Ok(config)
     }
 
+    /// The keys a resumed run may change: its length and how often it evaluates and saves.
+    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] = &["sft.max_steps", "sft.epochs", "sft.eval_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name"];
+
+    /// The config to resume the run of `saved` (its `config.toml`) with (as `TrainConfig::resumed`).
+    pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
+        let config: SftConfig = crate::config::resumed(saved, file, overrides, Self::CHANGEABLE_ON_RESUME)?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Reads a saved run's `config.toml` exactly.
     pub fn read(path: &Path) -> Result<SftConfig, TrainError> {
         let c: SftConfig = read_exactly(path)?;
@@ -178,8 +188,9 @@ impl SftConfig {
 pub struct SftRequest {
     pub config: SftConfig,
     pub run_dir: PathBuf,
-    /// Continue the run in `run_dir` from its last checkpoint (its saved config is used; only
-    /// `sft.max_steps` and `sft.epochs` are taken from `config`).
+    /// Continue the run in `run_dir` from its last checkpoint. `config` must then be its saved config but
+    /// for `SftConfig::CHANGEABLE_ON_RESUME` (`SftConfig::resumed` makes one); the run's `config.toml` is
+    /// updated to it.
     pub resume: bool,
     pub progress: bool,
 }
@@ -333,10 +344,13 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let SftRequest { config, run_dir, resume, progress } = request;
     let (run, config, resume_from) = if resume {
         let saved = SftConfig::read(&run_dir.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not an SFT run directory ({e})", run_dir.display())))?;
-        let saved = SftConfig { sft: SftSection { max_steps: config.sft.max_steps, epochs: config.sft.epochs, ..saved.sft }, ..saved };
+        crate::config::check_resumable(&saved, &config, SftConfig::CHANGEABLE_ON_RESUME)?;
+        if config != saved {
+            write_atomic(&run_dir.join(CONFIG), config.to_toml().as_bytes())?;
+        }
         let run = RunDir { path: run_dir.clone() };
         let last = run.checkpoints()?.pop();
-        (run, saved, last)
+        (run, config, last)
     } else {
         if run_dir.join(CONFIG).exists() {
             return Err(TrainError::Run(format!("{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name", run_dir.display())));

@@ -30,8 +30,9 @@ pub struct TrainRequest {
     pub config: TrainConfig,
     /// The run directory (`output_dir/run_name` unless given).
     pub run_dir: PathBuf,
-    /// Continue the run in `run_dir` from its last checkpoint (its saved config is used; only
-    /// `run.max_steps` is taken from `config`).
+    /// Continue the run in `run_dir` from its last checkpoint. `config` must then be its saved config but
+    /// for `TrainConfig::CHANGEABLE_ON_RESUME` (`TrainConfig::resumed` makes one); the run's `config.toml`
+    /// is updated to it.
     pub resume: bool,
     /// Show progress: a bar on a terminal; elsewhere each step's metrics line and a progress line with the
     /// ETA. Without it, only the metrics lines.
@@ -97,10 +98,13 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
 pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
     let TrainRequest { config, run_dir, resume, progress } = request;
     let (run, config, resume_from) = if resume {
-        let (run, mut saved) = RunDir::open(&run_dir)?;
-        saved.run.max_steps = config.run.max_steps;
+        let (run, saved) = RunDir::open(&run_dir)?;
+        crate::config::check_resumable(&saved, &config, TrainConfig::CHANGEABLE_ON_RESUME)?;
+        if config != saved {
+            crate::run_dir::write_atomic(&run.path.join(crate::run_dir::CONFIG), config.to_toml().as_bytes())?;
+        }
         let last = run.checkpoints()?.pop();
-        (run, saved, last)
+        (run, config, last)
     } else {
         (RunDir::create(&run_dir, &config)?, config, None)
     };
