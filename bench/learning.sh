@@ -90,7 +90,7 @@ stage eval-qwen "$WORK/eval/qwen-full/results.json" "$AGENTRT" eval --split dev 
 "$AGENTRT" plot "$WORK/sft" --out "$WORK/sft-curves.png"
 "$AGENTRT" plot "$WORK/rl" --out "$WORK/rl-curves.png"
 "$AGENTRT" eval table --out "$WORK/accuracy.png" \
-  "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT $RL_FROM steps=$WORK/eval/sft-$RL_FROM" \
-  "SFT $RL_FROM steps + RL $RL_STEPS steps=$WORK/eval/sft-rl" "SFT $SFT_STEPS steps=$WORK/eval/sft" \
+  "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT $RL_FROM=$WORK/eval/sft-$RL_FROM" \
+  "SFT $RL_FROM + RL $RL_STEPS=$WORK/eval/sft-rl" "SFT $SFT_STEPS (shipped)=$WORK/eval/sft" \
   "qwen2.5-coder-0.5b zero-shot (full prompt)=$WORK/eval/qwen-full" > "$WORK/table.md"
 echo "table: $WORK/table.md; stage times: $TIMES" >&2

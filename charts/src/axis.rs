@@ -84,7 +84,7 @@ pub(crate) fn category_label(labels: &[String], x: f64) -> String {
     }
     labels
         .get(x.floor() as usize)
-        .map(|l| crate::style::short_label(l, 18))
+        .map(|l| crate::style::short_label(l, crate::style::TICK_LABEL_CHARS))
         .unwrap_or_default()
 }
 

@@ -59,7 +59,11 @@ pub fn write_bar_chart(path: &Path, chart: &BarChart) -> Result<(), ChartError> 
             }
         }
     }
-    let width = (100 + 70 * chart.bars.len() as u64).max(500);
+    // Each bar gets room for its label: 70 px, or about 8 px a character of the longest one as drawn, so
+    // that neighbouring labels never run into each other.
+    let longest = chart.bars.iter().map(|b| b.label.chars().count().min(crate::style::TICK_LABEL_CHARS) as u64).max().unwrap_or(0);
+    let per_bar = (8 * longest + 12).max(70);
+    let width = (100 + per_bar * chart.bars.len() as u64).max(500);
     render_png(path, width, BAR_HEIGHT, |root| draw_bars(root, chart))
 }
 

@@ -63,6 +63,9 @@ pub(crate) fn draw_no_data(area: &Area<'_>, title: &str) -> Result<(), DrawError
     Ok(())
 }
 
+/// The most characters of a tick label; longer ones are ellipsised.
+pub(crate) const TICK_LABEL_CHARS: usize = 18;
+
 /// A tick label no longer than `max` characters, ellipsised, so long metric names stay legible.
 pub(crate) fn short_label(label: &str, max: usize) -> String {
     if label.chars().count() <= max {

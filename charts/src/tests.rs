@@ -216,8 +216,9 @@ fn bar_chart_draws_bars() {
     };
     write_bar_chart(&path, &chart).unwrap();
     let img = decode(&path);
-    assert_eq!((img.width, img.height), (500, 400));
-    let filled = img.count(PALETTE[0], (0, 0), (500, 400));
+    // The longest label, ellipsised to 18 characters, gives each bar 8 * 18 + 12 px.
+    assert_eq!((img.width, img.height), (100 + 4 * 156, 400));
+    let filled = img.count(PALETTE[0], (0, 0), (img.width, 400));
     assert!(filled > 2000, "bars barely drawn: {filled} pixels");
 }
 
@@ -235,6 +236,10 @@ fn bar_chart_width_grows_with_bars() {
     };
     write_bar_chart(&path, &chart).unwrap();
     assert_eq!(decode(&path).width, 800);
+
+    let long = BarChart { title: "long labels".into(), y_label: String::new(), bars: (0..5).map(|i| bar(&format!("SFT {i} + RL 15 steps"), i as f64, None)).collect() };
+    write_bar_chart(&path, &long).unwrap();
+    assert_eq!(decode(&path).width, 100 + 5 * (8 * 18 + 12), "each bar has room for its label, ellipsised to 18 characters");
 }
 
 #[test]
