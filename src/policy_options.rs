@@ -50,6 +50,23 @@ pub struct LoadedPolicy {
     pub name: String,
 }
 
+impl LoadedPolicy {
+    /// The system prompt to play: `flag`, else the one the adapter was trained with, else `short`.
+    pub fn system_prompt(&self, flag: Option<&String>) -> String {
+        flag.cloned().or(self.settings.as_ref().map(|s| s.system_prompt.clone())).unwrap_or_else(|| "short".into())
+    }
+
+    /// Whether the worked demonstration is shown: `flag`, else as the adapter was trained, else `default`.
+    pub fn demonstration(&self, flag: Option<bool>, default: bool) -> bool {
+        flag.or(self.settings.as_ref().map(|s| s.demonstration)).unwrap_or(default)
+    }
+
+    /// Replies per episode at most: `flag`, else as the adapter was trained, else `default`.
+    pub fn max_turns(&self, flag: Option<usize>, default: usize) -> usize {
+        flag.or(self.settings.as_ref().map(|s| s.max_turns)).unwrap_or(default)
+    }
+}
+
 impl PolicyOptions {
     /// Loads the local model and its adapter when the flags name one (nothing for an endpoint or the random
     /// baseline).

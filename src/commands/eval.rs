@@ -163,10 +163,9 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     }
     let loaded = args.policy.load()?;
     // An adapter is played as it was trained (its agent.json) unless a flag says otherwise.
-    let trained = loaded.settings.as_ref();
-    let system_prompt = args.system_prompt.clone().or(trained.map(|s| s.system_prompt.clone())).unwrap_or_else(|| "short".into());
-    let demonstrate = !args.no_demonstration && trained.is_none_or(|s| s.demonstration);
-    let max_turns = args.max_turns.or(trained.map(|s| s.max_turns)).unwrap_or(3);
+    let system_prompt = loaded.system_prompt(args.system_prompt.as_ref());
+    let demonstrate = loaded.demonstration(args.no_demonstration.then_some(false), true);
+    let max_turns = loaded.max_turns(args.max_turns, 3);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let episodes = runtime.block_on(async {

@@ -66,9 +66,10 @@ pub struct CommonArgs {
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
     #[arg(long, default_value = "rule")]
     pub judge: String,
-    /// Replies per episode at most (the answer included).
-    #[arg(long, default_value_t = 4)]
-    pub max_turns: usize,
+    /// Replies per episode at most (the answer included). Default: 4, or for sample with an adapter its
+    /// `agent.json`'s.
+    #[arg(long)]
+    pub max_turns: Option<usize>,
     /// `short`, `full`, or the system prompt's own text. Default: `full` for synth (it states the tools
     /// and the program format that the trajectories teach), `short` for sample (as `agentrt eval`).
     #[arg(long)]
@@ -132,7 +133,7 @@ fn questions(c: &CommonArgs) -> anyhow::Result<Vec<Question>> {
     Ok(questions)
 }
 
-fn settings(c: &CommonArgs, prompt: &str, demonstrate: bool) -> serde_json::Value {
+fn settings(c: &CommonArgs, prompt: &str, demonstrate: bool, max_turns: usize) -> serde_json::Value {
     serde_json::json!({
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "seed": c.seed,
@@ -141,7 +142,7 @@ fn settings(c: &CommonArgs, prompt: &str, demonstrate: bool) -> serde_json::Valu
             "questions": c.questions.display().to_string(),
             "limit": c.limit,
             "judge": c.judge,
-            "max_turns": c.max_turns,
+            "max_turns": max_turns,
             "system_prompt": prompt,
             "demonstration": demonstrate,
             "tools": if c.tools.fixture { "fixture".to_string() } else { c.tools.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir).display().to_string() },
@@ -202,18 +203,19 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let questions = questions(c)?;
     let prompt = c.system_prompt.clone().unwrap_or_else(|| "full".into());
     let demonstrate = c.demonstration.unwrap_or(false);
+    let max_turns = c.max_turns.unwrap_or(4);
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-synth.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
         let host = c.tools.tool_host()?;
         let sandbox = Arc::new(c.tools.build_with(Limits { max_host_calls: 32, ..Limits::default() }, host.clone()).await?);
-        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, c.max_turns)?;
+        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, max_turns)?;
         let policy = SynthesizingPolicy::new(args.style, host, &questions);
         let mut set = TrajectorySet::new("synth");
         play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
         anyhow::Ok(set)
     })?;
-    let mut manifest = settings(c, &prompt, demonstrate);
+    let mut manifest = settings(c, &prompt, demonstrate, max_turns);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
         agentrt_rollout::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
@@ -230,20 +232,20 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let c = &args.common;
     let questions = questions(c)?;
     let loaded = args.policy.load()?;
-    let trained = loaded.settings.as_ref();
-    let prompt = c.system_prompt.clone().or(trained.map(|s| s.system_prompt.clone())).unwrap_or_else(|| "short".into());
-    let demonstrate = c.demonstration.or(trained.map(|s| s.demonstration)).unwrap_or(!args.policy.is_random());
+    let prompt = loaded.system_prompt(c.system_prompt.as_ref());
+    let demonstrate = loaded.demonstration(c.demonstration, !args.policy.is_random());
+    let max_turns = loaded.max_turns(c.max_turns, 4);
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
         let sandbox = Arc::new(c.tools.build(Limits { max_host_calls: 32, ..Limits::default() }).await?);
-        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, c.max_turns)?;
+        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, max_turns)?;
         let policy = args.policy.turn_policy(&loaded, args.temperature, c.seed)?;
         let mut set = TrajectorySet::new("sample");
         play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
         anyhow::Ok(set)
     })?;
-    let mut manifest = settings(c, &prompt, demonstrate);
+    let mut manifest = settings(c, &prompt, demonstrate, max_turns);
     manifest["model"] = loaded.name.clone().into();
     manifest["k"] = args.k.into();
     manifest["settings"]["temperature"] = args.temperature.into();
