@@ -164,11 +164,12 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
     let (ia, ma) = read_results(a)?;
     let (ib, mb) = read_results(b)?;
     let mut s = format!("A: {} ({})\nB: {} ({})\n\n| metric | A | B | B - A |\n|---|---|---|---|\n", a.display(), ia.policy, b.display(), ib.policy);
-    let mut num = |k: &str, x: f64, y: f64| s.push_str(&format!("| {k} | {x:.3} | {y:.3} | {:+.3} |\n", y - x));
-    num("questions", ma.num_questions as f64, mb.num_questions as f64);
     let (lo, hi) = difference_interval(&ma.accuracy, &mb.accuracy);
-    s.push_str(&format!("| accuracy | {:.3} | {:.3} | {:+.3} [{lo:+.3}, {hi:+.3}] |\n", ma.accuracy.value, mb.accuracy.value, mb.accuracy.value - ma.accuracy.value));
-    let mut num = |k: &str, x: f64, y: f64| s.push_str(&format!("| {k} | {x:.3} | {y:.3} | {:+.3} |\n", y - x));
+    // Each row's difference; the accuracy's comes with its interval.
+    let mut row = |k: &str, x: f64, y: f64, interval: &str| s.push_str(&format!("| {k} | {x:.3} | {y:.3} | {:+.3}{interval} |\n", y - x));
+    row("questions", ma.num_questions as f64, mb.num_questions as f64, "");
+    row("accuracy", ma.accuracy.value, mb.accuracy.value, &format!(" [{lo:+.3}, {hi:+.3}]"));
+    let mut num = |k: &str, x: f64, y: f64| row(k, x, y, "");
     num("mean reward", ma.mean_reward, mb.mean_reward);
     num("answer F1", ma.answer_f1.value, mb.answer_f1.value);
     num("avg tool calls", ma.tool_calls.value, mb.tool_calls.value);

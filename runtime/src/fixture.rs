@@ -110,10 +110,8 @@ impl ToolHost for FixtureTools {
                 let score = words.iter().filter(|w| text.contains(w.as_str())).count() as f32;
                 // The section holding most of the query's words; the first of equals (as Python's max).
                 let matches = |s: &(&str, &str, &str)| words.iter().filter(|w| s.2.to_lowercase().contains(w.as_str())).count();
-                let best = page.sections.iter().fold(None, |best: Option<&(&str, &str, &str)>, s| match best {
-                    Some(b) if matches(b) >= matches(s) => Some(b),
-                    _ => Some(s),
-                });
+                // `max_by_key` keeps the last of equals, so it runs over the sections in reverse.
+                let best = page.sections.iter().rev().max_by_key(|s| matches(s));
                 let section_id = best.map(|s| s.0).unwrap_or_default().into();
                 PageHit { page_id: page.id.into(), title: page.title.into(), score, section_id }
             })

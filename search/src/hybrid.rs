@@ -32,11 +32,14 @@ pub enum Fusion {
     Weighted { bm25_weight: f32 },
 }
 
+/// The `k` of reciprocal rank fusion, for pages (`Fusion::DEFAULT`) and for each page's best section.
+pub const RRF_K: f32 = 60.0;
+
 impl Fusion {
     /// The fusion `search_pages` uses, chosen on the 952 dev questions: RRF (k = 60) ties the best
     /// weighted sum at recall@10 (0.963 vs 0.964) and beats every weight at recall@1 (0.704 vs ≤ 0.682)
     /// and @5 (0.937 vs ≤ 0.933), with no weight to tune.
-    pub const DEFAULT: Fusion = Fusion::Rrf { k: 60.0 };
+    pub const DEFAULT: Fusion = Fusion::Rrf { k: RRF_K };
 }
 
 /// Group section hits into pages (score = best section), best first. `page_of` maps a section row to
@@ -53,13 +56,13 @@ pub fn pages_from_sections(hits: &[(usize, f32)], page_of: impl Fn(usize) -> usi
 }
 
 /// Each page's best section over one or more section rankings (each best first): the section with the
-/// highest reciprocal-rank sum, `Σ 1 / (60 + rank)`, so a section both rankings place high wins, and
+/// highest reciprocal-rank sum, `Σ 1 / (RRF_K + rank)`, so a section both rankings place high wins, and
 /// with one ranking it is simply the page's first section there. Ties go to the earlier section row.
 pub fn best_sections(rankings: &[&[(usize, f32)]], page_of: impl Fn(usize) -> usize) -> HashMap<usize, usize> {
     let mut score: HashMap<usize, f32> = HashMap::new();
     for list in rankings {
         for (rank, &(sec, _)) in list.iter().enumerate() {
-            *score.entry(sec).or_insert(0.0) += 1.0 / (60.0 + rank as f32 + 1.0);
+            *score.entry(sec).or_insert(0.0) += 1.0 / (RRF_K + rank as f32 + 1.0);
         }
     }
     let mut best: HashMap<usize, (usize, f32)> = HashMap::new();
