@@ -93,7 +93,7 @@ impl ToolOptions {
     /// As [`ToolOptions::build`], over `host` (from [`ToolOptions::tool_host`]), which the caller keeps
     /// (`trajectories synth` looks ahead through the same tools its episodes call).
     pub async fn build_with(&self, limits: Limits, host: Arc<dyn ToolHost>) -> anyhow::Result<Sandbox> {
-        let config = SandboxConfig { limits, plugins: self.plugin_paths()?, cache_dir: None };
+        let config = SandboxConfig { limits, plugins: self.plugin_paths()?, ..SandboxConfig::default() };
         Ok(Sandbox::new(config, host).await?)
     }
 }

@@ -42,6 +42,10 @@ fn three_calls_print_the_section_and_a_trace_of_three_host_calls() {
     assert_eq!(report["host_calls"][1]["tool"], "view_sections");
     assert!(report["result"]["Ok"].is_object(), "{report}");
     assert!(report["fuel_used"].as_u64().unwrap() > 0);
+    // Times name their unit.
+    assert!(report["wall_time_us"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["host_calls"][0]["duration_us"].is_u64(), "{report}");
+    assert!(report.get("wall_time").is_none() && report["host_calls"][0].get("duration").is_none(), "{report}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 /// A runner with the real sandbox over [`FixtureTools`], the rule judge, the default system prompt and no
 /// demonstration.
 pub async fn fixture_runner(config: EpisodeConfig) -> EpisodeRunner {
-    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), plugins: vec![], cache_dir: None }, Arc::new(FixtureTools::default()))
+    let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), ..SandboxConfig::default() }, Arc::new(FixtureTools::default()))
         .await
         .expect("the sandbox over the fixture tools starts");
     EpisodeRunner {

@@ -89,6 +89,17 @@ impl MemoryLimiter {
     pub fn new(limit: usize) -> Self {
         Self { limit, in_use: 0, peak: 0, exceeded: false }
     }
+
+    /// The bound, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// A new bound for the next call of a reused instance; the memory it already holds stays counted.
+    pub fn rearm(&mut self, limit: usize) {
+        self.limit = limit;
+        self.exceeded = false;
+    }
 }
 
 impl ResourceLimiter for MemoryLimiter {

@@ -30,10 +30,10 @@ mod report;
 mod sandbox;
 mod tool_host;
 
-pub use component_cache::ComponentCache;
+pub use component_cache::{CacheEntry, ComponentCache, CACHE_CAP_ENV, DEFAULT_CACHE_CAP_BYTES};
 pub use fixture::FixtureTools;
 pub use limits::Limits;
-pub use plugins::{components_in, PluginRegistry};
+pub use plugins::{components_in, InstanceReuse, PluginRegistry};
 pub use report::{HostCall, Limit, Outcome, ProgramError, RunReport, ToolErrorKind};
 pub use sandbox::{GuestComponent, Sandbox, SandboxConfig};
 pub use tool_host::{PageHit, SectionRef, ToolFailure, ToolHost};
@@ -54,6 +54,13 @@ pub enum SandboxError {
     UnsatisfiedImport { origin: String, detail: String },
     #[error("{origin} does not implement the agentrt:tools/tool-code world: {reason}")]
     WrongWorld { origin: String, reason: String },
+    #[error("{origin} cannot be used as a plug-in: {reason}")]
+    UnusableTool { origin: String, reason: String },
+    #[error(
+        "{origin} exports a tool named `{name}`, which {owner} already provides: tool names are one namespace \
+         across the wiki tools and every plug-in; rename the function in the plug-in's WIT, or load only one of the two"
+    )]
+    ToolNameTaken { name: String, owner: String, origin: String },
     #[error("invalid sandbox configuration: {0}")]
     Config(String),
     #[error("wasmtime: {0}")]

@@ -7,19 +7,41 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi_io::poll::Pollable;
 use wasmtime_wasi_io::streams::{OutputStream, StreamError};
 
-/// A stdout that keeps at most `capacity` bytes. A write past the bound fails the guest's write and
-/// sets [`CappedOutput::overflowed`], so the host can report `limit-exceeded(output)` instead of the
-/// guest's own, less specific, failure.
+/// An output stream that keeps at most `capacity` bytes. For a program's stdout ([`CappedOutput::new`])
+/// a write past the bound fails the guest's write and sets [`CappedOutput::overflowed`], so the host can
+/// report `limit-exceeded(output)` instead of the guest's own, less specific, failure. For a plug-in's
+/// stderr ([`CappedOutput::keeping_tail`]) nothing fails: the oldest bytes make room, because what a
+/// crash explains is at the end.
 #[derive(Clone)]
 pub struct CappedOutput {
     capacity: usize,
+    keep_tail: bool,
     buffer: Arc<Mutex<BytesMut>>,
     overflowed: Arc<AtomicBool>,
 }
 
 impl CappedOutput {
     pub fn new(capacity: usize) -> Self {
-        Self { capacity, buffer: Arc::default(), overflowed: Arc::default() }
+        Self { capacity, keep_tail: false, buffer: Arc::default(), overflowed: Arc::default() }
+    }
+
+    /// A stream that keeps the last `capacity` bytes written and never fails a write.
+    pub fn keeping_tail(capacity: usize) -> Self {
+        Self { keep_tail: true, ..Self::new(capacity) }
+    }
+
+    /// Forgets everything written so far (a reused plug-in instance starts each call empty).
+    pub fn clear(&self) {
+        self.buffer.lock().expect("stdout buffer poisoned").clear();
+        self.overflowed.store(false, Ordering::Relaxed);
+    }
+
+    /// The last `n` non-empty lines written, oldest first.
+    pub fn last_lines(&self, n: usize) -> Vec<String> {
+        let text = self.text();
+        let mut lines: Vec<String> = text.lines().rev().filter(|l| !l.trim().is_empty()).take(n).map(str::to_string).collect();
+        lines.reverse();
+        lines
     }
 
     /// Everything written so far, as text (invalid UTF-8 replaced).
@@ -53,6 +75,16 @@ impl StdoutStream for CappedOutput {
 impl OutputStream for CappedOutput {
     fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
         let mut buffer = self.buffer.lock().expect("stdout buffer poisoned");
+        if self.keep_tail {
+            let keep = bytes.len().min(self.capacity);
+            let drop = (buffer.len() + keep).saturating_sub(self.capacity);
+            if drop > 0 {
+                let _ = buffer.split_to(drop);
+                self.overflowed.store(true, Ordering::Relaxed);
+            }
+            buffer.extend_from_slice(&bytes[bytes.len() - keep..]);
+            return Ok(());
+        }
         let room = self.capacity - buffer.len();
         if bytes.len() > room {
             buffer.extend_from_slice(&bytes[..room]);
@@ -68,6 +100,9 @@ impl OutputStream for CappedOutput {
     }
 
     fn check_write(&mut self) -> Result<usize, StreamError> {
+        if self.keep_tail {
+            return Ok(self.capacity.max(4096));
+        }
         let used = self.buffer.lock().expect("stdout buffer poisoned").len();
         // Always offer room, so that a write past the bound reaches `write` and is reported as such.
         Ok((self.capacity - used).max(4096))

@@ -12,14 +12,40 @@ use crate::plugin_values::{self, snake_case};
 use crate::SandboxError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{ComponentExportIndex, InstancePre, Linker, ResourceTable, Type, Val};
-use wasmtime::{Engine, Store};
+use wasmtime::component::{ComponentExportIndex, Instance, InstancePre, Linker, ResourceTable, Type, Val};
+use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// The interface every plug-in exports to describe itself; it is not a tool.
 const METADATA_INTERFACE: &str = "agentrt:tools/metadata@0.1.0";
+
+/// The wiki tools' names (the contract's `wiki` interface, as programs call them): the interpreter
+/// resolves them before any plug-in, so a plug-in tool of the same name could never be reached.
+const WIKI_TOOL_NAMES: &[&str] = &["search_pages", "view_sections", "read_section"];
+
+/// Warm instances kept per stateless plug-in: enough for the programs that call it at once on a
+/// few cores; each holds a slot of the engine's pooling allocator for as long as it is kept.
+const MAX_WARM_INSTANCES: usize = 8;
+
+/// How much of a plug-in's stderr is kept to explain a crash (its last bytes).
+const STDERR_TAIL_BYTES: usize = 8 << 10;
+
+/// How many lines of that stderr a crash message quotes.
+const STDERR_TAIL_LINES: usize = 6;
+
+/// Whether plug-in instances serve more than one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InstanceReuse {
+    /// Reuse warm instances of plug-ins whose `metadata.stateless` says `true`; a fresh instance per
+    /// call for the others.
+    #[default]
+    WhenStateless,
+    /// A fresh instance for every call, whatever the plug-in says (to measure what reuse saves).
+    Never,
+}
 
 /// The plug-in tools available to programs, by name.
 #[derive(Default)]
@@ -38,13 +64,24 @@ struct PluginTool {
 struct LoadedPlugin {
     path: PathBuf,
     pre: InstancePre<PluginState>,
+    /// Reuse instances across calls (the plug-in says it is stateless and reuse is allowed).
+    reuse: bool,
+    warm: Mutex<Vec<PluginInstance>>,
+    instances_started: AtomicU64,
 }
 
-/// A plug-in instance's Store: WASI with no authority, and a memory bound.
+/// One instance of a plug-in with its Store, between calls.
+struct PluginInstance {
+    store: Store<PluginState>,
+    instance: Instance,
+}
+
+/// A plug-in instance's Store: WASI with no authority, a memory bound, and the tail of its stderr.
 struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
     memory: MemoryLimiter,
+    stderr: CappedOutput,
 }
 
 impl WasiView for PluginState {
@@ -65,9 +102,10 @@ pub fn components_in(dir: &Path) -> Result<Vec<PathBuf>, SandboxError> {
 }
 
 impl PluginRegistry {
-    /// Loads every plug-in in `paths`. Two tools with one name, or a plug-in whose imports the host
-    /// does not provide, are errors that name the file.
-    pub async fn load(engine: &Engine, cache: &ComponentCache, paths: &[PathBuf]) -> Result<Self, SandboxError> {
+    /// Loads every plug-in in `paths`. Tool names are one namespace across the wiki tools and every
+    /// plug-in: a name taken twice is an error that names both owners. A plug-in whose imports the host
+    /// does not provide is an error that names the file.
+    pub async fn load(engine: &Engine, cache: &ComponentCache, paths: &[PathBuf], reuse: InstanceReuse) -> Result<Self, SandboxError> {
         let mut linker = Linker::<PluginState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let mut registry = Self::default();
@@ -76,13 +114,21 @@ impl PluginRegistry {
             let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.clone(), reason: e.to_string() })?;
             let component = cache.load(engine, &wasm, &origin)?;
             let pre = linker.instantiate_pre(&component).map_err(|e| SandboxError::unsatisfied_import(&origin, e))?;
-            let loaded = Arc::new(LoadedPlugin { path: path.clone(), pre });
-            let docs = describe(&loaded).await?;
+            let (docs, stateless) = describe(path, &pre).await?;
+            let loaded = Arc::new(LoadedPlugin {
+                path: path.clone(),
+                pre,
+                reuse: stateless && reuse == InstanceReuse::WhenStateless,
+                warm: Mutex::new(Vec::new()),
+                instances_started: AtomicU64::new(0),
+            });
 
             let component_type = component.component_type();
             for (interface, item) in component_type.exports(engine) {
                 let ComponentItem::ComponentInstance(instance) = item.ty else { continue };
-                if interface == METADATA_INTERFACE {
+                // Tools come from the plug-in's WIT interfaces (`namespace:package/name`). Toolchains add
+                // exports of their own with plain names (componentize-py's `init`), which are not tools.
+                if interface == METADATA_INTERFACE || !interface.contains(':') {
                     continue;
                 }
                 let interface_index = component.get_export_index(None, interface).expect("an export the type lists");
@@ -95,16 +141,18 @@ impl PluginRegistry {
                     let params: Vec<(String, Type)> = func.params().map(|(n, t)| (snake_case(n), t)).collect();
                     let results: Vec<Type> = func.results().collect();
                     if results.len() > 1 {
-                        return Err(SandboxError::InvalidComponent {
+                        return Err(SandboxError::UnusableTool {
                             origin,
                             reason: format!("`{func_name}` returns several values; a tool returns one"),
                         });
                     }
-                    if let Some(existing) = registry.tools.get(&name) {
-                        return Err(SandboxError::InvalidComponent {
-                            origin,
-                            reason: format!("tool `{name}` is already provided by {}", existing.component.path.display()),
-                        });
+                    let taken_by = if WIKI_TOOL_NAMES.contains(&name.as_str()) {
+                        Some("the built-in wiki tools".to_string())
+                    } else {
+                        registry.tools.get(&name).map(|existing| existing.component.path.display().to_string())
+                    };
+                    if let Some(owner) = taken_by {
+                        return Err(SandboxError::ToolNameTaken { name, owner, origin });
                     }
                     let doc = docs.get(func_name).cloned().unwrap_or_default();
                     let signature = ToolSignature { name: name.clone(), params: params.iter().map(|(n, _)| n.clone()).collect(), doc };
@@ -134,7 +182,19 @@ impl PluginRegistry {
         self.tools.get(name).map(|t| t.signature.clone())
     }
 
-    /// Calls the tool `name` with a JSON array of arguments, in a fresh instance bounded by `limits`.
+    /// How many instances of the plug-in that provides `name` have been started so far (each call of
+    /// a plug-in that is not reused starts one).
+    pub fn instances_started(&self, name: &str) -> Option<u64> {
+        self.tools.get(name).map(|t| t.component.instances_started.load(Ordering::Relaxed))
+    }
+
+    /// Whether the plug-in that provides `name` reuses its instances across calls.
+    pub fn reuses_instances(&self, name: &str) -> Option<bool> {
+        self.tools.get(name).map(|t| t.component.reuse)
+    }
+
+    /// Calls the tool `name` with a JSON array of arguments, bounded by `limits`: in a warm instance
+    /// when the plug-in is stateless, else in a fresh one. A crash (trap) costs that instance only.
     pub async fn call(&self, name: &str, args_json: &str, limits: Limits) -> Result<String, types::ToolError> {
         let fail = |kind, message: String| types::ToolError { tool: name.to_string(), kind, message };
         let tool = self.tools.get(name).ok_or_else(|| fail(types::ToolErrorKind::UnknownTool, format!("no plug-in tool `{name}`")))?;
@@ -153,16 +213,22 @@ impl PluginRegistry {
             );
         }
         let mut results = vec![Val::Bool(false); usize::from(tool.result.is_some())];
-        let outcome = async {
-            let mut store = plugin_store(tool.component.pre.engine(), limits);
-            let instance = tool.component.pre.instantiate_async(&mut store).await?;
-            let func = instance
-                .get_func(&mut store, tool.function)
+        let plugin = &tool.component;
+        let mut warm = match plugin.checkout(limits).await {
+            Ok(warm) => warm,
+            Err((error, store)) => return Err(fail(types::ToolErrorKind::Failed, plugin.crash_message(&error, &store))),
+        };
+        let call = async {
+            let func = warm
+                .instance
+                .get_func(&mut warm.store, tool.function)
                 .ok_or_else(|| wasmtime::Error::msg("the exported function disappeared"))?;
-            func.call_async(&mut store, &params, &mut results).await
+            func.call_async(&mut warm.store, &params, &mut results).await
+        };
+        match call.await {
+            Ok(()) => plugin.checkin(warm),
+            Err(error) => return Err(fail(types::ToolErrorKind::Failed, plugin.crash_message(&error, &warm.store))),
         }
-        .await;
-        outcome.map_err(|e| fail(types::ToolErrorKind::Failed, format!("the plug-in trapped: {e:#}")))?;
         let json = match results.pop() {
             None => serde_json::Value::Null,
             Some(Val::Result(Ok(value))) => value.as_deref().map_or(serde_json::Value::Null, plugin_values::to_json),
@@ -180,39 +246,130 @@ impl PluginRegistry {
     }
 }
 
+impl LoadedPlugin {
+    /// A warm instance when one is kept, else a fresh one; either way set up for one call under
+    /// `limits`. A failed start gives back the Store, to explain the failure.
+    async fn checkout(&self, limits: Limits) -> Result<PluginInstance, (wasmtime::Error, Store<PluginState>)> {
+        let kept = if self.reuse { self.warm.lock().expect("plug-in pool poisoned").pop() } else { None };
+        let mut warm = match kept {
+            Some(warm) => warm,
+            None => {
+                let mut store = plugin_store(self.pre.engine(), limits);
+                self.instances_started.fetch_add(1, Ordering::Relaxed);
+                match self.pre.instantiate_async(&mut store).await {
+                    Ok(instance) => PluginInstance { store, instance },
+                    Err(error) => return Err((error, store)),
+                }
+            }
+        };
+        arm(&mut warm.store, limits);
+        Ok(warm)
+    }
+
+    /// Keeps an instance that completed a call, when this plug-in reuses them and there is room.
+    fn checkin(&self, warm: PluginInstance) {
+        if self.reuse {
+            let mut kept = self.warm.lock().expect("plug-in pool poisoned");
+            if kept.len() < MAX_WARM_INSTANCES {
+                kept.push(warm);
+            }
+        }
+    }
+
+    /// What a model and a developer see when the plug-in crashed (the tool's name goes with it in the
+    /// tool error): the file, the cause in one line (a bound, or the trap), and the last lines of the plug-in's stderr, where a
+    /// Python traceback or a JavaScript error ends up. No wasm frames: they help nobody write a program.
+    fn crash_message(&self, error: &wasmtime::Error, store: &Store<PluginState>) -> String {
+        let state = store.data();
+        let cause = if state.memory.exceeded {
+            format!("it ran out of memory (limit {} MiB)", state.memory.limit() >> 20)
+        } else {
+            match error.downcast_ref::<Trap>() {
+                Some(Trap::OutOfFuel) => "it ran out of fuel".to_string(),
+                Some(Trap::Interrupt) => "it ran past its time limit".to_string(),
+                Some(Trap::StackOverflow) => "its stack overflowed".to_string(),
+                Some(trap) => format!("it trapped ({trap})"),
+                None => error.root_cause().to_string(),
+            }
+        };
+        let file = self.path.file_name().map_or_else(|| self.path.display().to_string(), |f| f.to_string_lossy().into_owned());
+        let tail = state.stderr.last_lines(STDERR_TAIL_LINES);
+        if tail.is_empty() {
+            format!("the plug-in {file} crashed: {cause}")
+        } else {
+            format!("the plug-in {file} crashed: {cause}; its stderr ends with:\n{}", tail.join("\n"))
+        }
+    }
+}
+
+/// A Store for a new plug-in instance. Plug-ins write nowhere that matters: stdout is dropped (a
+/// bounded tail), stderr's tail is kept to explain a crash.
 fn plugin_store(engine: &Engine, limits: Limits) -> Store<PluginState> {
-    // Plug-ins write nowhere that matters; their output is bounded and dropped.
-    let sink = CappedOutput::new(4096);
-    let state = PluginState { wasi: no_authority_wasi(&sink, &sink), table: ResourceTable::new(), memory: MemoryLimiter::new(limits.memory_bytes) };
+    let stdout = CappedOutput::keeping_tail(4096);
+    let stderr = CappedOutput::keeping_tail(STDERR_TAIL_BYTES);
+    let state = PluginState {
+        wasi: no_authority_wasi(&stdout, &stderr),
+        table: ResourceTable::new(),
+        memory: MemoryLimiter::new(limits.memory_bytes),
+        stderr,
+    };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.memory);
-    store.set_fuel(limits.fuel).expect("fuel is enabled on the engine");
-    store.set_epoch_deadline(deadline_ticks(limits.timeout));
-    store.epoch_deadline_trap();
+    arm(&mut store, limits);
     store
 }
 
-/// Calls the plug-in's `metadata.describe` once, for its tools' one-line descriptions.
-async fn describe(plugin: &LoadedPlugin) -> Result<BTreeMap<String, String>, SandboxError> {
-    let origin = plugin.path.display().to_string();
-    let invalid = |reason: String| SandboxError::InvalidComponent { origin: origin.clone(), reason };
-    let component = plugin.pre.component();
+/// Gives a Store a whole call's bounds: fuel, a wall-time deadline from now, the memory bound; and an
+/// empty stderr, so a crash message quotes this call only.
+fn arm(store: &mut Store<PluginState>, limits: Limits) {
+    store.set_fuel(limits.fuel).expect("fuel is enabled on the engine");
+    store.set_epoch_deadline(deadline_ticks(limits.timeout));
+    store.epoch_deadline_trap();
+    let state = store.data_mut();
+    state.memory.rearm(limits.memory_bytes);
+    state.stderr.clear();
+}
+
+/// Asks a plug-in, once at load, for its tools' one-line descriptions (`metadata.describe`) and whether
+/// it keeps state between calls (`metadata.stateless`; absent in components built before it existed,
+/// which count as stateful).
+async fn describe(path: &Path, pre: &InstancePre<PluginState>) -> Result<(BTreeMap<String, String>, bool), SandboxError> {
+    let origin = path.display().to_string();
+    let unusable = |reason: String| SandboxError::UnusableTool { origin: origin.clone(), reason };
+    let component = pre.component();
     let interface = component
         .get_export_index(None, METADATA_INTERFACE)
-        .ok_or_else(|| invalid(format!("it does not export `{METADATA_INTERFACE}`: is it built for the `agentrt:tools/tool` world?")))?;
-    let function = component
+        .ok_or_else(|| unusable(format!("it does not export `{METADATA_INTERFACE}`: is it built for the `agentrt:tools/tool` world?")))?;
+    let describe = component
         .get_export_index(Some(&interface), "describe")
-        .ok_or_else(|| invalid("its metadata interface has no `describe`".into()))?;
-    let mut store = plugin_store(plugin.pre.engine(), Limits::default());
-    let mut results = vec![Val::Bool(false)];
+        .ok_or_else(|| unusable("its metadata interface has no `describe`".into()))?;
+    let stateless = component.get_export_index(Some(&interface), "stateless");
+    let mut store = plugin_store(pre.engine(), Limits::default());
+    let mut described = vec![Val::Bool(false)];
+    let mut declared = vec![Val::Bool(false)];
     let call = async {
-        let instance = plugin.pre.instantiate_async(&mut store).await?;
-        let func = instance.get_func(&mut store, function).ok_or_else(|| wasmtime::Error::msg("no describe"))?;
-        func.call_async(&mut store, &[], &mut results).await
+        let instance = pre.instantiate_async(&mut store).await?;
+        let func = instance.get_func(&mut store, describe).ok_or_else(|| wasmtime::Error::msg("no describe"))?;
+        func.call_async(&mut store, &[], &mut described).await?;
+        if let Some(stateless) = stateless {
+            let func = instance.get_func(&mut store, stateless).ok_or_else(|| wasmtime::Error::msg("no stateless"))?;
+            func.call_async(&mut store, &[], &mut declared).await?;
+        }
+        wasmtime::Result::<()>::Ok(())
     };
-    call.await.map_err(|e| invalid(format!("`describe` failed: {e:#}")))?;
+    if let Err(e) = call.await {
+        let tail = store.data().stderr.last_lines(STDERR_TAIL_LINES);
+        let stderr = if tail.is_empty() { String::new() } else { format!("; its stderr ends with:\n{}", tail.join("\n")) };
+        let cause = match e.downcast_ref::<Trap>() {
+            Some(trap) => trap.to_string(),
+            None => e.root_cause().to_string(),
+        };
+        let memory = if store.data().memory.exceeded { " (it needs more memory than the limit: raise --memory)" } else { "" };
+        return Err(unusable(format!("starting it and asking for its metadata failed: {cause}{memory}{stderr}")));
+    }
+    let stateless = matches!(declared.pop(), Some(Val::Bool(true)));
     let mut docs = BTreeMap::new();
-    if let Some(Val::List(items)) = results.pop() {
+    if let Some(Val::List(items)) = described.pop() {
         for item in items {
             if let Val::Record(fields) = item {
                 let get = |key: &str| {
@@ -227,5 +384,5 @@ async fn describe(plugin: &LoadedPlugin) -> Result<BTreeMap<String, String>, San
             }
         }
     }
-    Ok(docs)
+    Ok((docs, stateless))
 }

@@ -91,7 +91,8 @@ pub struct Outcome {
 pub struct HostCall {
     pub tool: String,
     pub args: serde_json::Value,
-    #[serde(serialize_with = "micros")]
+    /// Serialised as `duration_us` (microseconds).
+    #[serde(rename = "duration_us", serialize_with = "micros")]
     pub duration: Duration,
     /// The tool's error, when it failed.
     pub error: Option<String>,
@@ -109,7 +110,8 @@ pub struct RunReport {
     pub host_calls: Vec<HostCall>,
     pub fuel_used: u64,
     pub peak_memory_bytes: usize,
-    #[serde(serialize_with = "micros")]
+    /// Serialised as `wall_time_us` (microseconds).
+    #[serde(rename = "wall_time_us", serialize_with = "micros")]
     pub wall_time: Duration,
 }
 

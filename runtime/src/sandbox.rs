@@ -6,7 +6,7 @@ use crate::engine::{build_engine, deadline_ticks, EpochTicker};
 use crate::host::{HostCallLimitExceeded, HostState};
 use crate::limits::Limits;
 use crate::output::CappedOutput;
-use crate::plugins::PluginRegistry;
+use crate::plugins::{InstanceReuse, PluginRegistry};
 use crate::report::{Limit, Outcome, ProgramError, RunReport, ToolErrorKind};
 use crate::tool_host::ToolHost;
 use crate::SandboxError;
@@ -35,6 +35,8 @@ pub struct SandboxConfig {
     pub plugins: Vec<PathBuf>,
     /// Where precompiled components are kept; `None` for the default location.
     pub cache_dir: Option<PathBuf>,
+    /// Whether stateless plug-ins keep warm instances between calls.
+    pub plugin_reuse: InstanceReuse,
 }
 
 /// A guest component of the `tool-code` world, ready to instantiate.
@@ -70,8 +72,8 @@ impl Sandbox {
         let mut linker = Linker::<HostState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         ToolCode::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
-        let cache = config.cache_dir.map(ComponentCache::new).unwrap_or_else(ComponentCache::default_location);
-        let plugins = Arc::new(PluginRegistry::load(&engine, &cache, &config.plugins).await?);
+        let cache = config.cache_dir.map(ComponentCache::new).unwrap_or_else(ComponentCache::default_location).with_env_cap()?;
+        let plugins = Arc::new(PluginRegistry::load(&engine, &cache, &config.plugins, config.plugin_reuse).await?);
         let interpreter = guest_from_bytes(&engine, &linker, &cache, INTERPRETER_WASM, "the built-in Python interpreter")?;
         Ok(Self { engine, linker, cache, interpreter, tools, plugins, limits: config.limits, _ticker: ticker })
     }

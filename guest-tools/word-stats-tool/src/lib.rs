@@ -59,6 +59,11 @@ impl metadata::Guest for WordStats {
             },
         ]
     }
+
+    fn stateless() -> bool {
+        // Every call depends on its arguments only, so the host may reuse one instance for many calls.
+        true
+    }
 }
 
 bindings::export!(WordStats with_types_in bindings);
