@@ -51,6 +51,10 @@ enum Command {
     Generate(commands::generate::Args),
     /// Training conversations for fine-tuning: `synth` (played from the training data) or `sample` (rejection sampling of any policy).
     Trajectories(commands::trajectories::Args),
+    /// Plug-in tools: `tool new NAME --lang rust|python|js` creates a project ready to build.
+    Tool(commands::tool::Args),
+    /// Show agentrt's cache (models, index, precompiled components); `cache clean` empties the components.
+    Cache(commands::cache::Args),
 }
 
 fn main() -> ExitCode {
@@ -80,5 +84,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Plot(args) => commands::plot::run(args),
         Command::Sweep(args) => commands::sweep::run(args),
         Command::Trajectories(args) => commands::trajectories::run(args),
+        Command::Tool(args) => commands::tool::run(args),
+        Command::Cache(args) => commands::cache::run(args),
     }
 }

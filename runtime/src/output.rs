@@ -141,3 +141,31 @@ impl tokio::io::AsyncWrite for AsyncCappedOutput {
         std::task::Poll::Ready(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tail_keeping_stream_keeps_the_last_bytes_and_never_fails() {
+        let mut tail = CappedOutput::keeping_tail(10);
+        for chunk in ["first\n", "second\n", "third line\n"] {
+            OutputStream::write(&mut tail, Bytes::from(chunk)).expect("a tail stream never fails a write");
+        }
+        assert_eq!(tail.text(), "hird line\n");
+        assert!(tail.overflowed());
+        OutputStream::write(&mut tail, Bytes::from("a\nb\n\nc\n")).unwrap();
+        assert_eq!(tail.last_lines(2), ["b", "c"], "blank lines are skipped");
+        tail.clear();
+        assert_eq!(tail.text(), "");
+        assert!(!tail.overflowed());
+    }
+
+    #[test]
+    fn a_capped_stream_fails_the_write_past_its_bound() {
+        let mut capped = CappedOutput::new(4);
+        assert!(OutputStream::write(&mut capped, Bytes::from("abcdef")).is_err());
+        assert_eq!(capped.text(), "abcd");
+        assert!(capped.overflowed());
+    }
+}

@@ -288,18 +288,28 @@ impl LoadedPlugin {
                 Some(Trap::OutOfFuel) => "it ran out of fuel".to_string(),
                 Some(Trap::Interrupt) => "it ran past its time limit".to_string(),
                 Some(Trap::StackOverflow) => "its stack overflowed".to_string(),
-                Some(trap) => format!("it trapped ({trap})"),
+                Some(trap) => format!("it trapped ({})", trap.to_string().trim_start_matches("wasm trap: ")),
                 None => error.root_cause().to_string(),
             }
         };
         let file = self.path.file_name().map_or_else(|| self.path.display().to_string(), |f| f.to_string_lossy().into_owned());
-        let tail = state.stderr.last_lines(STDERR_TAIL_LINES);
+        let tail = stderr_tail(&state.stderr);
         if tail.is_empty() {
             format!("the plug-in {file} crashed: {cause}")
         } else {
             format!("the plug-in {file} crashed: {cause}; its stderr ends with:\n{}", tail.join("\n"))
         }
     }
+}
+
+/// The last lines of a plug-in's stderr, without the hint every Rust panic ends with (the Python and
+/// JavaScript toolchains' runtimes are Rust): it tells a model nothing and pushes out a line that might.
+fn stderr_tail(stderr: &CappedOutput) -> Vec<String> {
+    let mut lines = stderr.last_lines(STDERR_TAIL_LINES + 1);
+    lines.retain(|l| !l.starts_with("note: run with `RUST_BACKTRACE=1`"));
+    let excess = lines.len().saturating_sub(STDERR_TAIL_LINES);
+    lines.drain(..excess);
+    lines
 }
 
 /// A Store for a new plug-in instance. Plug-ins write nowhere that matters: stdout is dropped (a
@@ -358,7 +368,7 @@ async fn describe(path: &Path, pre: &InstancePre<PluginState>) -> Result<(BTreeM
         wasmtime::Result::<()>::Ok(())
     };
     if let Err(e) = call.await {
-        let tail = store.data().stderr.last_lines(STDERR_TAIL_LINES);
+        let tail = stderr_tail(&store.data().stderr);
         let stderr = if tail.is_empty() { String::new() } else { format!("; its stderr ends with:\n{}", tail.join("\n")) };
         let cause = match e.downcast_ref::<Trap>() {
             Some(trap) => trap.to_string(),

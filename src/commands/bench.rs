@@ -1,6 +1,10 @@
 //! `agentrt bench`: measurements that put agentrt side by side with a peer, in one run.
 
+pub mod plugins;
 pub mod sandbox;
+
+use serde::Serialize;
+use std::time::Duration;
 
 /// Arguments of `agentrt bench`.
 #[derive(clap::Args)]
@@ -15,10 +19,38 @@ pub enum Bench {
     /// Per-program cost of the WASM sandbox against a fresh `python3` subprocess running the same
     /// 3-call program with the tools as plain functions.
     Sandbox(sandbox::Args),
+    /// Per-call cost of plug-in tools (Rust, Python, JavaScript, ...), reusing warm instances against
+    /// a fresh instance per call.
+    Plugins(plugins::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         Bench::Sandbox(args) => sandbox::run(args),
+        Bench::Plugins(args) => plugins::run(args),
+    }
+}
+
+/// Latency statistics of one side, in microseconds.
+#[derive(Debug, Serialize)]
+pub struct Side {
+    pub name: String,
+    pub runs: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+}
+
+/// The statistics of `samples` (sorted here).
+pub fn side(name: &str, mut samples: Vec<Duration>) -> Side {
+    samples.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let at = |q: f64| us(samples[((samples.len() - 1) as f64 * q).round() as usize]);
+    Side {
+        name: name.to_string(),
+        runs: samples.len(),
+        p50_us: at(0.50),
+        p99_us: at(0.99),
+        mean_us: samples.iter().map(|d| us(*d)).sum::<f64>() / samples.len() as f64,
     }
 }

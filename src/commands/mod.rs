@@ -1,5 +1,6 @@
 //! One module per subcommand.
 pub mod bench;
+pub mod cache;
 pub mod exec;
 pub mod judge;
 pub mod generate;
@@ -9,5 +10,6 @@ pub mod plot;
 pub mod search;
 pub mod sft;
 pub mod sweep;
+pub mod tool;
 pub mod train;
 pub mod trajectories;

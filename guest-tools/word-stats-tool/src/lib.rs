@@ -51,11 +51,11 @@ impl stats::Guest for WordStats {
 impl metadata::Guest for WordStats {
     fn describe() -> Vec<ToolDoc> {
         vec![
-            ToolDoc { name: "word-count".into(), description: "word_count(text) -> int: the number of words in text".into() },
-            ToolDoc { name: "summarize".into(), description: "summarize(text) -> {words, sentences, longest_word}".into() },
+            ToolDoc { name: "word-count".into(), description: "-> int: the number of words in text".into() },
+            ToolDoc { name: "summarize".into(), description: "-> {words, sentences, longest_word}".into() },
             ToolDoc {
                 name: "top-words".into(),
-                description: "top_words(text, n) -> [[word, count], ...]: the n most frequent words".into(),
+                description: "-> [[word, count], ...]: the n most frequent words".into(),
             },
         ]
     }

@@ -3,6 +3,7 @@
 //! functions. Both sides serve the tools from the same three-page fixture, so neither measures a
 //! search index.
 
+use super::{side, Side};
 use agentrt_runtime::{FixtureTools, Sandbox, SandboxConfig};
 use serde::Serialize;
 use std::process::Command;
@@ -31,16 +32,6 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Latency statistics of one side, in microseconds.
-#[derive(Debug, Serialize)]
-pub struct Side {
-    pub name: String,
-    pub runs: usize,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub mean_us: f64,
 }
 
 /// Both sides and their ratios (python / sandbox: above 1 means the sandbox is faster).
@@ -114,17 +105,4 @@ fn measure_python(python: &str, iterations: usize) -> anyhow::Result<Vec<Duratio
         }
     }
     Ok(samples)
-}
-
-fn side(name: &str, mut samples: Vec<Duration>) -> Side {
-    samples.sort();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let at = |q: f64| us(samples[((samples.len() - 1) as f64 * q).round() as usize]);
-    Side {
-        name: name.to_string(),
-        runs: samples.len(),
-        p50_us: at(0.50),
-        p99_us: at(0.99),
-        mean_us: samples.iter().map(|d| us(*d)).sum::<f64>() / samples.len() as f64,
-    }
 }

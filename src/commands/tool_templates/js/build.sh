@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the {{name}} plug-in: ./build.sh [OUT.wasm] (default: {{snake}}.wasm beside this script).
+#
+# componentize-js is pinned, and installed on first use into an npm prefix in agentrt's cache, so every
+# build uses the same engine whatever else is on the machine. Needs node and npm.
+set -euo pipefail
+
+VERSION={{componentize_js}}
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:-$here/{{snake}}.wasm}"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+cache="${AGENTRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrt}"
+prefix="$cache/toolchains/componentize-js-$VERSION"
+componentize_js="$prefix/node_modules/.bin/componentize-js"
+
+# Installed beside its place and renamed into it whole, so an install that fails or races another build
+# never leaves a half-made toolchain.
+partial=""
+trap 'rm -rf "$partial"' EXIT
+if [ ! -x "$componentize_js" ]; then
+    echo "installing @bytecodealliance/componentize-js $VERSION into $prefix"
+    mkdir -p "$(dirname "$prefix")"
+    partial="$(mktemp -d "$prefix.partial.XXXXXX")"
+    npm install --prefix "$partial" --no-save --no-audit --no-fund --loglevel=error \
+        "@bytecodealliance/componentize-js@$VERSION"
+    place() { node -e 'require("fs").renameSync(process.argv[1], process.argv[2])' "$partial" "$prefix" 2>/dev/null; }
+    if ! place; then
+        if [ -x "$componentize_js" ]; then
+            echo "another build installed it first; using that one"
+        else
+            rm -rf "$prefix" && place
+        fi
+    fi
+fi
+
+# --disable http fetch-event: leave out the engine's fetch() and incoming-request support, which import
+# wasi:http, which the host does not provide (the tool would fail to load).
+echo "building $out"
+"$componentize_js" "$here/tool.js" --wit "$here/wit" --world-name {{name}} \
+    --disable http fetch-event --out "$out"
