@@ -4,6 +4,7 @@
 
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
 use agentrt_rollout::{demonstration, AgentSettings, system_prompt, system_prompt_template, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
+use agentrt_trainer::TrainConfig;
 use agentrt_runtime::Sandbox;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,23 +49,6 @@ pub struct LoadedPolicy {
     pub max_new_tokens: usize,
     /// `smollm2-135m zero-shot`, `MODEL + ADAPTER (scales r,f)`, `random baseline` or the endpoint spec.
     pub name: String,
-}
-
-impl LoadedPolicy {
-    /// The system prompt to play: `flag`, else the one the adapter was trained with, else `short`.
-    pub fn system_prompt(&self, flag: Option<&String>) -> String {
-        flag.cloned().or(self.settings.as_ref().map(|s| s.system_prompt.clone())).unwrap_or_else(|| "short".into())
-    }
-
-    /// Whether the worked demonstration is shown: `flag`, else as the adapter was trained, else `default`.
-    pub fn demonstration(&self, flag: Option<bool>, default: bool) -> bool {
-        flag.or(self.settings.as_ref().map(|s| s.demonstration)).unwrap_or(default)
-    }
-
-    /// Replies per episode at most: `flag`, else as the adapter was trained, else `default`.
-    pub fn max_turns(&self, flag: Option<usize>, default: usize) -> usize {
-        flag.or(self.settings.as_ref().map(|s| s.max_turns)).unwrap_or(default)
-    }
 }
 
 impl PolicyOptions {
@@ -136,16 +120,60 @@ impl PolicyOptions {
     }
 }
 
+/// How a command's episodes run: the episode bounds (turns, observation size, sandbox limits), the system
+/// prompt and whether the worked demonstration is shown. Built from what `agentrt train` plays
+/// ([`EpisodePlan::of_training`]), then what an adapter was trained with, then the command's flags, so a
+/// policy is measured the way it was trained.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodePlan {
+    pub config: EpisodeConfig,
+    /// `short`, `full` or the prompt's own text.
+    pub system_prompt: String,
+    pub demonstration: bool,
+}
+
+impl EpisodePlan {
+    /// What `agentrt train` plays with `config`.
+    pub fn of_training(config: &TrainConfig) -> Self {
+        EpisodePlan {
+            config: agentrt_trainer::episode_config(config),
+            system_prompt: config.rollout.system_prompt.clone(),
+            demonstration: config.rollout.demonstration,
+        }
+    }
+
+    /// As the adapter whose `agent.json` this is was trained, where it says.
+    pub fn with_agent(self, agent: Option<&AgentSettings>) -> Self {
+        match agent {
+            None => self,
+            Some(a) => EpisodePlan { config: a.episode_config(self.config), system_prompt: a.system_prompt.clone(), demonstration: a.demonstration },
+        }
+    }
+
+    /// The command's flags, where given, over everything else.
+    pub fn with_flags(mut self, max_turns: Option<usize>, system_prompt: Option<&String>, demonstration: Option<bool>) -> Self {
+        if let Some(t) = max_turns {
+            self.config.max_turns = t;
+        }
+        if let Some(p) = system_prompt {
+            self.system_prompt = p.clone();
+        }
+        if let Some(d) = demonstration {
+            self.demonstration = d;
+        }
+        self
+    }
+}
+
 /// The episode runner of `eval` and `trajectories`: `sandbox`, the judge `judge` (`rule`, `rule:0.5`,
-/// `openai:MODEL@URL`), the system prompt named by `prompt` (`short`, `full` or its text) with the
-/// sandbox's plug-ins listed, the worked demonstration when `demonstrate`.
-pub fn episode_runner(sandbox: Arc<Sandbox>, judge: &str, prompt: &str, demonstrate: bool, max_turns: usize) -> anyhow::Result<EpisodeRunner> {
+/// `openai:MODEL@URL`), and `plan`'s prompt (with the sandbox's plug-ins listed), demonstration and bounds.
+pub fn episode_runner(sandbox: Arc<Sandbox>, judge: &str, plan: &EpisodePlan) -> anyhow::Result<EpisodeRunner> {
     let plugins = sandbox.plugins().signatures();
     Ok(EpisodeRunner {
         judge: agentrt_trainer::judge_of(judge)?,
-        system_prompt: system_prompt(system_prompt_template(prompt), &plugins),
-        demonstration: if demonstrate { demonstration() } else { Vec::new() },
-        config: EpisodeConfig { max_turns, ..EpisodeConfig::default() },
+        system_prompt: system_prompt(system_prompt_template(&plan.system_prompt), &plugins),
+        demonstration: if plan.demonstration { demonstration() } else { Vec::new() },
+        config: plan.config.clone(),
         sandbox,
     })
 }

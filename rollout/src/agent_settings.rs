@@ -5,6 +5,8 @@
 //! command line still wins over it.
 
 use crate::error::RolloutError;
+use crate::EpisodeConfig;
+use agentrt_runtime::Limits;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -25,6 +27,13 @@ pub struct AgentSettings {
     pub max_turns: usize,
     /// Tokens per reply at most.
     pub max_new_tokens: usize,
+    /// Characters of tool output the model saw per turn at most (absent in settings saved before it was
+    /// recorded, and from `agentrt sft`, whose conversations carry their own observations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_observation_chars: Option<usize>,
+    /// The sandbox's bounds per program while training (absent as above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
 }
 
 impl AgentSettings {
@@ -48,6 +57,16 @@ impl AgentSettings {
         agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| RolloutError::Io { path, reason: e.to_string() })
     }
 
+    /// `base` with what these settings recorded (turns, observation size, sandbox bounds) in its place.
+    pub fn episode_config(&self, base: EpisodeConfig) -> EpisodeConfig {
+        EpisodeConfig {
+            max_turns: self.max_turns,
+            max_observation_chars: self.max_observation_chars.unwrap_or(base.max_observation_chars),
+            limits: self.limits.unwrap_or(base.limits),
+            ..base
+        }
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.model.trim().is_empty() {
             return Err("`model` is empty".into());
@@ -55,8 +74,8 @@ impl AgentSettings {
         if self.system_prompt.trim().is_empty() {
             return Err("`system_prompt` is empty".into());
         }
-        if self.max_turns == 0 || self.max_new_tokens == 0 {
-            return Err("`max_turns` and `max_new_tokens` must be at least 1".into());
+        if self.max_turns == 0 || self.max_new_tokens == 0 || self.max_observation_chars == Some(0) {
+            return Err("`max_turns`, `max_new_tokens` and `max_observation_chars` must be at least 1".into());
         }
         Ok(())
     }
@@ -70,7 +89,7 @@ mod tests {
     fn settings_round_trip_and_bad_files_name_themselves() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), None);
-        let s = AgentSettings { model: "smollm2-135m".into(), system_prompt: "full".into(), demonstration: false, max_turns: 2, max_new_tokens: 256 };
+        let s = AgentSettings { model: "smollm2-135m".into(), system_prompt: "full".into(), demonstration: false, max_turns: 2, max_new_tokens: 256, max_observation_chars: Some(900), limits: Some(Limits { max_host_calls: 5, ..Limits::default() }) };
         s.write(dir.path()).unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), Some(s));
         std::fs::write(dir.path().join(AGENT_SETTINGS_FILE), "{\"model\": \"x\"}").unwrap();
@@ -79,5 +98,18 @@ mod tests {
         std::fs::write(dir.path().join(AGENT_SETTINGS_FILE), "{\"model\": \"x\", \"system_prompt\": \"full\", \"demonstration\": true, \"max_turns\": 0, \"max_new_tokens\": 9}").unwrap();
         let e = AgentSettings::read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("max_turns"), "{e}");
+    }
+
+    #[test]
+    fn settings_saved_before_observation_and_limits_were_recorded_keep_the_base_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(AGENT_SETTINGS_FILE), "{\"model\": \"x\", \"system_prompt\": \"short\", \"demonstration\": true, \"max_turns\": 4, \"max_new_tokens\": 160}").unwrap();
+        let old = AgentSettings::read(dir.path()).unwrap().unwrap();
+        assert_eq!((old.max_observation_chars, old.limits), (None, None));
+        let base = EpisodeConfig { max_turns: 3, max_observation_chars: 700, ..EpisodeConfig::default() };
+        assert_eq!(old.episode_config(base.clone()), EpisodeConfig { max_turns: 4, ..base.clone() });
+        let limits = Limits { fuel: 7, ..Limits::default() };
+        let new = AgentSettings { max_observation_chars: Some(900), limits: Some(limits), ..old };
+        assert_eq!(new.episode_config(base.clone()), EpisodeConfig { max_turns: 4, max_observation_chars: 900, limits, ..base });
     }
 }

@@ -12,8 +12,10 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// How an episode runs.
-#[derive(Debug, Clone, Serialize)]
+/// How an episode runs. `agentrt train` builds it from its config (`agentrt_trainer::episode_config`),
+/// `agentrt eval` and `agentrt trajectories` from the same config, or from what an adapter was trained
+/// with (`AgentSettings::episode_config`), so a score is measured the way the model played.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EpisodeConfig {
     /// Replies at most; an episode still running a program after this many ends as `max_turns`.
     pub max_turns: usize,

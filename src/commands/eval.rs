@@ -2,11 +2,12 @@
 //! --split dev ...`); `agentrt eval retrieval` measures the search index alone; `agentrt eval compare`
 //! puts two evaluations side by side.
 
-use crate::policy_options::{episode_runner, PolicyOptions};
+use crate::policy_options::{episode_runner, EpisodePlan, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, EvalInfo, Metrics};
 use agentrt_progress::Progress;
-use agentrt_runtime::Limits;
+use agentrt_rollout::AgentSettings;
+use agentrt_trainer::TrainConfig;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,7 +24,8 @@ use std::sync::Arc;
     agentrt eval table zero-shot=eval/zero-shot trained=eval/trained --out accuracy.png\n  \
     agentrt eval retrieval --split dev\n\n\
     An adapter is played as it was trained: its agent.json gives the base model, system prompt,\n\
-    demonstration, turns and reply length, unless a flag says otherwise.\n\n\
+    demonstration, turns, reply length, observation size and sandbox limits, unless a flag says otherwise.\n\
+    With --config (a training config), episodes run exactly as `agentrt train --config` plays them.\n\n\
     OUTPUT_DIR gets results.json (accuracy, avg_tool_calls, answer_f1, search_hit_rate, num_questions and every metric\n\
     with its 95% interval), results.md, results.png and transcripts.jsonl (every turn, program, tool\n\
     output and verdict).")]
@@ -81,11 +83,19 @@ pub struct EpisodeArgs {
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
     #[arg(long, default_value = "rule")]
     pub judge: String,
-    /// Replies per episode at most. Default: the adapter's `agent.json`, else 3.
+    /// A training config (TOML, as `agentrt train --config`): its `[rollout]` turns, observation size,
+    /// sandbox limits, system prompt and demonstration are played exactly as training plays them,
+    /// instead of the adapter's `agent.json`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override a key of that config (or of the training defaults): `--set rollout.max_turns=2`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Replies per episode at most. Default: the config, else the adapter's `agent.json`, else training's (3).
     #[arg(long)]
     pub max_turns: Option<usize>,
     /// `short`, `full`, or the system prompt's own text (as `rollout.system_prompt` in training).
-    /// Default: the adapter's `agent.json`, else `short`.
+    /// Default: the config, else the adapter's `agent.json`, else `short`.
     #[arg(long)]
     pub system_prompt: Option<String>,
     /// Leave out the worked episode shown before every question (training shows it unless
@@ -162,16 +172,13 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         questions.truncate(args.num_samples);
     }
     let loaded = args.policy.load()?;
-    // An adapter is played as it was trained (its agent.json) unless a flag says otherwise.
-    let system_prompt = loaded.system_prompt(args.system_prompt.as_ref());
-    let demonstrate = loaded.demonstration(args.no_demonstration.then_some(false), true);
-    let max_turns = loaded.max_turns(args.max_turns, 3);
+    let plan = episode_plan(&args, loaded.settings.as_ref())?;
+    let (demonstrate, max_turns) = (plan.demonstration, plan.config.max_turns);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let episodes = runtime.block_on(async {
-        let limits = Limits { max_host_calls: 32, ..Limits::default() };
-        let sandbox = Arc::new(args.tools.build(limits).await?);
-        let runner = episode_runner(sandbox, &args.judge, &system_prompt, demonstrate, max_turns)?;
+        let sandbox = Arc::new(args.tools.build(plan.config.limits).await?);
+        let runner = episode_runner(sandbox, &args.judge, &plan)?;
         let policy = args.policy.turn_policy(&loaded, args.temperature, args.seed)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
         let mut all = Vec::with_capacity(questions.len());
@@ -202,6 +209,17 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How eval's episodes run: as `agentrt train` plays the config given (`--config`, `--set`); without
+/// one, as the adapter was trained (its `agent.json`) over the training defaults; the flags over both.
+fn episode_plan(args: &EpisodeArgs, agent: Option<&AgentSettings>) -> anyhow::Result<EpisodePlan> {
+    let plan = if args.config.is_some() || !args.set.is_empty() {
+        EpisodePlan::of_training(&TrainConfig::from_layers(args.config.as_deref(), &args.set)?)
+    } else {
+        EpisodePlan::of_training(&TrainConfig::default()).with_agent(agent)
+    };
+    Ok(plan.with_flags(args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false)))
+}
+
 fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
     let dir = args.index_dir.unwrap_or_else(agentrt_search::default_index_dir);
     let index = WikiIndex::open(&dir)?;
@@ -229,4 +247,55 @@ fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
     println!("\nfusion variants (hybrid = {:?}):", agentrt_search::Fusion::DEFAULT);
     table(report.fusions.as_slice());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Eval {
+        #[command(flatten)]
+        args: EpisodeArgs,
+    }
+
+    fn parse(flags: &[&str]) -> EpisodeArgs {
+        Eval::try_parse_from(std::iter::once("eval").chain(flags.iter().copied())).expect("valid eval flags").args
+    }
+
+    /// One config, evaluated by `eval` and played by `train`, gives identical episodes; and an adapter
+    /// trained with it (its agent.json) plays the same in `eval` without the config.
+    #[test]
+    fn eval_and_train_build_identical_episode_settings_from_one_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("train.toml");
+        std::fs::write(
+            &file,
+            "[rollout]\nmax_turns = 2\nmax_observation_chars = 640\nsystem_prompt = \"full\"\ndemonstration = false\n\
+             fuel = 12345678\nmemory_mib = 48\ntimeout_ms = 900\nmax_host_calls = 7\n",
+        )
+        .unwrap();
+        let config = TrainConfig::from_layers(Some(&file), &[]).unwrap();
+        let trained = agentrt_trainer::episode_config(&config);
+        assert_eq!((trained.max_turns, trained.max_observation_chars, trained.limits.max_host_calls), (2, 640, 7));
+
+        let path = file.to_str().unwrap();
+        let plan = episode_plan(&parse(&["--config", path]), None).unwrap();
+        assert_eq!(plan.config, trained);
+        assert_eq!((plan.system_prompt.as_str(), plan.demonstration), ("full", false));
+
+        let agent = agentrt_trainer::agent_settings(&config);
+        assert_eq!(episode_plan(&parse(&[]), Some(&agent)).unwrap(), plan, "the adapter's agent.json");
+        assert_eq!(episode_plan(&parse(&["--config", path]), Some(&agent)).unwrap(), plan);
+
+        // --set layers over the config as in train; flags go over everything.
+        let set = episode_plan(&parse(&["--config", path, "--set", "rollout.max_host_calls=3"]), None).unwrap();
+        assert_eq!(set.config.limits.max_host_calls, 3);
+        let flagged = episode_plan(&parse(&["--config", path, "--max-turns", "5", "--system-prompt", "short"]), None).unwrap();
+        assert_eq!((flagged.config.max_turns, flagged.system_prompt.as_str()), (5, "short"));
+
+        // Without a config or an adapter: the training defaults.
+        assert_eq!(episode_plan(&parse(&[]), None).unwrap(), EpisodePlan::of_training(&TrainConfig::default()));
+    }
 }

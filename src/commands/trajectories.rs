@@ -4,11 +4,11 @@
 //! keeps those the judge marks correct (rejection sampling). Both go through the same `EpisodeRunner`,
 //! sandbox and judge as `agentrt eval`, and through one gate, `agentrt_rollout::TrajectorySet`.
 
-use crate::policy_options::{episode_runner, PolicyOptions};
+use crate::policy_options::{episode_runner, EpisodePlan, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
 use agentrt_progress::Progress;
 use agentrt_rollout::{check_visible, Episode, Offered, Question, SynthesizingPolicy, TrajectorySet, TurnPolicy};
-use agentrt_runtime::Limits;
+use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -133,7 +133,7 @@ fn questions(c: &CommonArgs) -> anyhow::Result<Vec<Question>> {
     Ok(questions)
 }
 
-fn settings(c: &CommonArgs, prompt: &str, demonstrate: bool, max_turns: usize) -> serde_json::Value {
+fn settings(c: &CommonArgs, plan: &EpisodePlan) -> serde_json::Value {
     serde_json::json!({
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "seed": c.seed,
@@ -142,9 +142,11 @@ fn settings(c: &CommonArgs, prompt: &str, demonstrate: bool, max_turns: usize) -
             "questions": c.questions.display().to_string(),
             "limit": c.limit,
             "judge": c.judge,
-            "max_turns": max_turns,
-            "system_prompt": prompt,
-            "demonstration": demonstrate,
+            "max_turns": plan.config.max_turns,
+            "max_observation_chars": plan.config.max_observation_chars,
+            "limits": plan.config.limits,
+            "system_prompt": plan.system_prompt,
+            "demonstration": plan.demonstration,
             "tools": if c.tools.fixture { "fixture".to_string() } else { c.tools.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir).display().to_string() },
         },
     })
@@ -201,21 +203,26 @@ fn finish(set: &TrajectorySet, out: &std::path::Path, manifest: serde_json::Valu
 fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let c = &args.common;
     let questions = questions(c)?;
-    let prompt = c.system_prompt.clone().unwrap_or_else(|| "full".into());
-    let demonstrate = c.demonstration.unwrap_or(false);
-    let max_turns = c.max_turns.unwrap_or(4);
+    // Synth's own defaults: the full prompt (it states what the trajectories teach), no demonstration
+    // (the trajectories are the demonstrations), four replies (up to three tool calls and the answer).
+    let full = "full".to_string();
+    let plan = EpisodePlan::of_training(&TrainConfig::default()).with_flags(
+        Some(c.max_turns.unwrap_or(4)),
+        Some(c.system_prompt.as_ref().unwrap_or(&full)),
+        Some(c.demonstration.unwrap_or(false)),
+    );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-synth.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
         let host = c.tools.tool_host()?;
-        let sandbox = Arc::new(c.tools.build_with(Limits { max_host_calls: 32, ..Limits::default() }, host.clone()).await?);
-        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, max_turns)?;
+        let sandbox = Arc::new(c.tools.build_with(plan.config.limits, host.clone()).await?);
+        let runner = episode_runner(sandbox, &c.judge, &plan)?;
         let policy = SynthesizingPolicy::new(args.style, host, &questions);
         let mut set = TrajectorySet::new("synth");
         play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
         anyhow::Ok(set)
     })?;
-    let mut manifest = settings(c, &prompt, demonstrate, max_turns);
+    let mut manifest = settings(c, &plan);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
         agentrt_rollout::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
@@ -232,20 +239,24 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let c = &args.common;
     let questions = questions(c)?;
     let loaded = args.policy.load()?;
-    let prompt = loaded.system_prompt(c.system_prompt.as_ref());
-    let demonstrate = loaded.demonstration(c.demonstration, !args.policy.is_random());
-    let max_turns = loaded.max_turns(c.max_turns, 4);
+    // An adapter plays as it was trained; without one, four replies as synth, and the random baseline
+    // without the demonstration (it reads none).
+    let plan = EpisodePlan::of_training(&TrainConfig::default()).with_agent(loaded.settings.as_ref()).with_flags(
+        c.max_turns.or(loaded.settings.is_none().then_some(4)),
+        c.system_prompt.as_ref(),
+        c.demonstration.or(args.policy.is_random().then_some(false)),
+    );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
-        let sandbox = Arc::new(c.tools.build(Limits { max_host_calls: 32, ..Limits::default() }).await?);
-        let runner = episode_runner(sandbox, &c.judge, &prompt, demonstrate, max_turns)?;
+        let sandbox = Arc::new(c.tools.build(plan.config.limits).await?);
+        let runner = episode_runner(sandbox, &c.judge, &plan)?;
         let policy = args.policy.turn_policy(&loaded, args.temperature, c.seed)?;
         let mut set = TrajectorySet::new("sample");
         play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
         anyhow::Ok(set)
     })?;
-    let mut manifest = settings(c, &prompt, demonstrate, max_turns);
+    let mut manifest = settings(c, &plan);
     manifest["model"] = loaded.name.clone().into();
     manifest["k"] = args.k.into();
     manifest["settings"]["temperature"] = args.temperature.into();

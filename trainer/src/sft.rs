@@ -246,7 +246,11 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
     } else {
         text
     };
-    AgentSettings { model: model.to_string(), system_prompt: named, demonstration: with_demo * 2 > conversations.len(), max_turns, max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32 }
+    AgentSettings { model: model.to_string(), system_prompt: named, demonstration: with_demo * 2 > conversations.len(), max_turns,
+        max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32,
+        max_observation_chars: None,
+        limits: None,
+    }
 }
 
 /// The longest run of model tokens in one example (one reply and its end-of-turn token).

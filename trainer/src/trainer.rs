@@ -53,6 +53,30 @@ pub fn limits_of(config: &TrainConfig) -> Limits {
     Limits { fuel: r.fuel, memory_bytes: r.memory_mib << 20, timeout: Duration::from_millis(r.timeout_ms), max_host_calls: r.max_host_calls, ..Limits::default() }
 }
 
+/// How a config's episodes run: the one construction `train` plays with and `eval` measures with.
+pub fn episode_config(config: &TrainConfig) -> EpisodeConfig {
+    EpisodeConfig {
+        max_turns: config.rollout.max_turns,
+        max_observation_chars: config.rollout.max_observation_chars,
+        limits: limits_of(config),
+        ..EpisodeConfig::default()
+    }
+}
+
+/// How an adapter trained with `config` is to be played (saved as `agent.json` in every checkpoint).
+pub fn agent_settings(config: &TrainConfig) -> agentrt_rollout::AgentSettings {
+    let episode = episode_config(config);
+    agentrt_rollout::AgentSettings {
+        model: config.model.name.clone(),
+        system_prompt: config.rollout.system_prompt.clone(),
+        demonstration: config.rollout.demonstration,
+        max_turns: episode.max_turns,
+        max_new_tokens: config.rollout.max_new_tokens,
+        max_observation_chars: Some(episode.max_observation_chars),
+        limits: Some(episode.limits),
+    }
+}
+
 /// The sampling parameters of a config.
 pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
     let r = &config.rollout;
@@ -163,12 +187,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         judge: judge_of(&config.rollout.judge)?,
         system_prompt: system_prompt(system_prompt_template(&config.rollout.system_prompt), &plugins),
         demonstration: if config.rollout.demonstration { demonstration() } else { Vec::new() },
-        config: EpisodeConfig {
-            max_turns: config.rollout.max_turns,
-            max_observation_chars: config.rollout.max_observation_chars,
-            limits: limits_of(&config),
-            judge_concurrency: 8,
-        },
+        config: episode_config(&config),
     };
     let remote = match config.rollout.sampler.as_str() {
         "local" => None,
@@ -183,13 +202,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     };
 
     let mut order = DataOrder::new(questions.len(), seed);
-    let agent = agentrt_rollout::AgentSettings {
-        model: config.model.name.clone(),
-        system_prompt: config.rollout.system_prompt.clone(),
-        demonstration: config.rollout.demonstration,
-        max_turns: config.rollout.max_turns,
-        max_new_tokens: config.rollout.max_new_tokens,
-    };
+    let agent = agent_settings(&config);
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let group = config.rollout.num_rollouts;
     eprintln!(
