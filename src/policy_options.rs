@@ -65,7 +65,7 @@ impl PolicyOptions {
             _ => None,
         };
         let max_new_tokens = self.max_new_tokens.or(settings.as_ref().map(|s| s.max_new_tokens)).unwrap_or(160);
-        let model = self.model.clone().or(settings.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| "smollm2-135m".into());
+        let model = self.model.clone().or(settings.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
         Ok(match (&self.policy, self.baseline.as_deref()) {
             (Some(p), _) => LoadedPolicy { local: None, settings, max_new_tokens, name: p.clone() },
             (None, Some("random")) => LoadedPolicy { local: None, settings, max_new_tokens, name: "random baseline".into() },

@@ -49,8 +49,11 @@ pub enum ModelSource {
     Path(PathBuf),
 }
 
+/// The default model's name, as every command, config and `agent.json` writes it.
+pub const DEFAULT_MODEL_NAME: &str = "smollm2-135m";
+
 impl ModelSource {
-    /// `default` / `smollm2-135m`, `qwen2.5-coder-0.5b`, or a path.
+    /// `smollm2-135m` (also `default`, `smollm2`), `qwen2.5-coder-0.5b` (also `qwen`, `larger`), or a path.
     pub fn parse(s: &str) -> ModelSource {
         match s {
             "default" | "smollm2-135m" | "smollm2" => ModelSource::Default,
@@ -334,10 +337,5 @@ impl Policy {
         let p = dir.join("tokenizer_config.json");
         std::fs::write(&p, tc.to_string()).map_err(error::io_err(&p))?;
         Ok(())
-    }
-
-    /// Converts any tensor to f32 on the CPU (helper for callers reading results).
-    pub fn to_cpu_f32(t: &Tensor) -> Result<Tensor> {
-        Ok(t.to_dtype(DType::F32)?.to_device(&Device::Cpu)?)
     }
 }

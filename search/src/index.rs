@@ -112,7 +112,6 @@ pub struct WikiIndex {
     vectors: VectorStore,
     bm25: Bm25,
     embedder: OnceLock<Result<Arc<Embedder>, String>>,
-    model_dir: Option<PathBuf>,
     /// Query vectors already computed: a GRPO group asks the same question many times and the policy
     /// often repeats its queries. Bounded; cleared whole when full.
     query_cache: std::sync::Mutex<std::collections::HashMap<String, Arc<Vec<f32>>>>,
@@ -204,15 +203,8 @@ impl WikiIndex {
             vectors,
             bm25,
             embedder: OnceLock::new(),
-            model_dir: None,
             query_cache: Default::default(),
         })
-    }
-
-    /// Use the embedding model in `model_dir` for queries instead of fetching all-MiniLM-L6-v2.
-    pub fn with_model_dir(mut self, model_dir: PathBuf) -> Self {
-        self.model_dir = Some(model_dir);
-        self
     }
 
     /// The manifest the index was built with.
@@ -253,11 +245,7 @@ impl WikiIndex {
     fn embedder(&self) -> Result<Arc<Embedder>, SearchError> {
         self.embedder
             .get_or_init(|| {
-                let e = match &self.model_dir {
-                    Some(d) => Embedder::load(d),
-                    None => Embedder::minilm(),
-                };
-                e.map(Arc::new).map_err(|e| e.to_string())
+                Embedder::minilm().map(Arc::new).map_err(|e| e.to_string())
             })
             .clone()
             .map_err(SearchError::Embedder)

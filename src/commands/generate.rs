@@ -18,9 +18,9 @@ pub struct Args {
     /// default, if any).
     #[arg(long)]
     pub system: Option<String>,
-    /// `default` (SmolLM2-135M-Instruct, GGUF), `qwen2.5-coder-0.5b`, a `.gguf` file, or a safetensors
+    /// `smollm2-135m` (SmolLM2-135M-Instruct, GGUF), `qwen2.5-coder-0.5b`, a `.gguf` file, or a safetensors
     /// directory (config.json, tokenizer.json, *.safetensors). Named models are fetched and checked once.
-    /// Default: the adapter's own base model (its `agent.json`), else `default`.
+    /// Default: the adapter's own base model (its `agent.json`), else `smollm2-135m`.
     #[arg(long)]
     pub model: Option<String>,
     /// An adapter to apply: a checkpoint of `agentrt train` / `agentrt sft` (or `models/...`), a PEFT
@@ -56,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(dir) => agentrt_rollout::AgentSettings::read(dir)?,
         None => None,
     };
-    let model = args.model.clone().or(trained.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| "default".into());
+    let model = args.model.clone().or(trained.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
     let mut policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     if let Some(dir) = &args.adapter {
         policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;

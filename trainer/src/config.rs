@@ -335,6 +335,7 @@ mod tests {
     #[test]
     fn defaults_parse_and_name_the_run() {
         let c = TrainConfig::default();
+        assert_eq!(c.model.name, agentrt_policy::DEFAULT_MODEL_NAME, "one name for the default model");
         assert_eq!(c.run_name(), "smollm2-135m_lr1e-4_g4_beta0.02_s42");
         let c = TrainConfig::from_layers(None, &["algorithm.lr=1e-5".into(), "algorithm.advantage=rloo".into(), "rollout.sampler=openai:m@http://x/v1".into()]).unwrap();
         assert_eq!(c.run_name(), "smollm2-135m_lr1e-5_g4_beta0.02_s42_rloo");

@@ -15,7 +15,6 @@ pub mod rope;
 pub mod silu_mul;
 
 pub use attention::{causal_attention, AttentionShape};
-pub use causal_softmax::causal_softmax;
 pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use packed_rows::{packed_linear, PackedRows};
