@@ -98,7 +98,7 @@ impl PolicyOptions {
             temperature,
             top_k: self.top_k,
             max_tokens: loaded.max_new_tokens,
-            stop: agentrt_trainer::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+            stop: agentrt_rollout::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
             ..SamplingParams::default()
         }
     }
@@ -170,7 +170,7 @@ impl EpisodePlan {
 pub fn episode_runner(sandbox: Arc<Sandbox>, judge: &str, plan: &EpisodePlan) -> anyhow::Result<EpisodeRunner> {
     let plugins = sandbox.plugins().signatures();
     Ok(EpisodeRunner {
-        judge: agentrt_trainer::judge_of(judge)?,
+        judge: agentrt_judge::judge_from_spec(judge).map_err(|e| anyhow::anyhow!("--judge {judge:?}: {e}"))?,
         system_prompt: system_prompt(system_prompt_template(&plan.system_prompt), &plugins),
         demonstration: if plan.demonstration { demonstration() } else { Vec::new() },
         config: plan.config.clone(),

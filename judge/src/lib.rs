@@ -35,7 +35,7 @@ pub use openai::{
 pub use rule::{
     exact_match_score, f1_score, normalize_answer, RuleJudge, DEFAULT_F1_THRESHOLD,
 };
-pub use spec::{JudgeOptions, JudgeSpec, OPENAI_API_BASE};
+pub use spec::{judge_from_spec, JudgeOptions, JudgeSpec, OPENAI_API_BASE};
 
 use async_trait::async_trait;
 use futures::stream::{self, StreamExt};

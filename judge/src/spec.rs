@@ -97,6 +97,13 @@ impl JudgeSpec {
     }
 }
 
+/// The judge a spec string names (`rule`, `rule:0.5`, `openai:MODEL@BASE_URL`), with the default options:
+/// how `train`, `eval` and `trajectories` all build theirs. Errors name the spec.
+pub fn judge_from_spec(spec: &str) -> Result<std::sync::Arc<dyn Judge>, JudgeError> {
+    let parsed: JudgeSpec = spec.parse()?;
+    Ok(std::sync::Arc::from(parsed.build(&JudgeOptions::default())?))
+}
+
 /// Settings for judges that call a server; the defaults suit a local model on a busy machine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JudgeOptions {

@@ -36,7 +36,7 @@ pub use episode::{Episode, EpisodeConfig, EpisodeOutcome, EpisodeRunner, PhaseTi
 pub use error::RolloutError;
 pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
-pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
+pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
 pub use questions::{read_questions, Question};
 pub use trace::TraceBuilder;
 pub use synthetic::{check_visible, passages_program, SynthStyle, SynthesizingPolicy};

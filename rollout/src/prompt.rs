@@ -33,6 +33,10 @@ pub fn system_prompt_template(name: &str) -> &str {
     }
 }
 
+/// Where a reply ends: an answer, the one-call form, or a closed code fence. The samplers of `train`,
+/// `eval`, `trajectories` and a remote `openai:` policy all stop there, so a reply is one action.
+pub const STOP_STRINGS: &[&str] = &["</answer>", "</tool>", "\n```\n"];
+
 /// The system prompt with plug-in tools listed where `template` holds `{plugins}`.
 pub fn system_prompt(template: &str, plugins: &[ToolSignature]) -> String {
     let mut listed = String::new();

@@ -9,21 +9,18 @@ use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
-use agentrt_judge::{Judge, JudgeOptions, JudgeSpec};
+use agentrt_judge::Judge;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
 use agentrt_rollout::{
     demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
-    TurnPolicy, system_prompt_template,
+    TurnPolicy, system_prompt_template, STOP_STRINGS,
 };
 use agentrt_runtime::{Limits, Sandbox};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Stop strings of a reply: an answer, the one-call form, or a closed code fence end the turn.
-pub const STOP_STRINGS: &[&str] = &["</answer>", "</tool>", "\n```\n"];
 
 /// Where to run and whether to continue.
 pub struct TrainRequest {
@@ -91,11 +88,9 @@ pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
     }
 }
 
-/// Builds the judge of a spec string.
-pub fn judge_of(spec: &str) -> Result<Arc<dyn Judge>, TrainError> {
-    let spec: JudgeSpec = spec.parse().map_err(|e| TrainError::Config(format!("rollout.judge: {e}")))?;
-    let judge = spec.build(&JudgeOptions::default()).map_err(|e| TrainError::Config(format!("rollout.judge: {e}")))?;
-    Ok(Arc::from(judge))
+/// Builds the judge of `rollout.judge`.
+fn judge_of(spec: &str) -> Result<Arc<dyn Judge>, TrainError> {
+    agentrt_judge::judge_from_spec(spec).map_err(|e| TrainError::Config(format!("rollout.judge: {e}")))
 }
 
 /// A warm start from an adapter trained with other prompt settings (its `agent.json`) than `rollout.*`
