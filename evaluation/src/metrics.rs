@@ -1,4 +1,5 @@
-//! The metrics of a set of episodes.
+//! The metrics of a set of episodes: one definition, used by `agentrt eval`, by training's per-step
+//! metrics and by its routing evaluation, so a number means the same wherever it is printed.
 
 use agentrt_rollout::{Episode, EpisodeOutcome, TurnAction};
 use serde::{Deserialize, Serialize};
@@ -92,6 +93,10 @@ pub struct Metrics {
     pub program_replies: Rate,
     /// Replies holding a program that ran without error (of all replies).
     pub runnable_program_replies: Rate,
+    /// Programs that ran without error (of programs): training's `programs_ok`. Absent in results
+    /// written before it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runnable_programs: Option<Rate>,
     /// How episodes ended: `correct`, `wrong_answer`, `no_answer`, `max_turns` (each of all episodes).
     pub outcomes: BTreeMap<String, Rate>,
     /// Failed programs by error kind (`syntax`, `exception:NameError`, `limit-exceeded:fuel`, …), of all programs.
@@ -143,6 +148,7 @@ impl Metrics {
             mean_gold_rank: (!ranks.is_empty()).then(|| ranks.iter().sum::<usize>() as f64 / ranks.len() as f64),
             program_replies: Rate::new(programs.len(), replies.len()),
             runnable_program_replies: Rate::new(runnable, replies.len()),
+            runnable_programs: Some(Rate::new(runnable, programs.len())),
             outcomes,
             program_errors: error_counts.into_iter().map(|(k, c)| (k, Rate::new(c, programs.len()))).collect(),
         }

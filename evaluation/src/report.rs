@@ -72,6 +72,9 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     row("mean gold rank", m.mean_gold_rank.map_or("-".into(), |r| format!("{r:.2}")));
     row("replies with a program", pct(&m.program_replies));
     row("replies with a runnable program", pct(&m.runnable_program_replies));
+    if let Some(r) = &m.runnable_programs {
+        row("programs that ran (of programs)", pct(r));
+    }
     for (k, r) in &m.outcomes {
         row(&format!("outcome: {k}"), pct(r));
     }

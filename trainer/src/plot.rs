@@ -10,11 +10,21 @@ use std::path::{Path, PathBuf};
 /// The file `plot_run` writes inside the run directory.
 pub const CURVES: &str = "curves.png";
 
-fn series(lines: &[serde_json::Value], name: &str, key: &str) -> Series {
-    Series {
-        name: name.into(),
-        points: lines.iter().filter_map(|l| Some((l["step"].as_f64()?, l.pointer(key)?.as_f64()?))).collect(),
+/// The points of `key` (a JSON pointer) over the lines of `file`. A `null` value is a step without one
+/// (a validation loss between evaluations); a missing key or a value that is not a number is an error
+/// naming the line, never a silently dropped point.
+fn series(lines: &[serde_json::Value], file: &str, name: &str, key: &str) -> Result<Series, TrainError> {
+    let mut points = Vec::with_capacity(lines.len());
+    for (i, l) in lines.iter().enumerate() {
+        let bad = |what: &str| TrainError::Run(format!("{file} line {}: {what}", i + 1));
+        let step = l["step"].as_f64().ok_or_else(|| bad("no numeric `step`"))?;
+        match l.pointer(key) {
+            None => return Err(bad(&format!("no `{}` (written by another version of agentrt?)", key.trim_start_matches('/').replace('/', ".")))),
+            Some(serde_json::Value::Null) => {}
+            Some(v) => points.push((step, v.as_f64().ok_or_else(|| bad(&format!("`{key}` is {v}, not a number")))?)),
+        }
     }
+    Ok(Series { name: name.into(), points })
 }
 
 fn chart(title: &str, y: &str, series: Vec<Series>) -> LineChart {
@@ -32,24 +42,24 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
         return plot_sft(run, &lines, out);
     }
     let mut charts = vec![
-        chart("reward", "mean reward", vec![series(&lines, "mean", "/reward_mean"), series(&lines, "std", "/reward_std")]),
-        chart("accuracy", "fraction correct", vec![series(&lines, "accuracy", "/accuracy")]),
-        chart("tool calls", "per episode", vec![series(&lines, "tool calls", "/tool_calls"), series(&lines, "turns", "/turns")]),
-        chart("KL to base", "mean per token", vec![series(&lines, "kl", "/kl")]),
-        chart("loss", "loss", vec![series(&lines, "loss", "/loss")]),
-        chart("seconds per step", "s", vec![series(&lines, "step", "/seconds/step"), series(&lines, "generate", "/seconds/generate"), series(&lines, "update", "/seconds/update")]),
+        chart("reward", "mean reward", vec![series(&lines, METRICS, "mean", "/reward_mean")?, series(&lines, METRICS, "std", "/reward_std")?]),
+        chart("accuracy", "fraction correct", vec![series(&lines, METRICS, "accuracy", "/accuracy")?]),
+        chart("tool calls", "per episode", vec![series(&lines, METRICS, "tool calls", "/tool_calls")?, series(&lines, METRICS, "turns", "/turns")?]),
+        chart("KL to base", "mean per token", vec![series(&lines, METRICS, "kl", "/kl")?]),
+        chart("loss", "loss", vec![series(&lines, METRICS, "loss", "/loss")?]),
+        chart("seconds per step", "s", vec![series(&lines, METRICS, "step", "/seconds/step")?, series(&lines, METRICS, "generate", "/seconds/generate")?, series(&lines, METRICS, "update", "/seconds/update")?]),
     ];
     let routing = dir.read_lines(ROUTING_EVAL)?;
     if !routing.is_empty() {
         charts.push(chart(
             "routing eval: accuracy",
             "fraction correct",
-            vec![series(&routing, "both", "/both/accuracy"), series(&routing, "retain only", "/retain_only/accuracy"), series(&routing, "forget only", "/forget_only/accuracy")],
+            vec![series(&routing, ROUTING_EVAL, "both", "/both/accuracy")?, series(&routing, ROUTING_EVAL, "retain only", "/retain_only/accuracy")?, series(&routing, ROUTING_EVAL, "forget only", "/forget_only/accuracy")?],
         ));
         charts.push(chart(
             "routing eval: flagged",
             "fraction flagged",
-            vec![series(&routing, "both", "/both/flagged"), series(&routing, "retain only", "/retain_only/flagged"), series(&routing, "forget only", "/forget_only/flagged")],
+            vec![series(&routing, ROUTING_EVAL, "both", "/both/flagged")?, series(&routing, ROUTING_EVAL, "retain only", "/retain_only/flagged")?, series(&routing, ROUTING_EVAL, "forget only", "/forget_only/flagged")?],
         ));
     }
     let path = out.map(Path::to_path_buf).unwrap_or_else(|| run.join(CURVES));
@@ -60,12 +70,29 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
 /// The curves of an `agentrt sft` run: train and validation loss, learning rate, gradient norm, tokens.
 fn plot_sft(run: &Path, lines: &[serde_json::Value], out: Option<&Path>) -> Result<PathBuf, TrainError> {
     let charts = vec![
-        chart("loss", "-mean log p per model token", vec![series(lines, "train", "/train_loss"), series(lines, "validation", "/val_loss")]),
-        chart("learning rate", "lr", vec![series(lines, "lr", "/lr")]),
-        chart("gradient norm", "before clipping", vec![series(lines, "grad norm", "/grad_norm")]),
-        chart("tokens per step", "tokens", vec![series(lines, "all", "/tokens"), series(lines, "model", "/model_tokens")]),
+        chart("loss", "-mean log p per model token", vec![series(lines, METRICS, "train", "/train_loss")?, series(lines, METRICS, "validation", "/val_loss")?]),
+        chart("learning rate", "lr", vec![series(lines, METRICS, "lr", "/lr")?]),
+        chart("gradient norm", "before clipping", vec![series(lines, METRICS, "grad norm", "/grad_norm")?]),
+        chart("tokens per step", "tokens", vec![series(lines, METRICS, "all", "/tokens")?, series(lines, METRICS, "model", "/model_tokens")?]),
     ];
     let path = out.map(Path::to_path_buf).unwrap_or_else(|| run.join(CURVES));
     write_line_charts(&path, &charts, 2).map_err(|e| TrainError::Run(format!("plotting {}: {e}", path.display())))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_missing_metric_is_an_error_naming_the_line_and_null_is_a_step_without_one() {
+        let lines = vec![json!({"step": 1, "val_loss": 2.5}), json!({"step": 2, "val_loss": null}), json!({"step": 3, "val_loss": 2.0})];
+        assert_eq!(series(&lines, METRICS, "v", "/val_loss").unwrap().points, vec![(1.0, 2.5), (3.0, 2.0)]);
+        let lines = vec![json!({"step": 1, "accuracy": 0.5}), json!({"step": 2})];
+        let e = series(&lines, METRICS, "a", "/accuracy").unwrap_err().to_string();
+        assert!(e.contains("metrics.jsonl line 2") && e.contains("`accuracy`"), "{e}");
+        let e = series(&[json!({"step": 1, "accuracy": "high"})], METRICS, "a", "/accuracy").unwrap_err().to_string();
+        assert!(e.contains("not a number"), "{e}");
+    }
 }

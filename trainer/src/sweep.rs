@@ -72,16 +72,25 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
         match lines.last() {
             None => s.push_str(&format!("| {} | {exit} | 0 | - | - | - | - | - |\n", p.run_name)),
             Some(l) => {
-                let best = lines.iter().filter_map(|l| l["reward_mean"].as_f64()).fold(f64::NEG_INFINITY, f64::max);
+                // A missing value is an error naming the run and the key, not a NaN in the table.
+                let number = |l: &serde_json::Value, key: &str| {
+                    l.pointer(key).and_then(|v| v.as_f64()).ok_or_else(|| {
+                        TrainError::Run(format!("{}/{METRICS}: a line has no number at `{key}`", dir.path.display()))
+                    })
+                };
+                let mut best = f64::NEG_INFINITY;
+                for line in &lines {
+                    best = best.max(number(line, "/reward_mean")?);
+                }
                 s.push_str(&format!(
                     "| {} | {exit} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} |\n",
                     p.run_name,
                     l["step"],
-                    l["reward_mean"].as_f64().unwrap_or(f64::NAN),
-                    l["accuracy"].as_f64().unwrap_or(f64::NAN),
+                    number(l, "/reward_mean")?,
+                    number(l, "/accuracy")?,
                     best,
-                    l["tool_calls"].as_f64().unwrap_or(f64::NAN),
-                    l["seconds"]["step"].as_f64().unwrap_or(f64::NAN)
+                    number(l, "/tool_calls")?,
+                    number(l, "/seconds/step")?
                 ))
             }
         }

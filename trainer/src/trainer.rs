@@ -9,11 +9,12 @@ use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
+use agentrt_eval::Metrics;
 use agentrt_judge::Judge;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
 use agentrt_rollout::{
-    demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnAction,
+    demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question,
     TurnPolicy, system_prompt_template, STOP_STRINGS,
 };
 use agentrt_runtime::{Limits, Sandbox};
@@ -334,12 +335,10 @@ fn step_metrics(
     step_s: f64,
     config: &TrainConfig,
 ) -> serde_json::Value {
-    let rewards: Vec<f64> = episodes.iter().map(|e| e.reward as f64).collect();
-    let rm = mean(rewards.iter().copied());
-    let rs = mean(rewards.iter().map(|r| (r - rm).powi(2))).sqrt();
-    let programs = episodes.iter().flat_map(|e| &e.turns).filter(|t| t.action == TurnAction::Program);
-    let (n_programs, ok_programs) = programs.fold((0, 0), |(n, ok), t| (n + 1, ok + t.program_error.is_none() as usize));
-    let replies = episodes.iter().map(|e| e.turns.len()).sum::<usize>();
+    // The episode metrics are `agentrt eval`'s, by the same definitions; the rest is training's own.
+    let m = Metrics::from_episodes(episodes);
+    let rm = m.mean_reward;
+    let rs = mean(episodes.iter().map(|e| (e.reward as f64 - rm).powi(2))).sqrt();
     json!({
         "step": step,
         "questions_seen": questions_seen,
@@ -350,12 +349,15 @@ fn step_metrics(
         "reward_program": mean(parts.iter().map(|p| p.program as f64)),
         "reward_f1": mean(parts.iter().map(|p| p.f1 as f64)),
         "reward_format": mean(parts.iter().map(|p| p.format as f64)),
-        "accuracy": mean(episodes.iter().map(|e| (e.outcome == agentrt_rollout::EpisodeOutcome::Correct) as u8 as f64)),
-        "tool_calls": mean(episodes.iter().map(|e| e.tool_calls().count() as f64)),
-        "turns": mean(episodes.iter().map(|e| e.turns.len() as f64)),
-        "model_tokens": mean(episodes.iter().map(|e| e.model_tokens() as f64)),
-        "program_replies": if replies > 0 { n_programs as f64 / replies as f64 } else { 0.0 },
-        "programs_ok": if n_programs > 0 { ok_programs as f64 / n_programs as f64 } else { 0.0 },
+        "accuracy": m.accuracy.value,
+        "answer_f1": m.answer_f1.value,
+        "tool_calls": m.tool_calls.value,
+        "turns": m.avg_turns,
+        "model_tokens": m.avg_model_tokens,
+        "program_replies": m.program_replies.value,
+        "runnable_program_replies": m.runnable_program_replies.value,
+        "programs_ok": m.runnable_programs.map_or(0.0, |r| r.value),
+        "search_hit_rate": m.search_hit_rate.value,
         "skipped_groups": skipped_groups,
         "routed_fraction": routed as f64 / episodes.len().max(1) as f64,
         "loss": update.loss,
@@ -379,13 +381,14 @@ async fn routing_eval(policy: &mut Policy, runner: &EpisodeRunner, questions: &[
         let result = runner.run(&local, questions).await;
         policy.set_adapter_scales(1.0, 1.0);
         let batch = result?;
-        let n = batch.episodes.len().max(1) as f64;
+        let m = Metrics::from_episodes(&batch.episodes);
+        let flagged = batch.episodes.iter().filter(|e| detector.flags(e)).count();
         out.insert(
             name.into(),
             json!({
-                "accuracy": batch.episodes.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count() as f64 / n,
-                "reward_mean": batch.episodes.iter().map(|e| e.reward as f64).sum::<f64>() / n,
-                "flagged": batch.episodes.iter().filter(|e| detector.flags(e)).count() as f64 / n,
+                "accuracy": m.accuracy.value,
+                "reward_mean": m.mean_reward,
+                "flagged": agentrt_eval::Rate::new(flagged, batch.episodes.len()).value,
             }),
         );
     }
