@@ -30,7 +30,8 @@ print(read_section(sections[0]["section_id"]))
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_programs_end_typed_and_the_sandbox_survives() {
     let sandbox = sandbox().await;
-    let cases: Vec<(&str, &str, Box<dyn Fn(&ProgramError)>)> = vec![
+    type Check = Box<dyn Fn(&ProgramError)>;
+    let cases: Vec<(&str, &str, Check)> = vec![
         ("infinite loop", "while True:\n    pass\n", Box::new(|e| assert_limit(e, &[Limit::Fuel, Limit::Time]))),
         (
             "memory bomb",

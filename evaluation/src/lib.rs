@@ -19,8 +19,16 @@ pub use report::{compare, markdown as report_markdown, table, read_results, writ
 /// Why a report could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
+    /// Reading or writing a file failed (the io error is the source).
+    #[error("{path}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A results file was read but is not what it should be.
     #[error("{path}: {reason}")]
-    Io { path: std::path::PathBuf, reason: String },
+    Malformed { path: std::path::PathBuf, reason: String },
     #[error("{0}")]
     Invalid(String),
 }

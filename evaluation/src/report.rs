@@ -25,7 +25,7 @@ pub struct EvalInfo {
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> EvalError + '_ {
-    move |e| EvalError::Io { path: path.to_path_buf(), reason: e.to_string() }
+    move |e| EvalError::Io { path: path.to_path_buf(), source: e }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
@@ -156,9 +156,9 @@ pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Resul
 pub fn read_results(dir: &Path) -> Result<(EvalInfo, Metrics), EvalError> {
     let p = dir.join(RESULTS_JSON);
     let text = std::fs::read_to_string(&p).map_err(io(&p))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| EvalError::Io { path: p.clone(), reason: format!("not JSON: {e}") })?;
-    let info = serde_json::from_value(v["info"].clone()).map_err(|e| EvalError::Io { path: p.clone(), reason: format!("`info`: {e}") })?;
-    let m = serde_json::from_value(v["metrics"].clone()).map_err(|e| EvalError::Io { path: p.clone(), reason: format!("`metrics`: {e}") })?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| EvalError::Malformed { path: p.clone(), reason: format!("not JSON: {e}") })?;
+    let info = serde_json::from_value(v["info"].clone()).map_err(|e| EvalError::Malformed { path: p.clone(), reason: format!("`info`: {e}") })?;
+    let m = serde_json::from_value(v["metrics"].clone()).map_err(|e| EvalError::Malformed { path: p.clone(), reason: format!("`metrics`: {e}") })?;
     Ok((info, m))
 }
 

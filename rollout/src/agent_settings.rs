@@ -44,9 +44,9 @@ impl AgentSettings {
         if !path.is_file() {
             return Ok(None);
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| RolloutError::Io { path: path.clone(), reason: e.to_string() })?;
-        let settings: AgentSettings = serde_json::from_str(&text).map_err(|e| RolloutError::Io { path: path.clone(), reason: format!("not valid agent settings: {e}") })?;
-        settings.validate().map_err(|reason| RolloutError::Io { path, reason })?;
+        let text = std::fs::read_to_string(&path).map_err(|e| RolloutError::Io { path: path.clone(), source: e })?;
+        let settings: AgentSettings = serde_json::from_str(&text).map_err(|e| RolloutError::Malformed { path: path.clone(), reason: format!("not valid agent settings: {e}") })?;
+        settings.validate().map_err(|reason| RolloutError::Malformed { path, reason })?;
         Ok(Some(settings))
     }
 
@@ -54,7 +54,7 @@ impl AgentSettings {
     pub fn write(&self, dir: &Path) -> Result<(), RolloutError> {
         let path = dir.join(AGENT_SETTINGS_FILE);
         let text = serde_json::to_string_pretty(self).expect("agent settings serialise") + "\n";
-        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| RolloutError::Io { path, reason: e.to_string() })
+        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| RolloutError::Io { path, source: e })
     }
 
     /// `base` with what these settings recorded (turns, observation size, sandbox bounds) in its place.

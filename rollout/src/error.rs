@@ -6,11 +6,19 @@ use std::path::PathBuf;
 pub enum RolloutError {
     #[error("{path}:{line}: {reason}")]
     BadQuestion { path: PathBuf, line: usize, reason: String },
+    /// Reading or writing a file failed (the io error is the source).
+    #[error("{path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file was read but is not what it should be.
     #[error("{path}: {reason}")]
-    Io { path: PathBuf, reason: String },
-    #[error("policy: {0}")]
+    Malformed { path: PathBuf, reason: String },
+    #[error(transparent)]
     Policy(#[from] agentrt_policy::PolicyError),
-    #[error("judge: {0}")]
+    #[error(transparent)]
     Judge(#[from] agentrt_judge::JudgeError),
     #[error("policy endpoint {endpoint}: {message}")]
     Endpoint { endpoint: String, message: String },

@@ -54,7 +54,7 @@ pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>,
         "jsonl" | "json" | "ndjson" => read_jsonl(path)?,
         "parquet" => read_parquet(path)?,
         _ => {
-            return Err(RolloutError::Io { path: path.into(), reason: "unknown questions format (expected .jsonl or .parquet)".into() })
+            return Err(RolloutError::Malformed { path: path.into(), reason: "unknown questions format (expected .jsonl or .parquet)".into() })
         }
     };
     Ok(match split {
@@ -64,7 +64,7 @@ pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>,
 }
 
 fn read_jsonl(path: &Path) -> Result<Vec<Question>, RolloutError> {
-    let text = std::fs::read_to_string(path).map_err(|e| RolloutError::Io { path: path.into(), reason: e.to_string() })?;
+    let text = std::fs::read_to_string(path).map_err(|e| RolloutError::Io { path: path.into(), source: e })?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -80,9 +80,12 @@ fn read_jsonl(path: &Path) -> Result<Vec<Question>, RolloutError> {
 fn read_parquet(path: &Path) -> Result<Vec<Question>, RolloutError> {
     use arrow_array::{Array, LargeStringArray, ListArray, RecordBatch, StringArray};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let io = |reason: String| RolloutError::Io { path: path.into(), reason };
-    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| io(e.to_string()))?);
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| io(format!("not a readable Parquet file: {e}")))?.build().map_err(|e| io(e.to_string()))?;
+    let malformed = |reason: String| RolloutError::Malformed { path: path.into(), reason };
+    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| RolloutError::Io { path: path.into(), source: e })?);
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| malformed(format!("not a readable Parquet file: {e}")))?
+        .build()
+        .map_err(|e| malformed(e.to_string()))?;
 
     fn strings(batch: &RecordBatch, name: &str, row: usize) -> Option<String> {
         let col = batch.column_by_name(name)?;
@@ -100,9 +103,9 @@ fn read_parquet(path: &Path) -> Result<Vec<Question>, RolloutError> {
     let mut out = Vec::new();
     let mut row_number = 0;
     for batch in reader {
-        let batch = batch.map_err(|e| io(format!("reading a record batch: {e}")))?;
+        let batch = batch.map_err(|e| malformed(format!("reading a record batch: {e}")))?;
         if batch.column_by_name("question").is_none() {
-            return Err(io("no `question` column".into()));
+            return Err(malformed("no `question` column".into()));
         }
         for r in 0..batch.num_rows() {
             row_number += 1;

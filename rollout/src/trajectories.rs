@@ -114,7 +114,7 @@ impl TrajectorySet {
     /// the manifest's path.
     pub fn write(&self, out: &Path, manifest: serde_json::Value) -> Result<PathBuf, RolloutError> {
         fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RolloutError + '_ {
-            move |e| RolloutError::Io { path: path.into(), reason: e.to_string() }
+            move |e| RolloutError::Io { path: path.into(), source: e }
         }
         let mut lines = String::new();
         for t in &self.kept {

@@ -46,8 +46,12 @@ use std::path::PathBuf;
 /// Why a sandbox or a guest could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("{path}: {reason}")]
-    Io { path: PathBuf, reason: String },
+    #[error("{path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{origin} is not a valid WebAssembly component: {reason}")]
     InvalidComponent { origin: String, reason: String },
     #[error("{origin} imports something the host does not provide: {detail}")]

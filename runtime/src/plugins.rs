@@ -92,7 +92,7 @@ impl WasiView for PluginState {
 
 /// The `.wasm` files of a tools directory, sorted by name.
 pub fn components_in(dir: &Path) -> Result<Vec<PathBuf>, SandboxError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| SandboxError::Io { path: dir.to_path_buf(), reason: e.to_string() })?;
+    let entries = std::fs::read_dir(dir).map_err(|e| SandboxError::Io { path: dir.to_path_buf(), source: e })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
@@ -111,7 +111,7 @@ impl PluginRegistry {
         let mut registry = Self::default();
         for path in paths {
             let origin = path.display().to_string();
-            let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.clone(), reason: e.to_string() })?;
+            let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.clone(), source: e })?;
             let component = cache.load(engine, &wasm, &origin)?;
             let pre = linker.instantiate_pre(&component).map_err(|e| SandboxError::unsatisfied_import(&origin, e))?;
             let (docs, stateless) = describe(path, &pre).await?;

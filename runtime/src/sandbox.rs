@@ -90,7 +90,7 @@ impl Sandbox {
 
     /// Loads a guest component of the `tool-code` world from a `.wasm` file.
     pub fn load_guest(&self, path: &Path) -> Result<GuestComponent, SandboxError> {
-        let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+        let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.to_path_buf(), source: e })?;
         guest_from_bytes(&self.engine, &self.linker, &self.cache, &wasm, &path.display().to_string())
     }
 

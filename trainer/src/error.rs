@@ -5,13 +5,28 @@ use std::path::PathBuf;
 pub enum TrainError {
     #[error("config: {0}")]
     Config(String),
+    /// Reading or writing a file failed (the io error is the source).
+    #[error("{path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file was read but is not what it should be (a corrupt state, a bad line).
     #[error("{path}: {reason}")]
-    Io { path: PathBuf, reason: String },
-    #[error("{0}")]
+    Malformed { path: PathBuf, reason: String },
+    /// Saving or loading the optimizer's state failed.
+    #[error("optimizer state {path}")]
+    OptimizerState {
+        path: PathBuf,
+        #[source]
+        source: candle_core::Error,
+    },
+    #[error(transparent)]
     Rollout(#[from] agentrt_rollout::RolloutError),
-    #[error("policy: {0}")]
+    #[error(transparent)]
     Policy(#[from] agentrt_policy::PolicyError),
-    #[error("tensor: {0}")]
+    #[error(transparent)]
     Tensor(#[from] candle_core::Error),
     #[error("{0}")]
     Run(String),
@@ -19,5 +34,5 @@ pub enum TrainError {
 
 /// Maps an io error to one naming the path.
 pub fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
-    move |e| TrainError::Io { path: path.to_path_buf(), reason: e.to_string() }
+    move |e| TrainError::Io { path: path.to_path_buf(), source: e }
 }

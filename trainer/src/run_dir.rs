@@ -121,7 +121,7 @@ impl RunDir {
         policy.save_adapters(&partial.join(ADAPTERS))?;
         agent.write(&partial).map_err(|e| TrainError::Run(e.to_string()))?;
         let opt = partial.join(OPTIMIZER);
-        optimizer.save_state(&opt).map_err(|e| TrainError::Io { path: opt.clone(), reason: e.to_string() })?;
+        optimizer.save_state(&opt).map_err(|e| TrainError::OptimizerState { path: opt.clone(), source: e })?;
         write_atomic(&partial.join(STATE), serde_json::to_string_pretty(state).expect("state serialises").as_bytes())?;
         if final_path.exists() {
             std::fs::remove_dir_all(&final_path).map_err(io_err(&final_path))?;
@@ -140,7 +140,7 @@ impl RunDir {
     pub fn read_state(checkpoint: &Path) -> Result<TrainerState, TrainError> {
         let p = checkpoint.join(STATE);
         let text = std::fs::read_to_string(&p).map_err(io_err(&p))?;
-        serde_json::from_str(&text).map_err(|e| TrainError::Io { path: p, reason: format!("corrupt trainer state: {e}") })
+        serde_json::from_str(&text).map_err(|e| TrainError::Malformed { path: p, reason: format!("corrupt trainer state: {e}") })
     }
 
     /// The adapters directory of a checkpoint.
@@ -166,7 +166,7 @@ fn read_jsonl(p: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
             Ok(v) => out.push(v),
             // Only the last line can be torn by a kill during its write.
             Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
-            Err(e) => return Err(TrainError::Io { path: p.to_path_buf(), reason: format!("line {}: {e}", i + 1) }),
+            Err(e) => return Err(TrainError::Malformed { path: p.to_path_buf(), reason: format!("line {}: {e}", i + 1) }),
         }
     }
     Ok(out)

@@ -263,8 +263,12 @@ pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example
     load_examples_and_settings(config, policy).map(|(t, v, d, s, _)| (t, v, d, s))
 }
 
+/// What [`load_examples_and_settings`] reads: training and validation examples, the examples dropped,
+/// the reading counts, and the agent settings the conversations imply.
+type ExamplesAndSettings = (Vec<Example>, Vec<Example>, usize, ReadStats, AgentSettings);
+
 /// [`load_examples`], and the agent settings the training conversations imply.
-fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example>, Vec<Example>, usize, ReadStats, AgentSettings), TrainError> {
+fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<ExamplesAndSettings, TrainError> {
     let d = &config.data;
     if d.train.is_empty() {
         return Err(TrainError::Config("data.train: no training file: pass --data FILE (JSON Lines of conversations or agentrt transcripts)".into()));
@@ -392,7 +396,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     )?;
     if let Some((step, ckpt)) = &resume_from {
         let p = RunDir::optimizer_of(ckpt);
-        learner.optimizer.load_state(&p).map_err(|e| TrainError::Io { path: p.clone(), reason: e.to_string() })?;
+        learner.optimizer.load_state(&p).map_err(|e| TrainError::OptimizerState { path: p.clone(), source: e })?;
         run.truncate_logs_after(*step)?;
         eprintln!("resuming {} from {} (step {step}, {seen} conversations seen)", run.path.display(), ckpt.display());
     } else if resume {

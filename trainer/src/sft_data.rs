@@ -45,7 +45,7 @@ pub struct ReadStats {
 }
 
 fn line_err(path: &Path, line: usize, reason: impl std::fmt::Display) -> TrainError {
-    TrainError::Io { path: path.to_path_buf(), reason: format!("line {line}: {reason}") }
+    TrainError::Malformed { path: path.to_path_buf(), reason: format!("line {line}: {reason}") }
 }
 
 /// Reads one JSON Lines file: `{"messages": [...]}` lines, `agentrt eval` transcript lines (an episode:

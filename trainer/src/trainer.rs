@@ -168,7 +168,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     learner.set_reference(reference);
     if let Some((step, ckpt)) = &resume_from {
         let p = RunDir::optimizer_of(ckpt);
-        learner.optimizer.load_state(&p).map_err(|e| TrainError::Io { path: p.clone(), reason: e.to_string() })?;
+        learner.optimizer.load_state(&p).map_err(|e| TrainError::OptimizerState { path: p.clone(), source: e })?;
         run.truncate_logs_after(*step)?;
         eprintln!("resuming {} from {} (step {step}, {} questions seen)", run.path.display(), ckpt.display(), questions_seen);
     } else if resume {
