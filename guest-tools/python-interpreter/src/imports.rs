@@ -1,50 +1,148 @@
-//! Which modules a program may import.
+//! Which modules a program may import, and how the guest's own modules are bound.
 //!
 //! monty ships an `os` module whose calls pause the VM for the host to serve; we serve none of them, but
 //! a program that merely imports `os` or `pathlib` should learn at once, before it runs, that the sandbox
 //! has no such access. So imports are checked against an allow-list of pure, in-memory modules.
+//!
+//! Two kinds are allowed: monty's own ([`MONTY_MODULES`]), compiled by monty as written, and the guest's
+//! ([`crate::modules::GUEST_MODULES`]: `random`, `copy`, `string`, `hashlib`), which monty does not know.
+//! An import of a guest module is rewritten in place, on the same line, into the assignment CPython's
+//! import performs: `import random as r` becomes `r = __import__('random')`, and
+//! `from random import randint` becomes `randint = __import__('random').randint`; the VM then asks the
+//! guest for `__import__` and the module's attributes ([`crate::modules`]). Line numbers do not move, so
+//! tracebacks and syntax errors point where the program says.
 
 use crate::bindings::agentrt::tools::types::ProgramError;
+use crate::modules;
 use ruff_python_ast::visitor::{walk_stmt, Visitor};
-use ruff_python_ast::Stmt;
+use ruff_python_ast::{Alias, Stmt};
+use std::borrow::Cow;
 
-/// Modules that compute and touch nothing outside the program.
-pub const ALLOWED_MODULES: &[&str] = &[
+/// monty's modules that compute and touch nothing outside the program.
+pub const MONTY_MODULES: &[&str] = &[
     "math", "re", "json", "collections", "itertools", "functools", "datetime", "typing", "dataclasses",
-    "base64", "binascii", "unicodedata", "string",
+    "base64", "binascii", "unicodedata",
 ];
 
-/// Refuses a program that imports a module outside [`ALLOWED_MODULES`]. A program that does not parse
-/// passes: monty reports the syntax error with its position.
-pub fn check(program: &str) -> Result<(), ProgramError> {
+/// Every module a program may import, for messages.
+pub fn allowed_modules() -> Vec<&'static str> {
+    MONTY_MODULES.iter().copied().chain(modules::GUEST_MODULES.iter().map(|(name, _)| *name)).collect()
+}
+
+/// Checks a program's imports and binds the guest's modules: refuses a program that imports a module
+/// outside the allowed ones, and returns the source with imports of guest modules rewritten (borrowed
+/// unchanged when it has none). A program that does not parse passes unchanged: monty reports the
+/// syntax error with its position.
+pub fn prepare(program: &str) -> Result<Cow<'_, str>, ProgramError> {
     if !program.contains("import") {
-        return Ok(());
+        return Ok(Cow::Borrowed(program));
     }
-    let Ok(parsed) = ruff_python_parser::parse_module(program) else { return Ok(()) };
-    let mut finder = ImportFinder { refused: None };
+    let Ok(parsed) = ruff_python_parser::parse_module(program) else { return Ok(Cow::Borrowed(program)) };
+    let mut finder = ImportFinder { refused: None, edits: Vec::new() };
     for stmt in &parsed.syntax().body {
         finder.visit_stmt(stmt);
     }
-    match finder.refused {
-        None => Ok(()),
-        Some(module) => Err(ProgramError::Forbidden(format!(
+    if let Some(module) = finder.refused {
+        return Err(ProgramError::Forbidden(format!(
             "`import {module}` is not allowed: programs have no filesystem, network, processes or \
              environment. Allowed modules: {}",
-            ALLOWED_MODULES.join(", ")
-        ))),
+            allowed_modules().join(", ")
+        )));
     }
+    if finder.edits.is_empty() {
+        return Ok(Cow::Borrowed(program));
+    }
+    let mut rewritten = String::with_capacity(program.len() + 64 * finder.edits.len());
+    let mut at = 0;
+    for (start, end, replacement) in finder.edits {
+        rewritten.push_str(&program[at..start]);
+        rewritten.push_str(&replacement);
+        // A statement that spanned lines (a parenthesised import list) keeps its line count.
+        rewritten.extend(std::iter::repeat_n('\n', program[start..end].matches('\n').count()));
+        at = end;
+    }
+    rewritten.push_str(&program[at..]);
+    Ok(Cow::Owned(rewritten))
 }
 
 struct ImportFinder {
     refused: Option<String>,
+    /// (start, end, replacement) of each import statement that names a guest module, in source order.
+    edits: Vec<(usize, usize, String)>,
+}
+
+enum Kind {
+    Monty,
+    Guest(&'static [&'static str]),
 }
 
 impl ImportFinder {
-    fn consider(&mut self, dotted: &str) {
+    fn kind(&mut self, dotted: &str) -> Option<Kind> {
         let root = dotted.split('.').next().unwrap_or(dotted);
-        if self.refused.is_none() && !ALLOWED_MODULES.contains(&root) {
+        if MONTY_MODULES.contains(&root) {
+            return Some(Kind::Monty);
+        }
+        if let Some(exports) = modules::exports(root) {
+            return Some(Kind::Guest(exports));
+        }
+        if self.refused.is_none() {
             self.refused = Some(dotted.to_string());
         }
+        None
+    }
+
+    fn import(&mut self, start: usize, end: usize, names: &[Alias]) {
+        let mut parts = Vec::with_capacity(names.len());
+        let mut guest = false;
+        for alias in names {
+            let name = alias.name.as_str();
+            match self.kind(name) {
+                None => return,
+                Some(Kind::Monty) => parts.push(match &alias.asname {
+                    Some(asname) => format!("import {name} as {}", asname.as_str()),
+                    None => format!("import {name}"),
+                }),
+                Some(Kind::Guest(_)) => {
+                    guest = true;
+                    parts.push(if name.contains('.') {
+                        format!("raise ModuleNotFoundError({:?})", format!("No module named '{name}'"))
+                    } else {
+                        let binding = alias.asname.as_ref().map_or(name, |a| a.as_str());
+                        format!("{binding} = __import__('{name}')")
+                    });
+                }
+            }
+        }
+        if guest {
+            self.edits.push((start, end, parts.join("; ")));
+        }
+    }
+
+    fn import_from(&mut self, start: usize, end: usize, module: &str, names: &[Alias]) {
+        let Some(Kind::Guest(exports)) = self.kind(module) else { return };
+        let parts: Vec<String> = if module.contains('.') {
+            vec![format!("raise ModuleNotFoundError({:?})", format!("No module named '{module}'"))]
+        } else if names.iter().any(|a| a.name.as_str() == "*") {
+            exports.iter().map(|name| format!("{name} = __import__('{module}').{name}")).collect()
+        } else {
+            names
+                .iter()
+                .map(|alias| {
+                    let name = alias.name.as_str();
+                    if exports.contains(&name) {
+                        let binding = alias.asname.as_ref().map_or(name, |a| a.as_str());
+                        format!("{binding} = __import__('{module}').{name}")
+                    } else {
+                        let message = format!(
+                            "cannot import name '{name}' from '{module}' (the sandbox's {module} has: {})",
+                            exports.join(", ")
+                        );
+                        format!("raise ImportError({message:?})")
+                    }
+                })
+                .collect()
+        };
+        self.edits.push((start, end, parts.join("; ")));
     }
 }
 
@@ -52,14 +150,19 @@ impl<'a> Visitor<'a> for ImportFinder {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
             Stmt::Import(import) => {
-                for alias in &import.names {
-                    self.consider(alias.name.as_str());
-                }
+                self.import(import.range.start().to_usize(), import.range.end().to_usize(), &import.names)
             }
             Stmt::ImportFrom(import) => match &import.module {
-                Some(module) if import.level == 0 => self.consider(module.as_str()),
+                Some(module) if import.level == 0 => self.import_from(
+                    import.range.start().to_usize(),
+                    import.range.end().to_usize(),
+                    module.as_str(),
+                    &import.names,
+                ),
                 // Relative imports have no package to come from here.
-                _ => self.consider("."),
+                _ => {
+                    self.kind(".");
+                }
             },
             _ => walk_stmt(self, stmt),
         }
