@@ -5,10 +5,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUESTS: &[(&str, &str)] = &[
-    ("python-interpreter", "AGENTRT_INTERPRETER_WASM"),
-    ("word-stats-tool", "AGENTRT_WORD_STATS_WASM"),
-];
+const GUESTS: &[(&str, &str)] = &[("python-interpreter", "AGENTRT_INTERPRETER_WASM"), ("word-stats-tool", "AGENTRT_WORD_STATS_WASM")];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -27,12 +24,11 @@ fn main() {
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
-    command
-        .current_dir(&guests_dir)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
-        .arg(&target_dir);
+    command.current_dir(&guests_dir).args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"]).arg(&target_dir);
     // The outer build's flags and wrappers are for the host target, not for wasm.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER", "RUSTC_WRAPPER"] {
+    for var in
+        ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_BUILD_TARGET", "CARGO_TARGET_DIR", "RUSTC_WORKSPACE_WRAPPER", "RUSTC_WRAPPER"]
+    {
         command.env_remove(var);
     }
     let output = command.output().expect("running cargo to build the guest components");

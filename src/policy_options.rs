@@ -3,9 +3,12 @@
 //! over a sandbox: one construction, so a policy plays the same wherever it is measured or sampled.
 
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{demonstration, AgentSettings, system_prompt, system_prompt_template, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
-use agentrt_trainer::TrainConfig;
+use agentrt_rollout::{
+    demonstration, system_prompt, system_prompt_template, AgentSettings, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig,
+    RandomPolicy, TurnPolicy,
+};
 use agentrt_runtime::Sandbox;
+use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -58,7 +61,12 @@ impl PolicyOptions {
         if self.baseline.as_deref() == Some("zero-shot") && self.adapter.is_some() {
             anyhow::bail!("--baseline zero-shot evaluates the model without an adapter: drop --adapter");
         }
-        let scales: Vec<f64> = self.adapter_scales.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>().map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
+        let scales: Vec<f64> = self
+            .adapter_scales
+            .split(',')
+            .map(|x| x.trim().parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
         anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
         let settings = match (&self.policy, &self.baseline, &self.adapter) {
             (None, None, Some(dir)) => AgentSettings::read(dir)?,

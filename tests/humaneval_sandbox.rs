@@ -68,13 +68,7 @@ fn tasks() -> Vec<Task> {
             let field = |key: &str| row[key].as_str().unwrap_or_else(|| panic!("`{key}` in {line}")).to_string();
             Task {
                 id: field("task_id"),
-                program: format!(
-                    "{}{}\n{}\ncheck({})",
-                    field("prompt"),
-                    field("canonical_solution"),
-                    field("test"),
-                    field("entry_point")
-                ),
+                program: format!("{}{}\n{}\ncheck({})", field("prompt"), field("canonical_solution"), field("test"), field("entry_point")),
             }
         })
         .collect()
@@ -100,8 +94,7 @@ async fn every_canonical_solution_passes_except_the_named_gaps() {
         assert!(known(id), "MORE_FUEL names {id}, which is not a task");
     }
 
-    let sandbox =
-        Arc::new(Sandbox::new(SandboxConfig::default(), Arc::new(FixtureTools::default())).await.expect("sandbox"));
+    let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), Arc::new(FixtureTools::default())).await.expect("sandbox"));
     let defaults = sandbox.limits();
     // One program per core at a time, so each program's wall time is its own.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -131,34 +124,17 @@ async fn every_canonical_solution_passes_except_the_named_gaps() {
         let gap = KNOWN_GAPS.iter().find(|(gap, _)| *gap == id).map(|(_, reason)| *reason);
         match (gap, raised_run) {
             (Some(reason), _) => match &default_run.result {
-                Err(ProgramError::Exception { type_name, message, .. })
-                    if reason.contains(&format!("{type_name}: {message}")) =>
-                {
-                    gaps += 1
-                }
-                _ => problems.push(format!(
-                    "{id} is a known gap ({reason}) but did not fail that way: {}",
-                    describe(&default_run)
-                )),
+                Err(ProgramError::Exception { type_name, message, .. }) if reason.contains(&format!("{type_name}: {message}")) => gaps += 1,
+                _ => problems.push(format!("{id} is a known gap ({reason}) but did not fail that way: {}", describe(&default_run))),
             },
             (None, Some(raised_run)) => {
-                if !matches!(
-                    default_run.result,
-                    Err(ProgramError::LimitExceeded { limit: agentrt_runtime::Limit::Fuel })
-                ) {
-                    problems.push(format!(
-                        "{id} is in MORE_FUEL but did not run out of fuel under the defaults: {}",
-                        describe(&default_run)
-                    ));
+                if !matches!(default_run.result, Err(ProgramError::LimitExceeded { limit: agentrt_runtime::Limit::Fuel })) {
+                    problems.push(format!("{id} is in MORE_FUEL but did not run out of fuel under the defaults: {}", describe(&default_run)));
                 }
                 if raised_run.is_ok() {
                     passed_raised += 1;
                 } else {
-                    problems.push(format!(
-                        "{id} failed with more fuel (used {}): {}",
-                        raised_run.fuel_used,
-                        describe(&raised_run)
-                    ));
+                    problems.push(format!("{id} failed with more fuel (used {}): {}", raised_run.fuel_used, describe(&raised_run)));
                 }
             }
             (None, None) => {

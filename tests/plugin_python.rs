@@ -13,13 +13,7 @@ fn build_python_example(out_dir: &Path) -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("guest-tools/text-tools/python/build.sh");
     let wasm = out_dir.join("text_tools_py.wasm");
     let output = Command::new("bash").arg(&script).arg(&wasm).output().expect("running build.sh");
-    assert!(
-        output.status.success(),
-        "{} failed:\n{}\n{}",
-        script.display(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{} failed:\n{}\n{}", script.display(), String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(wasm.is_file(), "build.sh wrote no {}", wasm.display());
     wasm
 }
@@ -62,9 +56,7 @@ except Exception as e:
 
     // A Python exception: the program gets the tool's name and the exception's message, no wasm frames.
     let report = sandbox.run("explode('kaboom: the plug-in raised')").await;
-    let Err(ProgramError::ToolFailed { tool, message, .. }) = &report.result else {
-        panic!("expected a tool failure, got {:?}", report.result)
-    };
+    let Err(ProgramError::ToolFailed { tool, message, .. }) = &report.result else { panic!("expected a tool failure, got {:?}", report.result) };
     assert_eq!(tool, "explode");
     assert!(message.contains("kaboom: the plug-in raised") && message.contains("ValueError"), "{message}");
     assert!(message.contains("text_tools_py.wasm crashed"), "{message}");

@@ -12,9 +12,7 @@ async fn sixty_four_programs_run_concurrently_and_each_gets_its_own_result() {
         let sandbox = sandbox.clone();
         let query = queries[i % queries.len()];
         tasks.spawn(async move {
-            let program = format!(
-                "hits = search_pages({query:?})\ntotal = sum(range({i} + 1))\nprint({i}, hits[0]['page_id'], total)\ntotal * 2\n"
-            );
+            let program = format!("hits = search_pages({query:?})\ntotal = sum(range({i} + 1))\nprint({i}, hits[0]['page_id'], total)\ntotal * 2\n");
             (i, query, sandbox.run(&program).await)
         });
     }

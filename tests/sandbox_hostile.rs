@@ -33,11 +33,7 @@ async fn hostile_programs_end_typed_and_the_sandbox_survives() {
     type Check = Box<dyn Fn(&ProgramError)>;
     let cases: Vec<(&str, &str, Check)> = vec![
         ("infinite loop", "while True:\n    pass\n", Box::new(|e| assert_limit(e, &[Limit::Fuel, Limit::Time]))),
-        (
-            "memory bomb",
-            "blocks = []\nwhile True:\n    blocks.append('x' * 1000000)\n",
-            Box::new(|e| assert_limit(e, &[Limit::Memory])),
-        ),
+        ("memory bomb", "blocks = []\nwhile True:\n    blocks.append('x' * 1000000)\n", Box::new(|e| assert_limit(e, &[Limit::Memory]))),
         ("deep recursion", "def f(n):\n    return f(n + 1)\nf(0)\n", Box::new(|e| assert_limit(e, &[Limit::Stack]))),
         ("10 MB print flood", "print('x' * 10000000)\n", Box::new(|e| assert_limit(e, &[Limit::Output]))),
         (
@@ -65,16 +61,8 @@ async fn hostile_programs_end_typed_and_the_sandbox_survives() {
             "import os\nprint(os.environ)\n",
             Box::new(|e| assert!(matches!(e, ProgramError::Forbidden { message } if message.contains("import os")), "{e:?}")),
         ),
-        (
-            "syntax error",
-            "x = 1\ndef f(:\n    pass\n",
-            Box::new(|e| assert!(matches!(e, ProgramError::Syntax { line: 2, .. }), "{e:?}")),
-        ),
-        (
-            "too many tool calls",
-            "for i in range(1000):\n    search_pages('Paris')\n",
-            Box::new(|e| assert_limit(e, &[Limit::HostCalls])),
-        ),
+        ("syntax error", "x = 1\ndef f(:\n    pass\n", Box::new(|e| assert!(matches!(e, ProgramError::Syntax { line: 2, .. }), "{e:?}"))),
+        ("too many tool calls", "for i in range(1000):\n    search_pages('Paris')\n", Box::new(|e| assert_limit(e, &[Limit::HostCalls]))),
         (
             "an unknown tool",
             "delete_everything()\n",

@@ -109,10 +109,7 @@ async fn what_the_guest_modules_cannot_do_is_refused_and_says_why() {
     // Names a module does not have fail as CPython's do, listing what the sandbox's module has; and
     // `__import__` serves only the guest's modules.
     for (program, expected) in [
-        (
-            "from random import getstate\n",
-            "cannot import name 'getstate' from 'random' (the sandbox's random has: Random, seed",
-        ),
+        ("from random import getstate\n", "cannot import name 'getstate' from 'random' (the sandbox's random has: Random, seed"),
         ("import os.path\n", "`import os.path` is not allowed"),
         ("__import__('os')\n", "`__import__('os')` is not allowed"),
         ("import random.sub\n", "No module named 'random.sub'"),

@@ -33,8 +33,28 @@ fn chat_data(dir: &Path) -> PathBuf {
 
 fn sft_args(model: &Path, data: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
     [
-        "sft", "--no-progress", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap(), "--max-steps", &steps.to_string(), "--batch-size", "4",
-        "--lr", "1e-2", "--set", "run.save_steps=1", "--set", "data.val_examples=4", "--set", "sft.eval_steps=2", "--output-dir", out.to_str().unwrap(), "--run-name", name,
+        "sft",
+        "--no-progress",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--max-steps",
+        &steps.to_string(),
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-2",
+        "--set",
+        "run.save_steps=1",
+        "--set",
+        "data.val_examples=4",
+        "--set",
+        "sft.eval_steps=2",
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--run-name",
+        name,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -74,14 +94,25 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
         let name = entry.unwrap().file_name().to_string_lossy().to_string();
         assert!(!name.ends_with(".partial") && !name.ends_with(".tmp"), "left over: {name}");
     }
-    for f in ["config.toml", "curves.png", "checkpoint-6/adapters/adapter_config.json", "checkpoint-6/optimizer.safetensors", "checkpoint-6/trainer_state.json", "checkpoint-6/agent.json"] {
+    for f in [
+        "config.toml",
+        "curves.png",
+        "checkpoint-6/adapters/adapter_config.json",
+        "checkpoint-6/optimizer.safetensors",
+        "checkpoint-6/trainer_state.json",
+        "checkpoint-6/agent.json",
+    ] {
         assert!(run.join(f).is_file(), "missing {f}");
     }
     // The adapter carries how it was trained: the base model, and the conversations' prompt (none here, so
     // the data.system_prompt default), demonstration (none) and most replies per episode (two).
     let agent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("checkpoint-6/agent.json")).unwrap()).unwrap();
     assert_eq!(agent["model"].as_str(), model.to_str(), "{agent}");
-    assert_eq!((agent["system_prompt"].as_str(), agent["demonstration"].as_bool(), agent["max_turns"].as_u64()), (Some("short"), Some(false), Some(2)), "{agent}");
+    assert_eq!(
+        (agent["system_prompt"].as_str(), agent["demonstration"].as_bool(), agent["max_turns"].as_u64()),
+        (Some("short"), Some(false), Some(2)),
+        "{agent}"
+    );
     assert!(agent["max_new_tokens"].as_u64().unwrap() >= 160, "{agent}");
 
     // RL warm-started from the SFT adapter: the KL reference is the warm-started model, so the first step's
@@ -89,11 +120,38 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
     let qs = dir.path().join("questions.jsonl");
     std::fs::write(&qs, r#"{"id": "q2", "question": "What is the capital of France?", "answer": "Paris", "page": "paris", "split": "train"}"#).unwrap();
     let rl = out.join("rl");
-    run_ok(&[
-        "train", "--fixture", "--no-progress", "--model", model.to_str().unwrap(), "--set", &format!("data.questions={}", qs.display()), "--max-steps", "1",
-        "--num-rollouts", "2", "--batch-size", "1", "--advantage", "reinforce", "--beta", "0.1", "--set", "rollout.max_new_tokens=16", "--set", "rollout.max_turns=2",
-        "--init-adapter", run.join("checkpoint-6").to_str().unwrap(), "--output-dir", out.to_str().unwrap(), "--run-name", "rl",
-    ].map(String::from));
+    run_ok(
+        &[
+            "train",
+            "--fixture",
+            "--no-progress",
+            "--model",
+            model.to_str().unwrap(),
+            "--set",
+            &format!("data.questions={}", qs.display()),
+            "--max-steps",
+            "1",
+            "--num-rollouts",
+            "2",
+            "--batch-size",
+            "1",
+            "--advantage",
+            "reinforce",
+            "--beta",
+            "0.1",
+            "--set",
+            "rollout.max_new_tokens=16",
+            "--set",
+            "rollout.max_turns=2",
+            "--init-adapter",
+            run.join("checkpoint-6").to_str().unwrap(),
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--run-name",
+            "rl",
+        ]
+        .map(String::from),
+    );
     let m = metrics(&rl);
     assert!(m[0]["trained_samples"].as_u64().unwrap() > 0, "{}", m[0]);
     assert!(m[0]["kl"].as_f64().unwrap().abs() < 1e-4, "first-step KL to the warm-started reference: {}", m[0]);
@@ -101,10 +159,25 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
 
     // `agentrt eval --adapter` with no --model plays the adapter on its own base model and settings.
     let ev = dir.path().join("eval");
-    run_ok(&[
-        "eval", "--fixture", "--questions", qs.to_str().unwrap(), "--split", "train", "--num-samples", "1", "--max-new-tokens", "8",
-        "--adapter", run.join("checkpoint-6").to_str().unwrap(), "--output-dir", ev.to_str().unwrap(),
-    ].map(String::from));
+    run_ok(
+        &[
+            "eval",
+            "--fixture",
+            "--questions",
+            qs.to_str().unwrap(),
+            "--split",
+            "train",
+            "--num-samples",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--adapter",
+            run.join("checkpoint-6").to_str().unwrap(),
+            "--output-dir",
+            ev.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ev.join("results.json")).unwrap()).unwrap();
     let policy = results["info"]["policy"].as_str().unwrap();
     assert!(policy.starts_with(&format!("{} + ", model.display())) && !policy.contains("demonstration"), "{policy}");

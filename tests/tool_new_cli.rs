@@ -121,13 +121,7 @@ fn a_rust_project_builds_for_wasm32_wasip2_and_its_tool_runs_in_the_sandbox() {
     let wasm = project.join("my_tool.wasm");
     assert!(wasm.exists(), "build.sh puts the component beside itself");
 
-    let output = agentrt(&[
-        "exec",
-        project.join("example.py").to_str().unwrap(),
-        "--tool",
-        wasm.to_str().unwrap(),
-        "--fixture",
-    ]);
+    let output = agentrt(&["exec", project.join("example.py").to_str().unwrap(), "--tool", wasm.to_str().unwrap(), "--fixture"]);
     let report = text(&output);
     assert!(output.status.success(), "{report}");
     assert!(report.contains("Hello, world!"), "{report}");

@@ -25,9 +25,33 @@ fn questions(dir: &Path) -> PathBuf {
 
 fn train_args(model: &Path, questions: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
     [
-        "train", "--fixture", "--no-progress", "--model", model.to_str().unwrap(), "--set", &format!("data.questions={}", questions.display()),
-        "--max-steps", &steps.to_string(), "--num-rollouts", "2", "--batch-size", "2", "--advantage", "reinforce", "--lr", "1e-2",
-        "--set", "run.save_steps=1", "--set", "rollout.max_new_tokens=16", "--set", "rollout.max_turns=2", "--output-dir", out.to_str().unwrap(), "--run-name", name,
+        "train",
+        "--fixture",
+        "--no-progress",
+        "--model",
+        model.to_str().unwrap(),
+        "--set",
+        &format!("data.questions={}", questions.display()),
+        "--max-steps",
+        &steps.to_string(),
+        "--num-rollouts",
+        "2",
+        "--batch-size",
+        "2",
+        "--advantage",
+        "reinforce",
+        "--lr",
+        "1e-2",
+        "--set",
+        "run.save_steps=1",
+        "--set",
+        "rollout.max_new_tokens=16",
+        "--set",
+        "rollout.max_turns=2",
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--run-name",
+        name,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -49,7 +73,15 @@ fn train_writes_a_run_and_resumes_exactly() {
     let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
     run_ok(&train_args(&model, &qs, &out, "straight", 3));
     let straight = out.join("straight");
-    for f in ["config.toml", "metrics.jsonl", "transcripts.jsonl", "curves.png", "checkpoint-3/adapters/adapter_config.json", "checkpoint-3/optimizer.safetensors", "checkpoint-3/trainer_state.json"] {
+    for f in [
+        "config.toml",
+        "metrics.jsonl",
+        "transcripts.jsonl",
+        "curves.png",
+        "checkpoint-3/adapters/adapter_config.json",
+        "checkpoint-3/optimizer.safetensors",
+        "checkpoint-3/trainer_state.json",
+    ] {
         assert!(straight.join(f).is_file(), "missing {f}");
     }
     let m = metrics(&straight);
@@ -76,16 +108,39 @@ fn train_writes_a_run_and_resumes_exactly() {
         assert_eq!((&a["step"], &a["questions_seen"]), (&b["step"], &b["questions_seen"]));
     }
     let ids = |run: &Path| -> Vec<String> {
-        std::fs::read_to_string(run.join("transcripts.jsonl")).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["episode"]["question"]["id"].as_str().unwrap().to_string()).collect()
+        std::fs::read_to_string(run.join("transcripts.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["episode"]["question"]["id"].as_str().unwrap().to_string())
+            .collect()
     };
     assert_eq!(ids(&straight), ids(&resumed), "the data order after resuming differs");
 
     // The checkpoint evaluates end to end through `agentrt eval`.
     let eval_dir = dir.path().join("eval");
-    run_ok(&[
-        "eval", "--fixture", "--model", model.to_str().unwrap(), "--adapter", straight.join("checkpoint-3").to_str().unwrap(), "--questions", qs.to_str().unwrap(),
-        "--split", "train", "--num-samples", "3", "--max-turns", "2", "--max-new-tokens", "16", "--output-dir", eval_dir.to_str().unwrap(),
-    ].map(String::from));
+    run_ok(
+        &[
+            "eval",
+            "--fixture",
+            "--model",
+            model.to_str().unwrap(),
+            "--adapter",
+            straight.join("checkpoint-3").to_str().unwrap(),
+            "--questions",
+            qs.to_str().unwrap(),
+            "--split",
+            "train",
+            "--num-samples",
+            "3",
+            "--max-turns",
+            "2",
+            "--max-new-tokens",
+            "16",
+            "--output-dir",
+            eval_dir.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(eval_dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["num_questions"], 3);
     assert!(results["info"]["policy"].as_str().unwrap().contains("checkpoint-3"), "{results}");
@@ -122,7 +177,6 @@ fn kill_nine_mid_run_then_resume() {
     }
     assert!(run.join("checkpoint-4/trainer_state.json").is_file());
 }
-
 
 #[test]
 fn print_config_gives_the_commented_defaults_or_the_config_the_layers_make() {

@@ -35,7 +35,10 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let q = questions(dir.path());
     let out = dir.path().join("synth.jsonl");
-    let o = agentrt().args(["trajectories", "synth", "--style", "browse", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    let o = agentrt()
+        .args(["trajectories", "synth", "--style", "browse", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let kept = lines(&out);
     let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
@@ -82,7 +85,21 @@ fn sample_keeps_only_judged_correct_episodes_and_reports_the_yield() {
     let q = questions(dir.path());
     let out = dir.path().join("sample.jsonl");
     let o = agentrt()
-        .args(["trajectories", "sample", "--fixture", "--baseline", "random", "--k", "6", "--seed", "3", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args([
+            "trajectories",
+            "sample",
+            "--fixture",
+            "--baseline",
+            "random",
+            "--k",
+            "6",
+            "--seed",
+            "3",
+            "--questions",
+            q.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -104,7 +121,10 @@ fn a_bad_questions_line_is_named_with_its_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let q = dir.path().join("bad.jsonl");
     std::fs::write(&q, "{\"question\": \"a?\", \"answer\": \"b\", \"split\": \"train\"}\n{\"question\": \"c?\", \"split\": \"train\"}\n").unwrap();
-    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", dir.path().join("o.jsonl").to_str().unwrap()]).output().unwrap();
+    let o = agentrt()
+        .args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", dir.path().join("o.jsonl").to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("bad.jsonl:2") && err.contains("answer"), "{err}");

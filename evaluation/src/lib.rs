@@ -14,7 +14,7 @@ mod metrics;
 mod report;
 
 pub use metrics::{difference_interval, wilson_interval, Mean, Metrics, Rate};
-pub use report::{compare, markdown as report_markdown, table, read_results, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
+pub use report::{compare, markdown as report_markdown, read_results, table, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
 
 /// Why a report could not be written or read.
 #[derive(Debug, thiserror::Error)]

@@ -117,15 +117,17 @@ impl Metrics {
         }
         let with_gold: Vec<&Episode> = episodes.iter().filter(|e| e.question.page.is_some()).collect();
         let searched: Vec<(&Episode, &[String])> = with_gold.iter().filter_map(|e| e.first_search_hits().map(|h| (*e, h))).collect();
-        let ranks: Vec<usize> = searched
-            .iter()
-            .filter_map(|(e, hits)| hits.iter().position(|p| Some(p) == e.question.page.as_ref()).map(|i| i + 1))
-            .collect();
+        let ranks: Vec<usize> = searched.iter().filter_map(|(e, hits)| hits.iter().position(|p| Some(p) == e.question.page.as_ref()).map(|i| i + 1)).collect();
         let replies: Vec<_> = episodes.iter().flat_map(|e| &e.turns).collect();
         let programs: Vec<_> = replies.iter().filter(|t| t.action == TurnAction::Program).collect();
         let runnable = programs.iter().filter(|t| t.program_error.is_none()).count();
         let mut outcomes = BTreeMap::new();
-        for (name, o) in [("correct", EpisodeOutcome::Correct), ("wrong_answer", EpisodeOutcome::WrongAnswer), ("no_answer", EpisodeOutcome::NoAnswer), ("max_turns", EpisodeOutcome::MaxTurns)] {
+        for (name, o) in [
+            ("correct", EpisodeOutcome::Correct),
+            ("wrong_answer", EpisodeOutcome::WrongAnswer),
+            ("no_answer", EpisodeOutcome::NoAnswer),
+            ("max_turns", EpisodeOutcome::MaxTurns),
+        ] {
             outcomes.insert(name.to_string(), Rate::new(episodes.iter().filter(|e| e.outcome == o).count(), n));
         }
         let mut error_counts: BTreeMap<String, usize> = BTreeMap::new();

@@ -55,7 +55,10 @@ fn mean(m: &Mean, digits: usize) -> String {
 
 /// The markdown table of one evaluation.
 pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
-    let mut s = format!("# Evaluation: {}\n\nquestions: {} ({}), judge: {}, max turns: {}, seed: {}\n\n", info.policy, m.num_questions, info.questions, info.judge, info.max_turns, info.seed);
+    let mut s = format!(
+        "# Evaluation: {}\n\nquestions: {} ({}), judge: {}, max turns: {}, seed: {}\n\n",
+        info.policy, m.num_questions, info.questions, info.judge, info.max_turns, info.seed
+    );
     s.push_str("| metric | value (95% CI) |\n|---|---|\n");
     let mut row = |k: &str, v: String| s.push_str(&format!("| {k} | {v} |\n"));
     row("accuracy", pct(&m.accuracy));
@@ -122,9 +125,12 @@ pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Resul
     if rows.is_empty() {
         return Err(EvalError::Invalid("no evaluations to tabulate".into()));
     }
-    let read: Vec<(String, EvalInfo, Metrics)> = rows.iter().map(|(label, dir)| read_results(dir).map(|(i, m)| (label.clone(), i, m))).collect::<Result<_, _>>()?;
+    let read: Vec<(String, EvalInfo, Metrics)> =
+        rows.iter().map(|(label, dir)| read_results(dir).map(|(i, m)| (label.clone(), i, m))).collect::<Result<_, _>>()?;
     let pc = |r: &Rate| format!("{:.1}% [{:.1}, {:.1}]", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1);
-    let mut s = String::from("| policy | questions | accuracy | vs first row | answer F1 | tool calls | search hit rate | runnable programs |\n|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from(
+        "| policy | questions | accuracy | vs first row | answer F1 | tool calls | search hit rate | runnable programs |\n|---|---|---|---|---|---|---|---|\n",
+    );
     let first = &read[0].2.accuracy;
     let mut notes = String::new();
     for (i, (label, info, m)) in read.iter().enumerate() {

@@ -26,7 +26,13 @@ async fn scripted_episodes_give_exact_metrics() {
         q("symbol", "What is the chemical symbol of oxygen?", "O", "oxygen"),
     ];
     let scripts: HashMap<String, Vec<String>> = [
-        ("broncos", vec![program("hits = search_pages(\"Super Bowl 50\")\nprint(read_section(\"denver_broncos:super-bowl-50\"))"), "<answer>the Carolina Panthers</answer>".into()]),
+        (
+            "broncos",
+            vec![
+                program("hits = search_pages(\"Super Bowl 50\")\nprint(read_section(\"denver_broncos:super-bowl-50\"))"),
+                "<answer>the Carolina Panthers</answer>".into(),
+            ],
+        ),
         ("capital", vec![program("print(undefined_name)"), "<answer>Lyon</answer>".into()]),
         ("discoverer", vec!["I do not know.".into()]),
         ("symbol", vec![program("search_pages(\"Paris capital\")"), program("view_sections(\"oxygen\")"), program("print(1)")]),
@@ -37,7 +43,10 @@ async fn scripted_episodes_give_exact_metrics() {
     let runner = runner(3).await;
     let batch = runner.run(&ScriptedPolicy::new(scripts), &questions).await.unwrap();
     let e = &batch.episodes;
-    assert_eq!(e.iter().map(|e| e.outcome).collect::<Vec<_>>(), vec![EpisodeOutcome::Correct, EpisodeOutcome::WrongAnswer, EpisodeOutcome::NoAnswer, EpisodeOutcome::MaxTurns]);
+    assert_eq!(
+        e.iter().map(|e| e.outcome).collect::<Vec<_>>(),
+        vec![EpisodeOutcome::Correct, EpisodeOutcome::WrongAnswer, EpisodeOutcome::NoAnswer, EpisodeOutcome::MaxTurns]
+    );
     assert!(e[0].turns[0].observation.as_deref().unwrap().contains("24-10"), "{:?}", e[0].turns[0]);
     assert!(e[1].turns[0].observation.as_deref().unwrap().contains("unknown tool or name `undefined_name`"), "{:?}", e[1].turns[0]);
 
@@ -46,7 +55,10 @@ async fn scripted_episodes_give_exact_metrics() {
     assert_eq!(m.accuracy, Rate::new(1, 4));
     assert_eq!(m.mean_reward, 0.25);
     assert_eq!(m.tool_calls.value, 1.0);
-    assert_eq!(m.avg_tool_calls_by_tool, [("read_section".to_string(), 0.25), ("search_pages".into(), 0.5), ("view_sections".into(), 0.25)].into_iter().collect());
+    assert_eq!(
+        m.avg_tool_calls_by_tool,
+        [("read_section".to_string(), 0.25), ("search_pages".into(), 0.5), ("view_sections".into(), 0.25)].into_iter().collect()
+    );
     assert_eq!(m.avg_turns, 2.0);
     assert_eq!(m.avg_model_tokens, 0.0);
     assert_eq!(m.searched, Rate::new(2, 4));
@@ -63,7 +75,10 @@ async fn scripted_episodes_give_exact_metrics() {
     let info = EvalInfo { policy: "scripted".into(), judge: "rule".into(), questions: "fixture".into(), seed: 0, max_turns: 3 };
     write_report(dir.path(), &info, &m, e).unwrap();
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
-    assert_eq!((json["accuracy"].as_f64(), json["avg_tool_calls"].as_f64(), json["search_hit_rate"].as_f64(), json["num_questions"].as_u64()), (Some(0.25), Some(1.0), Some(0.5), Some(4)));
+    assert_eq!(
+        (json["accuracy"].as_f64(), json["avg_tool_calls"].as_f64(), json["search_hit_rate"].as_f64(), json["num_questions"].as_u64()),
+        (Some(0.25), Some(1.0), Some(0.5), Some(4))
+    );
     // serde_json reads floats back to within an ulp; the counts must come back exactly.
     let back = read_results(dir.path()).unwrap().1;
     assert_eq!((back.accuracy.successes, back.accuracy.total, back.outcomes.len(), back.program_errors.len()), (1, 4, 4, 1));

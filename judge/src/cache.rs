@@ -76,10 +76,7 @@ impl VerdictCache {
     pub fn put(&self, key: &CacheKey, verdict: &Verdict) -> Result<(), JudgeError> {
         let path = self.path_for(key);
         let entry = Entry { key: key.clone(), verdict: verdict.clone() };
-        let body = serde_json::to_vec_pretty(&entry).map_err(|e| JudgeError::Cache {
-            path: path.clone(),
-            source: std::io::Error::other(e),
-        })?;
+        let body = serde_json::to_vec_pretty(&entry).map_err(|e| JudgeError::Cache { path: path.clone(), source: std::io::Error::other(e) })?;
         agentrt_assets::write_atomic(&path, &body).map_err(|source| JudgeError::Cache { path, source })
     }
 }
@@ -90,13 +87,7 @@ mod tests {
     use crate::VerdictLabel;
 
     fn key(response: &str) -> CacheKey {
-        CacheKey {
-            model: "m".into(),
-            prompt_version: "v1".into(),
-            question: "q".into(),
-            answers: vec!["a".into(), "b".into()],
-            response: response.into(),
-        }
+        CacheKey { model: "m".into(), prompt_version: "v1".into(), question: "q".into(), answers: vec!["a".into(), "b".into()], response: response.into() }
     }
 
     #[test]

@@ -28,13 +28,8 @@ mod spec;
 
 pub use cache::{default_cache_dir, CacheKey, VerdictCache};
 pub use error::JudgeError;
-pub use openai::{
-    api_key_from_env, build_prompt, parse_verdict, OpenAiJudge, OpenAiJudgeConfig, JUDGE_PROMPT,
-    PROMPT_VERSION,
-};
-pub use rule::{
-    exact_match_score, f1_score, normalize_answer, RuleJudge, DEFAULT_F1_THRESHOLD,
-};
+pub use openai::{api_key_from_env, build_prompt, parse_verdict, OpenAiJudge, OpenAiJudgeConfig, JUDGE_PROMPT, PROMPT_VERSION};
+pub use rule::{exact_match_score, f1_score, normalize_answer, RuleJudge, DEFAULT_F1_THRESHOLD};
 pub use spec::{judge_from_spec, JudgeOptions, JudgeSpec, OPENAI_API_BASE};
 
 use async_trait::async_trait;
@@ -54,16 +49,8 @@ pub struct JudgeInput {
 
 impl JudgeInput {
     /// Builds an input from borrowed parts.
-    pub fn new(
-        question: impl Into<String>,
-        answers: impl IntoIterator<Item = impl Into<String>>,
-        response: impl Into<String>,
-    ) -> Self {
-        JudgeInput {
-            question: question.into(),
-            answers: answers.into_iter().map(Into::into).collect(),
-            response: response.into(),
-        }
+    pub fn new(question: impl Into<String>, answers: impl IntoIterator<Item = impl Into<String>>, response: impl Into<String>) -> Self {
+        JudgeInput { question: question.into(), answers: answers.into_iter().map(Into::into).collect(), response: response.into() }
     }
 }
 
@@ -129,16 +116,8 @@ pub trait Judge: Send + Sync {
 
 /// Judges `items` with at most `max_concurrency` calls in flight (0 is taken as 1) and returns the
 /// results in the order of `items`.
-pub async fn judge_batch<J: Judge + ?Sized>(
-    judge: &J,
-    items: &[JudgeInput],
-    max_concurrency: usize,
-) -> Vec<Result<Verdict, JudgeError>> {
-    stream::iter(items)
-        .map(|item| judge.judge(item))
-        .buffered(max_concurrency.max(1))
-        .collect()
-        .await
+pub async fn judge_batch<J: Judge + ?Sized>(judge: &J, items: &[JudgeInput], max_concurrency: usize) -> Vec<Result<Verdict, JudgeError>> {
+    stream::iter(items).map(|item| judge.judge(item)).buffered(max_concurrency.max(1)).collect().await
 }
 
 /// The text a judge grades: the inside of the first `<answer>…</answer>` tag, trimmed, when the
@@ -174,14 +153,9 @@ mod tests {
         let v = Verdict { reward: 1.0, label: VerdictLabel::F1Match, raw: "r".into() };
         let json = serde_json::to_string(&v).unwrap();
         assert_eq!(json, r#"{"reward":1.0,"label":"f1_match","raw":"r"}"#);
-        for label in [
-            VerdictLabel::Correct,
-            VerdictLabel::Incorrect,
-            VerdictLabel::Unparsable,
-            VerdictLabel::ExactMatch,
-            VerdictLabel::F1Match,
-            VerdictLabel::NoMatch,
-        ] {
+        for label in
+            [VerdictLabel::Correct, VerdictLabel::Incorrect, VerdictLabel::Unparsable, VerdictLabel::ExactMatch, VerdictLabel::F1Match, VerdictLabel::NoMatch]
+        {
             let s = serde_json::to_string(&label).unwrap();
             assert_eq!(s, format!("\"{}\"", label.as_str()));
         }

@@ -11,9 +11,7 @@ use crate::spec::JudgeOptions;
 use crate::{extract_answer, Judge, JudgeError, JudgeInput, Verdict, VerdictLabel};
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
-use async_openai::types::chat::{
-    ChatCompletionRequestUserMessage, CreateChatCompletionRequest,
-};
+use async_openai::types::chat::{ChatCompletionRequestUserMessage, CreateChatCompletionRequest};
 use async_openai::Client;
 use async_trait::async_trait;
 use std::future::Future;
@@ -46,9 +44,7 @@ pub fn build_prompt(question: &str, answers: &[String], response: &str) -> Strin
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let tail = &rest[open..];
-        let filled = [("{question}", question), ("{answers}", answers.as_str()), ("{response}", response)]
-            .into_iter()
-            .find(|(name, _)| tail.starts_with(name));
+        let filled = [("{question}", question), ("{answers}", answers.as_str()), ("{response}", response)].into_iter().find(|(name, _)| tail.starts_with(name));
         match filled {
             Some((name, value)) => {
                 out.push_str(value);
@@ -79,11 +75,7 @@ pub fn parse_verdict(reply: &str) -> (f32, VerdictLabel) {
         }
     }
     let start = text.trim_start_matches(|c: char| !c.is_alphanumeric());
-    let word: String = start
-        .chars()
-        .take_while(|c| c.is_alphabetic())
-        .flat_map(char::to_lowercase)
-        .collect();
+    let word: String = start.chars().take_while(|c| c.is_alphabetic()).flat_map(char::to_lowercase).collect();
     match word.as_str() {
         "yes" => (1.0, VerdictLabel::Correct),
         "no" => (0.0, VerdictLabel::Incorrect),
@@ -107,12 +99,7 @@ pub struct OpenAiJudgeConfig {
 impl OpenAiJudgeConfig {
     /// A config with the key from the environment (see [`api_key_from_env`]) and default options.
     pub fn new(model: impl Into<String>, base_url: impl Into<String>) -> Self {
-        OpenAiJudgeConfig {
-            model: model.into(),
-            base_url: base_url.into(),
-            api_key: api_key_from_env(),
-            options: JudgeOptions::default(),
-        }
+        OpenAiJudgeConfig { model: model.into(), base_url: base_url.into(), api_key: api_key_from_env(), options: JudgeOptions::default() }
     }
 }
 
@@ -167,10 +154,7 @@ impl tower::Service<async_openai::middleware::HttpRequestFactory> for StatusServ
                 return Ok(response);
             }
             let body = response.text().await.unwrap_or_default();
-            Err(OpenAIError::Boxed(Box::new(HttpStatusError {
-                status: status.as_u16(),
-                body: snippet(&body),
-            })))
+            Err(OpenAIError::Boxed(Box::new(HttpStatusError { status: status.as_u16(), body: snippet(&body) })))
         })
     }
 }
@@ -217,12 +201,8 @@ impl AttemptError {
             OpenAIError::Reqwest(e) if e.is_timeout() => AttemptError::Timeout,
             OpenAIError::Reqwest(e) if e.is_builder() => AttemptError::Client(error_chain(&e)),
             OpenAIError::Reqwest(e) => AttemptError::Transport(error_chain(&e)),
-            OpenAIError::ApiError(api) => {
-                AttemptError::Status { status: api.status_code.as_u16(), body: snippet(&api.api_error.to_string()) }
-            }
-            OpenAIError::JSONDeserialize(e, body) => {
-                AttemptError::BadResponse(format!("{e}; body: {}", snippet(&body)))
-            }
+            OpenAIError::ApiError(api) => AttemptError::Status { status: api.status_code.as_u16(), body: snippet(&api.api_error.to_string()) },
+            OpenAIError::JSONDeserialize(e, body) => AttemptError::BadResponse(format!("{e}; body: {}", snippet(&body))),
             OpenAIError::InvalidArgument(message) => AttemptError::Client(message),
             other => AttemptError::BadResponse(error_chain(&other)),
         }
@@ -240,9 +220,7 @@ impl AttemptError {
         let endpoint = endpoint.to_string();
         match self {
             AttemptError::Timeout => JudgeError::Timeout { endpoint, timeout, attempts },
-            AttemptError::Status { status, body } => {
-                JudgeError::Http { endpoint, status, body, attempts, hint: http_hint(status) }
-            }
+            AttemptError::Status { status, body } => JudgeError::Http { endpoint, status, body, attempts, hint: http_hint(status) },
             AttemptError::Transport(message) => JudgeError::Connection { endpoint, message, attempts },
             AttemptError::BadResponse(message) => JudgeError::BadResponse { endpoint, message },
             AttemptError::Client(message) => JudgeError::Client { endpoint, message },
@@ -256,8 +234,7 @@ fn is_loopback(base_url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(base_url) else { return false };
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The LLM judge over an OpenAI-compatible chat-completions endpoint.
@@ -273,11 +250,7 @@ pub struct OpenAiJudge {
 
 impl std::fmt::Debug for OpenAiJudge {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiJudge")
-            .field("model", &self.model)
-            .field("endpoint", &self.endpoint)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
+        f.debug_struct("OpenAiJudge").field("model", &self.model).field("endpoint", &self.endpoint).field("options", &self.options).finish_non_exhaustive()
     }
 }
 
@@ -293,19 +266,11 @@ impl OpenAiJudge {
         }
         match reqwest::Url::parse(&base_url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
-            _ => {
-                return Err(JudgeError::InvalidSpec {
-                    spec,
-                    reason: format!("{base_url:?} is not an http(s) URL"),
-                })
-            }
+            _ => return Err(JudgeError::InvalidSpec { spec, reason: format!("{base_url:?} is not an http(s) URL") }),
         }
         let api_key = api_key.unwrap_or_default();
         if api_key.chars().any(|c| !(' '..='~').contains(&c)) {
-            return Err(JudgeError::Client {
-                endpoint,
-                message: "the API key holds characters that cannot go in an HTTP header".into(),
-            });
+            return Err(JudgeError::Client { endpoint, message: "the API key holds characters that cannot go in an HTTP header".into() });
         }
         let cache = match &options.cache_dir {
             Some(dir) => Some(VerdictCache::open(dir)?),
@@ -320,14 +285,8 @@ impl OpenAiJudge {
         if is_loopback(&base_url) {
             builder = builder.no_proxy();
         }
-        let http = builder
-            .build()
-            .map_err(|e| JudgeError::Client { endpoint: endpoint.clone(), message: error_chain(&e) })?;
-        let openai_config = OpenAIConfig::new()
-            .with_api_base(base_url.clone())
-            .with_api_key(api_key)
-            .with_org_id("")
-            .with_project_id("");
+        let http = builder.build().map_err(|e| JudgeError::Client { endpoint: endpoint.clone(), message: error_chain(&e) })?;
+        let openai_config = OpenAIConfig::new().with_api_base(base_url.clone()).with_api_key(api_key).with_org_id("").with_project_id("");
         let client = Client::build(http.clone(), openai_config).with_http_service(StatusService { client: http });
         let permits = (options.max_concurrency > 0).then(|| Arc::new(Semaphore::new(options.max_concurrency)));
         Ok(OpenAiJudge { client, model, base_url, endpoint, options, cache, permits })
@@ -373,9 +332,7 @@ impl OpenAiJudge {
             .get("choices")
             .and_then(|c| c.get(0))
             .and_then(|c| c.get("message"))
-            .ok_or_else(|| {
-                AttemptError::BadResponse(format!("no choices[0].message in {}", snippet(&reply.to_string())))
-            })?;
+            .ok_or_else(|| AttemptError::BadResponse(format!("no choices[0].message in {}", snippet(&reply.to_string()))))?;
         Ok(message.get("content").and_then(|c| c.as_str()).unwrap_or_default().to_string())
     }
 
@@ -418,10 +375,11 @@ impl Judge for OpenAiJudge {
             return Ok(verdict);
         }
         let _permit = match &self.permits {
-            Some(sem) => Some(sem.acquire().await.map_err(|_| JudgeError::Client {
-                endpoint: self.endpoint.clone(),
-                message: "the judge's concurrency limiter was closed".into(),
-            })?),
+            Some(sem) => Some(
+                sem.acquire()
+                    .await
+                    .map_err(|_| JudgeError::Client { endpoint: self.endpoint.clone(), message: "the judge's concurrency limiter was closed".into() })?,
+            ),
             None => None,
         };
         let prompt = build_prompt(&key.question, &key.answers, &key.response);

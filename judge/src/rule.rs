@@ -36,9 +36,7 @@ fn remove_articles(text: &str) -> String {
         if boundary_before && is_word_char(chars[i]) {
             for article in ["a", "an", "the"] {
                 let len = article.len();
-                let matches = i + len <= n
-                    && chars[i..i + len].iter().copied().eq(article.chars())
-                    && (i + len == n || !is_word_char(chars[i + len]));
+                let matches = i + len <= n && chars[i..i + len].iter().copied().eq(article.chars()) && (i + len == n || !is_word_char(chars[i + len]));
                 if matches {
                     out.push(' ');
                     i += len;
@@ -149,14 +147,7 @@ impl RuleJudge {
         } else {
             (0.0, VerdictLabel::NoMatch)
         };
-        let raw = format!(
-            "em={} f1={:.3} threshold={} alias={:?} graded={:?}",
-            u8::from(em),
-            f1,
-            self.f1_threshold,
-            alias,
-            graded
-        );
+        let raw = format!("em={} f1={:.3} threshold={} alias={:?} graded={:?}", u8::from(em), f1, self.f1_threshold, alias, graded);
         Ok(Verdict { reward, label, raw })
     }
 }

@@ -54,10 +54,7 @@ impl FromStr for JudgeSpec {
             return Ok(JudgeSpec::default());
         }
         if let Some(threshold) = spec.strip_prefix("rule:") {
-            let f1_threshold: f64 = threshold
-                .trim()
-                .parse()
-                .map_err(|_| invalid(&format!("{threshold:?} is not a number")))?;
+            let f1_threshold: f64 = threshold.trim().parse().map_err(|_| invalid(&format!("{threshold:?} is not a number")))?;
             if !(f1_threshold > 0.0 && f1_threshold <= 1.0) {
                 return Err(invalid("the F1 threshold must be greater than 0 and at most 1"));
             }
@@ -67,9 +64,7 @@ impl FromStr for JudgeSpec {
             let split = ["@http://", "@https://"].iter().filter_map(|sep| rest.find(sep)).min();
             let (model, base_url) = match split {
                 Some(at) => (&rest[..at], &rest[at + 1..]),
-                None if rest.contains('@') => {
-                    return Err(invalid("the base URL after '@' must start with http:// or https://"))
-                }
+                None if rest.contains('@') => return Err(invalid("the base URL after '@' must start with http:// or https://")),
                 None => (rest, OPENAI_API_BASE),
             };
             if model.trim().is_empty() {
@@ -146,10 +141,7 @@ mod tests {
             "openai:qwen2.5:7b@http://localhost:11434/v1".parse::<JudgeSpec>().unwrap(),
             JudgeSpec::OpenAi { model: "qwen2.5:7b".into(), base_url: "http://localhost:11434/v1".into() }
         );
-        assert_eq!(
-            "openai:gpt-4o-mini".parse::<JudgeSpec>().unwrap(),
-            JudgeSpec::OpenAi { model: "gpt-4o-mini".into(), base_url: OPENAI_API_BASE.into() }
-        );
+        assert_eq!("openai:gpt-4o-mini".parse::<JudgeSpec>().unwrap(), JudgeSpec::OpenAi { model: "gpt-4o-mini".into(), base_url: OPENAI_API_BASE.into() });
     }
 
     #[test]

@@ -3,10 +3,7 @@
 
 mod common;
 
-use agentrt_judge::{
-    judge_batch, Judge, JudgeError, JudgeInput, JudgeOptions, OpenAiJudge, OpenAiJudgeConfig, VerdictLabel,
-    PROMPT_VERSION,
-};
+use agentrt_judge::{judge_batch, Judge, JudgeError, JudgeInput, JudgeOptions, OpenAiJudge, OpenAiJudgeConfig, VerdictLabel, PROMPT_VERSION};
 use common::{graded_response, start, Reply};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,13 +21,8 @@ fn options(cache_dir: Option<&Path>) -> JudgeOptions {
 }
 
 fn judge_at(base_url: &str, options: JudgeOptions) -> OpenAiJudge {
-    OpenAiJudge::new(OpenAiJudgeConfig {
-        model: "judge-test".into(),
-        base_url: base_url.into(),
-        api_key: Some("sk-test".into()),
-        options,
-    })
-    .expect("build judge")
+    OpenAiJudge::new(OpenAiJudgeConfig { model: "judge-test".into(), base_url: base_url.into(), api_key: Some("sk-test".into()), options })
+        .expect("build judge")
 }
 
 fn item(response: &str) -> JudgeInput {
@@ -79,14 +71,7 @@ async fn only_the_answer_tag_is_sent() {
 
 #[tokio::test]
 async fn a_500_is_retried_then_succeeds() {
-    let server = start(|index, _| {
-        if index == 0 {
-            Reply::Status(500, "model is loading".into())
-        } else {
-            Reply::Content("Yes".into())
-        }
-    })
-    .await;
+    let server = start(|index, _| if index == 0 { Reply::Status(500, "model is loading".into()) } else { Reply::Content("Yes".into()) }).await;
     let judge = judge_at(&server.base_url, options(None));
     let verdict = judge.judge(&item("Denver Broncos")).await.expect("retried to success");
     assert_eq!(verdict.label, VerdictLabel::Correct);
@@ -179,8 +164,7 @@ async fn batches_hold_the_concurrency_bound_and_keep_order() {
     })
     .await;
     let judge = judge_at(&server.base_url, options(None));
-    let items: Vec<JudgeInput> =
-        (0..12).map(|i| item(&format!("{} ({i})", if i % 3 == 0 { "no" } else { "yes" }))).collect();
+    let items: Vec<JudgeInput> = (0..12).map(|i| item(&format!("{} ({i})", if i % 3 == 0 { "no" } else { "yes" }))).collect();
     let verdicts = judge_batch(&judge, &items, 3).await;
     assert_eq!(server.requests(), 12);
     assert_eq!(server.max_in_flight(), 3, "the bound is reached and never exceeded");
@@ -241,22 +225,15 @@ async fn the_cache_answers_the_second_call() {
     // The entry is one JSON file holding the key (with the prompt version) and the verdict.
     let key = judge.cache_key(&item("Denver Broncos"));
     assert_eq!(key.prompt_version, PROMPT_VERSION);
-    let stored: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join(format!("{}.json", key.digest()))).unwrap()).unwrap();
+    let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join(format!("{}.json", key.digest()))).unwrap()).unwrap();
     assert_eq!(stored["verdict"]["label"], "correct");
     assert_eq!(stored["key"]["model"], "judge-test");
 }
 
 #[tokio::test]
 async fn errors_are_not_cached() {
-    let server = start(|index, _| {
-        if index == 0 {
-            Reply::Status(400, r#"{"error":{"message":"bad request"}}"#.into())
-        } else {
-            Reply::Content("no".into())
-        }
-    })
-    .await;
+    let server =
+        start(|index, _| if index == 0 { Reply::Status(400, r#"{"error":{"message":"bad request"}}"#.into()) } else { Reply::Content("no".into()) }).await;
     let dir = tempfile::tempdir().unwrap();
     let judge = judge_at(&server.base_url, options(Some(dir.path())));
     assert!(judge.judge(&item("Panthers")).await.is_err());

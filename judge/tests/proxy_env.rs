@@ -21,12 +21,7 @@ async fn loopback_requests_ignore_proxy_variables() {
         model: "judge-test".into(),
         base_url: server.base_url.clone(),
         api_key: None,
-        options: JudgeOptions {
-            cache_dir: None,
-            timeout: Duration::from_secs(5),
-            max_retries: 0,
-            ..JudgeOptions::default()
-        },
+        options: JudgeOptions { cache_dir: None, timeout: Duration::from_secs(5), max_retries: 0, ..JudgeOptions::default() },
     })
     .unwrap();
     let verdict = judge.judge(&JudgeInput::new("q", ["a"], "a")).await.expect("reached the server directly");

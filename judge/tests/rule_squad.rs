@@ -3,10 +3,7 @@
 //! Expected values in the table were produced by running the official `normalize_answer`,
 //! `exact_match_score` and `f1_score` (Python 3) on each pair.
 
-use agentrt_judge::{
-    exact_match_score, f1_score, judge_batch, normalize_answer, JudgeInput, JudgeSpec, RuleJudge,
-    VerdictLabel, DEFAULT_F1_THRESHOLD,
-};
+use agentrt_judge::{exact_match_score, f1_score, judge_batch, normalize_answer, JudgeInput, JudgeSpec, RuleJudge, VerdictLabel, DEFAULT_F1_THRESHOLD};
 
 /// (prediction, ground truth, normalized prediction, normalized ground truth, EM, F1)
 const SQUAD_CASES: &[(&str, &str, &str, &str, bool, f64)] = &[
@@ -111,11 +108,7 @@ fn rule_spec_builds_a_judge_that_works_in_batches() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let judge = "rule:0.5".parse::<JudgeSpec>().unwrap().build(&Default::default()).unwrap();
     assert_eq!(judge.name(), "rule(f1>=0.5)");
-    let items = vec![
-        input(&["Denver Broncos"], "Denver Broncos"),
-        input(&["Denver Broncos"], "Panthers"),
-        input(&["Denver Broncos"], "Broncos"),
-    ];
+    let items = vec![input(&["Denver Broncos"], "Denver Broncos"), input(&["Denver Broncos"], "Panthers"), input(&["Denver Broncos"], "Broncos")];
     let verdicts = rt.block_on(judge_batch(judge.as_ref(), &items, 2));
     let rewards: Vec<f32> = verdicts.into_iter().map(|v| v.unwrap().reward).collect();
     assert_eq!(rewards, vec![1.0, 0.0, 1.0]);

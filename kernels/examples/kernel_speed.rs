@@ -45,6 +45,13 @@ fn main() {
     for path in KernelPath::supported() {
         let s = time(|| decode::rows_f32(path, &x, &wf, &mut out, m, k));
         let b = time(|| decode::rows_blocks(path, BlockFormat::Q4_1, &x, &blocks, &mut out, m, k));
-        println!("decode {n}x{k}, {m} rows, {:<8} f32 {:>8.1} µs ({:>5.1} GFLOP/s)   q4_1 {:>8.1} µs ({:>5.1} GFLOP/s)", path.name(), s * 1e6, 2.0 * (n * k * m) as f64 / s / 1e9, b * 1e6, 2.0 * (n * k * m) as f64 / b / 1e9);
+        println!(
+            "decode {n}x{k}, {m} rows, {:<8} f32 {:>8.1} µs ({:>5.1} GFLOP/s)   q4_1 {:>8.1} µs ({:>5.1} GFLOP/s)",
+            path.name(),
+            s * 1e6,
+            2.0 * (n * k * m) as f64 / s / 1e9,
+            b * 1e6,
+            2.0 * (n * k * m) as f64 / b / 1e9
+        );
     }
 }

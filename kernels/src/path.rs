@@ -78,18 +78,11 @@ pub fn resolve(value: Option<&str>) -> Result<KernelPath, String> {
     let Some(value) = value.map(str::trim).filter(|v| !v.is_empty() && *v != "auto") else {
         return Ok(KernelPath::best());
     };
-    let path = KernelPath::parse(value).ok_or_else(|| {
-        format!("{KERNELS_ENV}={value:?} is not a kernel path; use one of auto, generic, avx2, avx512, neon")
-    })?;
+    let path = KernelPath::parse(value).ok_or_else(|| format!("{KERNELS_ENV}={value:?} is not a kernel path; use one of auto, generic, avx2, avx512, neon"))?;
     let missing = path.missing_features();
     if !missing.is_empty() {
         let can: Vec<&str> = KernelPath::supported().iter().map(|p| p.name()).collect();
-        return Err(format!(
-            "{KERNELS_ENV}={value}: this CPU ({}) lacks {}; it can run {}",
-            cpu_model(),
-            missing.join(", "),
-            can.join(", ")
-        ));
+        return Err(format!("{KERNELS_ENV}={value}: this CPU ({}) lacks {}; it can run {}", cpu_model(), missing.join(", "), can.join(", ")));
     }
     Ok(path)
 }
@@ -155,8 +148,23 @@ pub fn has_feature(feature: &str) -> bool {
 /// The SIMD features of this CPU that matter to the kernels, as found at run time.
 pub fn cpu_features() -> Vec<&'static str> {
     const NAMES: [&str; 17] = [
-        "sse4.2", "popcnt", "f16c", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512vnni",
-        "amx-tile", "amx-int8", "neon", "dotprod", "i8mm", "sve",
+        "sse4.2",
+        "popcnt",
+        "f16c",
+        "avx",
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512bw",
+        "avx512vl",
+        "avx512dq",
+        "avx512vnni",
+        "amx-tile",
+        "amx-int8",
+        "neon",
+        "dotprod",
+        "i8mm",
+        "sve",
     ];
     NAMES.into_iter().filter(|f| has_feature(f)).collect()
 }

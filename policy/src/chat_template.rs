@@ -47,11 +47,7 @@ pub struct ChatTemplate {
 impl ChatTemplate {
     /// A template from Jinja source; it is parsed now so that a broken template fails at load time.
     pub fn new(source: impl Into<String>, bos_token: Option<String>, eos_token: Option<String>) -> Result<ChatTemplate> {
-        let t = ChatTemplate {
-            source: source.into(),
-            bos_token: bos_token.unwrap_or_default(),
-            eos_token: eos_token.unwrap_or_default(),
-        };
+        let t = ChatTemplate { source: source.into(), bos_token: bos_token.unwrap_or_default(), eos_token: eos_token.unwrap_or_default() };
         t.render(&[Message::user("x")], true)?;
         Ok(t)
     }

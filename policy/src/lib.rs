@@ -84,9 +84,7 @@ pub fn parse_device(s: &str) -> Result<Device> {
         "cpu" => Ok(Device::Cpu),
         s if s == "cuda" || s.starts_with("cuda:") => {
             let n: usize = s.strip_prefix("cuda:").unwrap_or("0").parse().map_err(|_| PolicyError::Invalid(format!("bad device `{s}`")))?;
-            Device::new_cuda(n).map_err(|e| {
-                PolicyError::Invalid(format!("device `{s}`: {e} (build with `--features cuda` for GPU support)"))
-            })
+            Device::new_cuda(n).map_err(|e| PolicyError::Invalid(format!("device `{s}`: {e} (build with `--features cuda` for GPU support)")))
         }
         other => Err(PolicyError::Invalid(format!("unknown device `{other}`; use cpu or cuda:N"))),
     }
@@ -133,8 +131,7 @@ impl Policy {
         let cfg = model::safetensors::read_config(dir)?;
         let tokenizer = PolicyTokenizer::from_file(&dir.join("tokenizer.json"))?;
         let tc = dir.join("tokenizer_config.json");
-        let tc: serde_json::Value =
-            std::fs::read_to_string(&tc).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
+        let tc: serde_json::Value = std::fs::read_to_string(&tc).ok().and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
         let tok_str = |k: &str| match &tc[k] {
             serde_json::Value::String(s) => Some(s.clone()),
             v => v["content"].as_str().map(str::to_string),

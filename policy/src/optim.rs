@@ -94,7 +94,12 @@ impl AdamW {
         let mut map = candle_core::safetensors::load(path, &candle_core::Device::Cpu)?;
         let steps = map.remove("steps").ok_or_else(|| candle_core::Error::Msg(format!("{}: no `steps` tensor", path.display())))?.to_vec1::<f32>()?;
         if steps.len() != self.slots.len() {
-            return Err(candle_core::Error::Msg(format!("{}: optimizer state for {} parameters, this run has {}", path.display(), steps.len(), self.slots.len())));
+            return Err(candle_core::Error::Msg(format!(
+                "{}: optimizer state for {} parameters, this run has {}",
+                path.display(),
+                steps.len(),
+                self.slots.len()
+            )));
         }
         for (i, s) in self.slots.iter_mut().enumerate() {
             let mut take = |k: &str| -> candle_core::Result<Tensor> {

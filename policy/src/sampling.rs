@@ -164,10 +164,8 @@ fn sample_batch(
         )));
     }
     let pad_id = tokenizer.eos_ids.first().copied().unwrap_or(0);
-    let mut rows: Vec<Row> = jobs
-        .iter()
-        .map(|&j| Row { prompt_index: j, pad: max_len - prompts[j].len(), ids: vec![], logprobs: vec![], done: None })
-        .collect();
+    let mut rows: Vec<Row> =
+        jobs.iter().map(|&j| Row { prompt_index: j, pad: max_len - prompts[j].len(), ids: vec![], logprobs: vec![], done: None }).collect();
     let mut flat = Vec::with_capacity(jobs.len() * max_len);
     for r in &rows {
         flat.extend(std::iter::repeat_n(pad_id, r.pad));
@@ -213,13 +211,7 @@ fn sample_batch(
     for r in rows {
         let reason = r.done.unwrap_or(FinishReason::Length);
         let text_ids = if reason == FinishReason::Eos { &r.ids[..r.ids.len() - 1] } else { &r.ids[..] };
-        out.push(Completion {
-            prompt_index: r.prompt_index,
-            text: tokenizer.decode(text_ids)?,
-            token_ids: r.ids,
-            logprobs: r.logprobs,
-            finish_reason: reason,
-        });
+        out.push(Completion { prompt_index: r.prompt_index, text: tokenizer.decode(text_ids)?, token_ids: r.ids, logprobs: r.logprobs, finish_reason: reason });
     }
     Ok(out)
 }

@@ -58,28 +58,21 @@ impl PolicyTokenizer {
     pub fn from_gguf(g: &GgufFile) -> Result<PolicyTokenizer> {
         let model = g.meta_str("tokenizer.ggml.model").unwrap_or_default();
         if model != "gpt2" {
-            return Err(PolicyError::Tokenizer(format!(
-                "{}: tokenizer model `{model}` is not supported (only byte-level BPE, `gpt2`)",
-                g.path.display()
-            )));
+            return Err(PolicyError::Tokenizer(format!("{}: tokenizer model `{model}` is not supported (only byte-level BPE, `gpt2`)", g.path.display())));
         }
         let tokens = g.meta_strings("tokenizer.ggml.tokens")?;
         let merges = g.meta_strings("tokenizer.ggml.merges")?;
         let types = g.meta_ints("tokenizer.ggml.token_type").unwrap_or_default();
         let pre = g.meta_str("tokenizer.ggml.pre").unwrap_or_else(|| "gpt2".into());
         let vocab: tokenizers::models::bpe::Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
-        let merges: Vec<(String, String)> = merges
-            .iter()
-            .filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
-            .collect();
+        let merges: Vec<(String, String)> = merges.iter().filter_map(|m| m.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string()))).collect();
         let bpe = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(tok_err)?;
         let mut tk = Tokenizer::new(bpe);
         let byte_level = ByteLevel::new(false, false, true);
         let pre_tok: PreTokenizerWrapper = match pre.as_str() {
             "qwen2" | "qwen35" => {
                 tk.with_normalizer(Some(NFC));
-                let split = Split::new(SplitPattern::Regex(QWEN2_PATTERN.into()), SplitDelimiterBehavior::Isolated, false)
-                    .map_err(tok_err)?;
+                let split = Split::new(SplitPattern::Regex(QWEN2_PATTERN.into()), SplitDelimiterBehavior::Isolated, false).map_err(tok_err)?;
                 Sequence::new(vec![split.into(), ByteLevel::new(false, false, false).into()]).into()
             }
             "smollm" => Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into(),

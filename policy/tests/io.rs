@@ -46,17 +46,10 @@ fn write_gguf(path: &Path, arch_name: &str, arch: Arch, w: &ModelWeights) {
         ("tokenizer.ggml.eos_token_id".into(), Value::U32(257)),
         ("tokenizer.chat_template".into(), s(agentrt_policy::chat_template::CHATML)),
     ];
-    let mut tensors: Vec<(String, Tensor)> = vec![
-        ("token_embd.weight".into(), w.embed.clone()),
-        ("output_norm.weight".into(), w.norm.clone()),
-    ];
+    let mut tensors: Vec<(String, Tensor)> = vec![("token_embd.weight".into(), w.embed.clone()), ("output_norm.weight".into(), w.norm.clone())];
     for (i, l) in w.layers.iter().enumerate() {
         let n = |x: &str| format!("blk.{i}.{x}");
-        let (q, kk) = if arch == Arch::Llama {
-            (permute(&l.q, cfg.num_heads), permute(&l.k, cfg.num_kv_heads))
-        } else {
-            (l.q.clone(), l.k.clone())
-        };
+        let (q, kk) = if arch == Arch::Llama { (permute(&l.q, cfg.num_heads), permute(&l.k, cfg.num_kv_heads)) } else { (l.q.clone(), l.k.clone()) };
         for (name, t) in [
             ("attn_norm.weight", &l.attn_norm),
             ("attn_q.weight", &q),
@@ -70,7 +63,13 @@ fn write_gguf(path: &Path, arch_name: &str, arch: Arch, w: &ModelWeights) {
         ] {
             tensors.push((n(name), t.clone()));
         }
-        for (name, t) in [("attn_q.bias", &l.q_bias), ("attn_k.bias", &l.k_bias), ("attn_v.bias", &l.v_bias), ("attn_q_norm.weight", &l.q_norm), ("attn_k_norm.weight", &l.k_norm)] {
+        for (name, t) in [
+            ("attn_q.bias", &l.q_bias),
+            ("attn_k.bias", &l.k_bias),
+            ("attn_v.bias", &l.v_bias),
+            ("attn_q_norm.weight", &l.q_norm),
+            ("attn_k_norm.weight", &l.k_norm),
+        ] {
             if let Some(t) = t {
                 tensors.push((n(name), t.clone()));
             }

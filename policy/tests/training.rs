@@ -135,8 +135,7 @@ fn all_routed_step_leaves_every_retain_parameter_unchanged() {
     let p = with_adapters(Arch::Qwen3, true);
     let ad = p.adapters.as_ref().unwrap();
     let before: Vec<Vec<f32>> = ad.retain.vars().iter().map(|v| v.flatten_all().unwrap().to_vec1().unwrap()).collect();
-    let fbefore: Vec<Vec<f32>> =
-        ad.forget.as_ref().unwrap().vars().iter().map(|v| v.flatten_all().unwrap().to_vec1().unwrap()).collect();
+    let fbefore: Vec<Vec<f32>> = ad.forget.as_ref().unwrap().vars().iter().map(|v| v.flatten_all().unwrap().to_vec1().unwrap()).collect();
     let mut opt = AdamW::new(p.trainable_vars(), AdamWConfig { lr: 1e-2, weight_decay: 0.1, ..Default::default() }).unwrap();
     let loss = p.token_logprobs(&seqs(), &[true, true]).unwrap().sum_all().unwrap().neg().unwrap();
     opt.step(&loss.backward().unwrap()).unwrap();

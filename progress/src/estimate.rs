@@ -297,10 +297,7 @@ mod tests {
         let mut e = Estimate::new(11471, 0);
         assert_eq!(status_line("embedding", "sections", &e, secs(5), ""), "embedding: 0/11471 sections (0.0%), elapsed 0:00:05");
         e.update(1234, secs(30));
-        assert_eq!(
-            status_line("embedding", "sections", &e, secs(30), ""),
-            "embedding: 1234/11471 sections (10.8%), 41.1/s, elapsed 0:00:30, eta 0:04:09"
-        );
+        assert_eq!(status_line("embedding", "sections", &e, secs(30), ""), "embedding: 1234/11471 sections (10.8%), 41.1/s, elapsed 0:00:30, eta 0:04:09");
         e.update(11471, secs(280));
         assert_eq!(status_line("embedding", "sections", &e, secs(280), ""), "embedding: 11471/11471 sections (100.0%), 41.0/s, elapsed 0:04:40");
         let mut e = Estimate::new(10, 1);

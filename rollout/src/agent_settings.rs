@@ -45,7 +45,8 @@ impl AgentSettings {
             return Ok(None);
         }
         let text = std::fs::read_to_string(&path).map_err(|e| RolloutError::Io { path: path.clone(), source: e })?;
-        let settings: AgentSettings = serde_json::from_str(&text).map_err(|e| RolloutError::Malformed { path: path.clone(), reason: format!("not valid agent settings: {e}") })?;
+        let settings: AgentSettings =
+            serde_json::from_str(&text).map_err(|e| RolloutError::Malformed { path: path.clone(), reason: format!("not valid agent settings: {e}") })?;
         settings.validate().map_err(|reason| RolloutError::Malformed { path, reason })?;
         Ok(Some(settings))
     }
@@ -89,13 +90,25 @@ mod tests {
     fn settings_round_trip_and_bad_files_name_themselves() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), None);
-        let s = AgentSettings { model: "smollm2-135m".into(), system_prompt: "full".into(), demonstration: false, max_turns: 2, max_new_tokens: 256, max_observation_chars: Some(900), limits: Some(Limits { max_host_calls: 5, ..Limits::default() }) };
+        let s = AgentSettings {
+            model: "smollm2-135m".into(),
+            system_prompt: "full".into(),
+            demonstration: false,
+            max_turns: 2,
+            max_new_tokens: 256,
+            max_observation_chars: Some(900),
+            limits: Some(Limits { max_host_calls: 5, ..Limits::default() }),
+        };
         s.write(dir.path()).unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), Some(s));
         std::fs::write(dir.path().join(AGENT_SETTINGS_FILE), "{\"model\": \"x\"}").unwrap();
         let e = AgentSettings::read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("agent.json") && e.contains("missing field"), "{e}");
-        std::fs::write(dir.path().join(AGENT_SETTINGS_FILE), "{\"model\": \"x\", \"system_prompt\": \"full\", \"demonstration\": true, \"max_turns\": 0, \"max_new_tokens\": 9}").unwrap();
+        std::fs::write(
+            dir.path().join(AGENT_SETTINGS_FILE),
+            "{\"model\": \"x\", \"system_prompt\": \"full\", \"demonstration\": true, \"max_turns\": 0, \"max_new_tokens\": 9}",
+        )
+        .unwrap();
         let e = AgentSettings::read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("max_turns"), "{e}");
     }
@@ -103,7 +116,11 @@ mod tests {
     #[test]
     fn settings_saved_before_observation_and_limits_were_recorded_keep_the_base_ones() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(AGENT_SETTINGS_FILE), "{\"model\": \"x\", \"system_prompt\": \"short\", \"demonstration\": true, \"max_turns\": 4, \"max_new_tokens\": 160}").unwrap();
+        std::fs::write(
+            dir.path().join(AGENT_SETTINGS_FILE),
+            "{\"model\": \"x\", \"system_prompt\": \"short\", \"demonstration\": true, \"max_turns\": 4, \"max_new_tokens\": 160}",
+        )
+        .unwrap();
         let old = AgentSettings::read(dir.path()).unwrap().unwrap();
         assert_eq!((old.max_observation_chars, old.limits), (None, None));
         let base = EpisodeConfig { max_turns: 3, max_observation_chars: 700, ..EpisodeConfig::default() };

@@ -61,12 +61,7 @@ impl Conversation {
 
     /// The text of this episode's last tool turn: one after the question, never a demonstration's.
     pub fn last_tool_output(&self) -> Option<&str> {
-        self.messages
-            .iter()
-            .rev()
-            .take_while(|m| m.role != "user")
-            .find(|m| m.role == "tool")
-            .map(|m| m.content.as_str())
+        self.messages.iter().rev().take_while(|m| m.role != "user").find(|m| m.role == "tool").map(|m| m.content.as_str())
     }
 }
 

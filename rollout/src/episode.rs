@@ -231,7 +231,13 @@ impl EpisodeRunner {
                 rec.tool_calls = report
                     .host_calls
                     .iter()
-                    .map(|c| ToolCallRecord { tool: c.tool.clone(), args: c.args.clone(), error: c.error.clone(), returned_ids: c.returned_ids.clone(), micros: c.duration.as_micros() as u64 })
+                    .map(|c| ToolCallRecord {
+                        tool: c.tool.clone(),
+                        args: c.args.clone(),
+                        error: c.error.clone(),
+                        returned_ids: c.returned_ids.clone(),
+                        micros: c.duration.as_micros() as u64,
+                    })
                     .collect();
                 rec.observation = Some(observation.clone());
                 if last_turn {
@@ -246,7 +252,9 @@ impl EpisodeRunner {
         let to_judge: Vec<(usize, JudgeInput)> = live
             .iter()
             .enumerate()
-            .filter_map(|(i, l)| l.final_answer.as_ref().map(|(a, _)| (i, JudgeInput::new(questions[i].question.clone(), questions[i].answers.clone(), a.clone()))))
+            .filter_map(|(i, l)| {
+                l.final_answer.as_ref().map(|(a, _)| (i, JudgeInput::new(questions[i].question.clone(), questions[i].answers.clone(), a.clone())))
+            })
             .collect();
         let inputs: Vec<JudgeInput> = to_judge.iter().map(|(_, x)| x.clone()).collect();
         let verdicts = agentrt_judge::judge_batch(self.judge.as_ref(), &inputs, self.config.judge_concurrency).await;
@@ -268,7 +276,15 @@ impl EpisodeRunner {
                     (Some((_, true)), false) => EpisodeOutcome::WrongAnswer,
                     (Some((_, false)), false) => EpisodeOutcome::NoAnswer,
                 };
-                Episode { question: q.clone(), turns: l.turns, final_answer: l.final_answer.map(|(a, _)| a), reward, verdict, outcome, conversation: l.conversation }
+                Episode {
+                    question: q.clone(),
+                    turns: l.turns,
+                    final_answer: l.final_answer.map(|(a, _)| a),
+                    reward,
+                    verdict,
+                    outcome,
+                    conversation: l.conversation,
+                }
             })
             .collect();
         Ok(RolloutBatch { episodes, times })

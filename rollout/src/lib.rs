@@ -38,7 +38,7 @@ pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
 pub use questions::{read_questions, Question};
-pub use trace::TraceBuilder;
 pub use synthetic::{check_visible, passages_program, SynthStyle, SynthesizingPolicy};
+pub use trace::TraceBuilder;
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, TurnPolicy};

@@ -8,8 +8,8 @@
 //! shares.
 
 use crate::conversation::{Conversation, TokenTrace};
-use crate::trace::TraceBuilder;
 use crate::error::RolloutError;
+use crate::trace::TraceBuilder;
 use crate::turn_policy::{Finish, Reply, TurnPolicy};
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
@@ -61,7 +61,9 @@ impl TurnPolicy for LocalPolicy<'_> {
                 FinishReason::Stop(_) => Finish::Stop,
                 FinishReason::Length => Finish::Length,
             };
-            let slot = replies.get_mut(c.prompt_index).ok_or_else(|| RolloutError::Invalid(format!("completion for prompt {} of {}", c.prompt_index, prompts.len())))?;
+            let slot = replies
+                .get_mut(c.prompt_index)
+                .ok_or_else(|| RolloutError::Invalid(format!("completion for prompt {} of {}", c.prompt_index, prompts.len())))?;
             *slot = Some(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish });
         }
         replies.into_iter().enumerate().map(|(i, r)| r.ok_or_else(|| RolloutError::Invalid(format!("no completion for prompt {i}")))).collect()
@@ -80,7 +82,8 @@ impl TurnPolicy for LocalPolicy<'_> {
         // tool turn goes in as the text the template adds after the reply.
         let tool = Message::new("tool", output);
         let closed = c.last_reply_closed;
-        let trace = c.tokens.as_mut().ok_or_else(|| RolloutError::Invalid("a local policy's conversation has no token trace (begin() was not called)".into()))?;
+        let trace =
+            c.tokens.as_mut().ok_or_else(|| RolloutError::Invalid("a local policy's conversation has no token trace (begin() was not called)".into()))?;
         TraceBuilder::new(self.policy).push_turns(trace, &c.messages, std::slice::from_ref(&tool), closed)?;
         c.messages.push(tool);
         Ok(())

@@ -25,9 +25,7 @@ impl OpenAiPolicyConfig {
     /// Parses `MODEL@BASE_URL` (the part after `openai:` in `--policy openai:MODEL@BASE_URL`).
     pub fn parse(spec: &str) -> Result<OpenAiPolicyConfig, RolloutError> {
         let spec = spec.strip_prefix("openai:").unwrap_or(spec);
-        let (model, url) = spec
-            .split_once('@')
-            .ok_or_else(|| RolloutError::Invalid(format!("policy `{spec}`: expected openai:MODEL@BASE_URL")))?;
+        let (model, url) = spec.split_once('@').ok_or_else(|| RolloutError::Invalid(format!("policy `{spec}`: expected openai:MODEL@BASE_URL")))?;
         if model.trim().is_empty() || !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(RolloutError::Invalid(format!("policy `{spec}`: expected openai:MODEL@http(s)://HOST/v1")));
         }
@@ -96,7 +94,9 @@ impl OpenAiPolicy {
         }
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| err(format!("the reply is not JSON ({e})")))?;
         let choice = &v["choices"][0];
-        let content = choice["message"]["content"].as_str().ok_or_else(|| err(format!("no choices[0].message.content in {}", text.chars().take(200).collect::<String>())))?;
+        let content = choice["message"]["content"]
+            .as_str()
+            .ok_or_else(|| err(format!("no choices[0].message.content in {}", text.chars().take(200).collect::<String>())))?;
         let finish = match choice["finish_reason"].as_str() {
             Some("length") => Finish::Length,
             Some("stop") if self.config.stop.iter().any(|s| content.ends_with(s)) => Finish::Stop,

@@ -67,9 +67,7 @@ pub fn demonstration() -> Vec<Message> {
 {'page_id': 'novel', 'title': 'Novel', 'score': 0.032, 'section_id': 'novel:intro'}, \
 {'page_id': 'ulysses_(novel)', 'title': 'Ulysses (novel)', 'score': 0.0301, 'section_id': 'ulysses_(novel):intro'}]",
         ),
-        Message::assistant(
-            "```python\nsections = view_sections(\"nineteen_eighty-four\")\nprint(read_section(sections[0][\"section_id\"])[:300])\n```",
-        ),
+        Message::assistant("```python\nsections = view_sections(\"nineteen_eighty-four\")\nprint(read_section(sections[0][\"section_id\"])[:300])\n```"),
         Message::new(
             "tool",
             "Nineteen Eighty-Four is a dystopian and speculative fiction novel by English writer George Orwell. \

@@ -53,9 +53,7 @@ pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>,
     let all = match ext.as_str() {
         "jsonl" | "json" | "ndjson" => read_jsonl(path)?,
         "parquet" => read_parquet(path)?,
-        _ => {
-            return Err(RolloutError::Malformed { path: path.into(), reason: "unknown questions format (expected .jsonl or .parquet)".into() })
-        }
+        _ => return Err(RolloutError::Malformed { path: path.into(), reason: "unknown questions format (expected .jsonl or .parquet)".into() }),
     };
     Ok(match split {
         Some(s) => all.into_iter().filter(|q| q.split.as_deref() == Some(s)).collect(),
@@ -115,7 +113,13 @@ fn read_parquet(path: &Path) -> Result<Vec<Question>, RolloutError> {
                         let values = list.value(r);
                         match values.as_any().downcast_ref::<StringArray>() {
                             Some(s) => (0..s.len()).filter(|&i| !s.is_null(i)).map(|i| s.value(i).to_string()).collect(),
-                            None => return Err(RolloutError::BadQuestion { path: path.into(), line: row_number, reason: "`answers` is not a list of strings".into() }),
+                            None => {
+                                return Err(RolloutError::BadQuestion {
+                                    path: path.into(),
+                                    line: row_number,
+                                    reason: "`answers` is not a list of strings".into(),
+                                })
+                            }
                         }
                     }
                     None => return Err(RolloutError::BadQuestion { path: path.into(), line: row_number, reason: "`answers` is not a list column".into() }),

@@ -100,9 +100,9 @@ for n, sentence in found[:{PASSAGE_SENTENCES}]:
 
 const STOPWORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "between", "but", "by", "can", "could",
-    "did", "do", "does", "during", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "many",
-    "much", "of", "on", "one", "or", "other", "she", "so", "some", "than", "that", "the", "their", "them", "there", "these", "they", "this", "those",
-    "to", "was", "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you",
+    "did", "do", "does", "during", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "many", "much",
+    "of", "on", "one", "or", "other", "she", "so", "some", "than", "that", "the", "their", "them", "there", "these", "they", "this", "those", "to", "was",
+    "were", "what", "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you",
 ];
 
 /// What the episode will do, chosen once per question by the look-ahead.
@@ -230,7 +230,8 @@ impl SynthesizingPolicy {
     }
 
     async fn decide(&self, c: &Conversation) -> Result<String, RolloutError> {
-        let q = self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
+        let q =
+            self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
         let seen = episode_tool_outputs(c);
         if self.style == SynthStyle::Passages {
             return Ok(self.decide_passages(q, &seen).await);
@@ -418,7 +419,8 @@ pub fn check_visible(episode: &Episode) -> Result<(), String> {
     let start = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
     let question = episode.question.question.to_lowercase();
     let question_words: HashSet<String> = words(&question).into_iter().map(String::from).collect();
-    let answers: Vec<String> = episode.question.answers.iter().map(|a| a.trim().to_lowercase()).filter(|a| !a.is_empty() && !question.contains(a.as_str())).collect();
+    let answers: Vec<String> =
+        episode.question.answers.iter().map(|a| a.trim().to_lowercase()).filter(|a| !a.is_empty() && !question.contains(a.as_str())).collect();
     let mut seen = String::new();
     for (n, m) in messages[start..].iter().enumerate() {
         match m.role.as_str() {
@@ -433,9 +435,14 @@ pub fn check_visible(episode: &Episode) -> Result<(), String> {
                         if let Some(a) = answers.iter().find(|a| lower.contains(a.as_str())) {
                             return Err(format!("reply {n}: the literal {lit:?} holds the answer {a:?}"));
                         }
-                        let from_question = { let w = words(&lower); !w.is_empty() && w.iter().all(|w| question_words.contains(*w)) };
+                        let from_question = {
+                            let w = words(&lower);
+                            !w.is_empty() && w.iter().all(|w| question_words.contains(*w))
+                        };
                         if !(TOOL_KEYS.contains(&lit.as_str()) || from_question || (!lit.is_empty() && seen.contains(&lit))) {
-                            return Err(format!("reply {n}: the literal {lit:?} is neither a tool key, nor the question's words, nor in an earlier tool output"));
+                            return Err(format!(
+                                "reply {n}: the literal {lit:?} is neither a tool key, nor the question's words, nor in an earlier tool output"
+                            ));
                         }
                     }
                 }

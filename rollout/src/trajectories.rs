@@ -204,15 +204,27 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let q = "Which team won Super Bowl 50?";
-        let questions = vec![question("right", q, "Denver Broncos"), question("right-again", q, "Denver Broncos"), question("wrong", q, "Denver Broncos"), question("silent", q, "Denver Broncos"), question("refused", q, "Denver Broncos")];
+        let questions = vec![
+            question("right", q, "Denver Broncos"),
+            question("right-again", q, "Denver Broncos"),
+            question("wrong", q, "Denver Broncos"),
+            question("silent", q, "Denver Broncos"),
+            question("refused", q, "Denver Broncos"),
+        ];
         let batch = runner.run(&ScriptedPolicy::new(scripts), &questions).await.unwrap();
         let mut set = TrajectorySet::new("sample");
-        let offered: Vec<Offered> = batch
-            .episodes
-            .iter()
-            .map(|e| set.offer(e, |e| if e.question.id == "refused" { Err("refused by the check".into()) } else { Ok(()) }))
-            .collect();
-        assert_eq!(offered, vec![Offered::Kept, Offered::Duplicate, Offered::RejectedByJudge, Offered::RejectedByJudge, Offered::RejectedByCheck("refused by the check".into())]);
+        let offered: Vec<Offered> =
+            batch.episodes.iter().map(|e| set.offer(e, |e| if e.question.id == "refused" { Err("refused by the check".into()) } else { Ok(()) })).collect();
+        assert_eq!(
+            offered,
+            vec![
+                Offered::Kept,
+                Offered::Duplicate,
+                Offered::RejectedByJudge,
+                Offered::RejectedByJudge,
+                Offered::RejectedByCheck("refused by the check".into())
+            ]
+        );
         let counts = set.counts();
         assert_eq!(counts, TrajectoryCounts { played: 5, kept: 1, rejected_by_judge: 2, rejected_by_check: 1, duplicates_dropped: 1 });
         assert!((counts.yield_rate() - 0.2).abs() < 1e-12);

@@ -25,7 +25,11 @@ impl Default for FixtureTools {
                     title: "Denver Broncos",
                     sections: vec![
                         ("denver_broncos:summary", "Summary", "The Denver Broncos are a professional American football team based in Denver, Colorado."),
-                        ("denver_broncos:super-bowl-50", "Super Bowl 50", "The Broncos defeated the Carolina Panthers 24-10 in Super Bowl 50 on February 7, 2016."),
+                        (
+                            "denver_broncos:super-bowl-50",
+                            "Super Bowl 50",
+                            "The Broncos defeated the Carolina Panthers 24-10 in Super Bowl 50 on February 7, 2016.",
+                        ),
                     ],
                 },
                 FixturePage {

@@ -45,7 +45,14 @@ impl HostState {
         Ok(())
     }
 
-    fn record<T>(&mut self, tool: &str, args: serde_json::Value, started: Instant, result: &Result<T, types::ToolError>, returned_ids: impl FnOnce(&T) -> Vec<String>) {
+    fn record<T>(
+        &mut self,
+        tool: &str,
+        args: serde_json::Value,
+        started: Instant,
+        result: &Result<T, types::ToolError>,
+        returned_ids: impl FnOnce(&T) -> Vec<String>,
+    ) {
         self.host_calls.push(HostCall {
             tool: tool.to_string(),
             args,
@@ -135,25 +142,21 @@ impl wiki::Host for HostState {
         self.admit_call("search_pages")?;
         let started = Instant::now();
         let result = self.tools.search_pages(&query, k as usize).await.map_err(|f| tool_error("search_pages", f)).map(|hits| {
-            hits.into_iter()
-                .map(|h| types::PageHit { page_id: h.page_id, title: h.title, score: h.score, section_id: h.section_id })
-                .collect::<Vec<_>>()
+            hits.into_iter().map(|h| types::PageHit { page_id: h.page_id, title: h.title, score: h.score, section_id: h.section_id }).collect::<Vec<_>>()
         });
-        self.record("search_pages", serde_json::json!({"query": query, "k": k}), started, &result, |hits| {
-            hits.iter().map(|h| h.page_id.clone()).collect()
-        });
+        self.record("search_pages", serde_json::json!({"query": query, "k": k}), started, &result, |hits| hits.iter().map(|h| h.page_id.clone()).collect());
         Ok(result)
     }
 
     async fn view_sections(&mut self, page_id: String) -> wasmtime::Result<Result<Vec<types::SectionRef>, types::ToolError>> {
         self.admit_call("view_sections")?;
         let started = Instant::now();
-        let result = self.tools.view_sections(&page_id).await.map_err(|f| tool_error("view_sections", f)).map(|sections| {
-            sections
-                .into_iter()
-                .map(|s| types::SectionRef { section_id: s.section_id, title: s.title })
-                .collect::<Vec<_>>()
-        });
+        let result = self
+            .tools
+            .view_sections(&page_id)
+            .await
+            .map_err(|f| tool_error("view_sections", f))
+            .map(|sections| sections.into_iter().map(|s| types::SectionRef { section_id: s.section_id, title: s.title }).collect::<Vec<_>>());
         self.record("view_sections", serde_json::json!({"page_id": page_id}), started, &result, |sections| {
             sections.iter().map(|s| s.section_id.clone()).collect()
         });

@@ -122,14 +122,8 @@ pub struct OutputLimitExceeded(pub usize);
 struct AsyncCappedOutput(CappedOutput);
 
 impl tokio::io::AsyncWrite for AsyncCappedOutput {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let result = OutputStream::write(&mut self.0, Bytes::copy_from_slice(buf))
-            .map(|()| buf.len())
-            .map_err(|e| std::io::Error::other(e.to_string()));
+    fn poll_write(mut self: std::pin::Pin<&mut Self>, _cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let result = OutputStream::write(&mut self.0, Bytes::copy_from_slice(buf)).map(|()| buf.len()).map_err(|e| std::io::Error::other(e.to_string()));
         std::task::Poll::Ready(result)
     }
 

@@ -100,10 +100,7 @@ pub fn to_val(value: &Value, ty: &Type) -> Result<Val, String> {
 }
 
 fn int<T: TryFrom<i64>>(value: &Value, ty: &Type) -> Result<T, String> {
-    value
-        .as_i64()
-        .and_then(|i| T::try_from(i).ok())
-        .ok_or_else(|| format!("expected {}, got {}", describe(ty), short(value)))
+    value.as_i64().and_then(|i| T::try_from(i).ok()).ok_or_else(|| format!("expected {}, got {}", describe(ty), short(value)))
 }
 
 /// Converts a component value to JSON: records become objects with snake_case keys.

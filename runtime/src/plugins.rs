@@ -93,10 +93,7 @@ impl WasiView for PluginState {
 /// The `.wasm` files of a tools directory, sorted by name.
 pub fn components_in(dir: &Path) -> Result<Vec<PathBuf>, SandboxError> {
     let entries = std::fs::read_dir(dir).map_err(|e| SandboxError::Io { path: dir.to_path_buf(), source: e })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-        .collect();
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "wasm")).collect();
     paths.sort();
     Ok(paths)
 }
@@ -135,16 +132,11 @@ impl PluginRegistry {
                 for (func_name, func_item) in instance.exports(engine) {
                     let ComponentItem::ComponentFunc(func) = func_item.ty else { continue };
                     let name = snake_case(func_name);
-                    let function = component
-                        .get_export_index(Some(&interface_index), func_name)
-                        .expect("an export the type lists");
+                    let function = component.get_export_index(Some(&interface_index), func_name).expect("an export the type lists");
                     let params: Vec<(String, Type)> = func.params().map(|(n, t)| (snake_case(n), t)).collect();
                     let results: Vec<Type> = func.results().collect();
                     if results.len() > 1 {
-                        return Err(SandboxError::UnusableTool {
-                            origin,
-                            reason: format!("`{func_name}` returns several values; a tool returns one"),
-                        });
+                        return Err(SandboxError::UnusableTool { origin, reason: format!("`{func_name}` returns several values; a tool returns one") });
                     }
                     let taken_by = if WIKI_TOOL_NAMES.contains(&name.as_str()) {
                         Some("the built-in wiki tools".to_string())
@@ -198,8 +190,8 @@ impl PluginRegistry {
     pub async fn call(&self, name: &str, args_json: &str, limits: Limits) -> Result<String, types::ToolError> {
         let fail = |kind, message: String| types::ToolError { tool: name.to_string(), kind, message };
         let tool = self.tools.get(name).ok_or_else(|| fail(types::ToolErrorKind::UnknownTool, format!("no plug-in tool `{name}`")))?;
-        let args: Vec<serde_json::Value> = serde_json::from_str(args_json)
-            .map_err(|e| fail(types::ToolErrorKind::BadArgument, format!("arguments are not a JSON array: {e}")))?;
+        let args: Vec<serde_json::Value> =
+            serde_json::from_str(args_json).map_err(|e| fail(types::ToolErrorKind::BadArgument, format!("arguments are not a JSON array: {e}")))?;
         if args.len() != tool.params.len() {
             return Err(fail(
                 types::ToolErrorKind::BadArgument,
@@ -208,9 +200,7 @@ impl PluginRegistry {
         }
         let mut params = Vec::with_capacity(args.len());
         for ((arg, ty), param_name) in args.iter().zip(&tool.params).zip(&tool.signature.params) {
-            params.push(
-                plugin_values::to_val(arg, ty).map_err(|m| fail(types::ToolErrorKind::BadArgument, format!("`{param_name}`: {m}")))?,
-            );
+            params.push(plugin_values::to_val(arg, ty).map_err(|m| fail(types::ToolErrorKind::BadArgument, format!("`{param_name}`: {m}")))?);
         }
         let mut results = vec![Val::Bool(false); usize::from(tool.result.is_some())];
         let plugin = &tool.component;
@@ -219,10 +209,7 @@ impl PluginRegistry {
             Err((error, store)) => return Err(fail(types::ToolErrorKind::Failed, plugin.crash_message(&error, &store))),
         };
         let call = async {
-            let func = warm
-                .instance
-                .get_func(&mut warm.store, tool.function)
-                .ok_or_else(|| wasmtime::Error::msg("the exported function disappeared"))?;
+            let func = warm.instance.get_func(&mut warm.store, tool.function).ok_or_else(|| wasmtime::Error::msg("the exported function disappeared"))?;
             func.call_async(&mut warm.store, &params, &mut results).await
         };
         match call.await {
@@ -317,12 +304,7 @@ fn stderr_tail(stderr: &CappedOutput) -> Vec<String> {
 fn plugin_store(engine: &Engine, limits: Limits) -> Store<PluginState> {
     let stdout = CappedOutput::keeping_tail(4096);
     let stderr = CappedOutput::keeping_tail(STDERR_TAIL_BYTES);
-    let state = PluginState {
-        wasi: no_authority_wasi(&stdout, &stderr),
-        table: ResourceTable::new(),
-        memory: MemoryLimiter::new(limits.memory_bytes),
-        stderr,
-    };
+    let state = PluginState { wasi: no_authority_wasi(&stdout, &stderr), table: ResourceTable::new(), memory: MemoryLimiter::new(limits.memory_bytes), stderr };
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.memory);
     arm(&mut store, limits);
@@ -350,9 +332,7 @@ async fn describe(path: &Path, pre: &InstancePre<PluginState>) -> Result<(BTreeM
     let interface = component
         .get_export_index(None, METADATA_INTERFACE)
         .ok_or_else(|| unusable(format!("it does not export `{METADATA_INTERFACE}`: is it built for the `agentrt:tools/tool` world?")))?;
-    let describe = component
-        .get_export_index(Some(&interface), "describe")
-        .ok_or_else(|| unusable("its metadata interface has no `describe`".into()))?;
+    let describe = component.get_export_index(Some(&interface), "describe").ok_or_else(|| unusable("its metadata interface has no `describe`".into()))?;
     let stateless = component.get_export_index(Some(&interface), "stateless");
     let mut store = plugin_store(pre.engine(), Limits::default());
     let mut described = vec![Val::Bool(false)];

@@ -130,24 +130,11 @@ impl Sandbox {
             Ok(Err(trap)) => Err(classify_trap(trap, store.data(), &stdout, &stderr)),
         };
         let state = store.into_data();
-        RunReport {
-            result,
-            stdout: stdout.text(),
-            host_calls: state.host_calls,
-            fuel_used,
-            peak_memory_bytes: state.memory.peak,
-            wall_time: started.elapsed(),
-        }
+        RunReport { result, stdout: stdout.text(), host_calls: state.host_calls, fuel_used, peak_memory_bytes: state.memory.peak, wall_time: started.elapsed() }
     }
 }
 
-fn guest_from_bytes(
-    engine: &Engine,
-    linker: &Linker<HostState>,
-    cache: &ComponentCache,
-    wasm: &[u8],
-    origin: &str,
-) -> Result<GuestComponent, SandboxError> {
+fn guest_from_bytes(engine: &Engine, linker: &Linker<HostState>, cache: &ComponentCache, wasm: &[u8], origin: &str) -> Result<GuestComponent, SandboxError> {
     let component = cache.load(engine, wasm, origin)?;
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| SandboxError::unsatisfied_import(origin, e))?;
     let pre = ToolCodePre::new(instance_pre).map_err(|e| SandboxError::WrongWorld { origin: origin.to_string(), reason: format!("{e:#}") })?;

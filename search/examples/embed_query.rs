@@ -25,7 +25,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut lat = Vec::with_capacity(n);
         for _ in 0..n {
             let t = Instant::now();
-            if f32_path { embedder.embed_one_f32(&text)?; } else { embedder.embed_one(&text)?; }
+            if f32_path {
+                embedder.embed_one_f32(&text)?;
+            } else {
+                embedder.embed_one(&text)?;
+            }
             lat.push(t.elapsed().as_secs_f64() * 1e3);
         }
         lat.sort_by(f64::total_cmp);

@@ -48,8 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let open_ms = t.elapsed().as_secs_f64() * 1e3;
             let mode: SearchMode = arg(&args, "--mode").unwrap_or_else(|| "hybrid".into()).parse()?;
             let file = arg(&args, "--queries").ok_or("--queries FILE")?;
-            let queries: Vec<String> =
-                std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+            let queries: Vec<String> = std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
             index.warm_up()?;
             for q in queries.iter().take(5) {
                 index.search_pages_with(&format!("{q} warm up"), 10, mode)?;
@@ -74,18 +73,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // candle's f32 BERT beside it for comparison), rank sections by vector and by BM25, fuse.
             let index = WikiIndex::open(&dir)?;
             let file = arg(&args, "--queries").ok_or("--queries FILE")?;
-            let queries: Vec<String> =
-                std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
+            let queries: Vec<String> = std::fs::read_to_string(file)?.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect();
             index.warm_up()?;
             let embedder = match arg(&args, "--model-dir") {
                 Some(d) => Embedder::load(std::path::Path::new(&d))?,
                 None => Embedder::minilm()?,
             };
-            let mut stages: Vec<(&str, Vec<f64>)> =
-                ["embed (int8)", "embed (candle f32)", "vector ranking", "bm25 ranking", "search_pages (hybrid)"]
-                    .into_iter()
-                    .map(|s| (s, Vec::new()))
-                    .collect();
+            let mut stages: Vec<(&str, Vec<f64>)> = ["embed (int8)", "embed (candle f32)", "vector ranking", "bm25 ranking", "search_pages (hybrid)"]
+                .into_iter()
+                .map(|s| (s, Vec::new()))
+                .collect();
             let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
             // candle's pass in its own loop: its 90 MB of f32 weights would push the int8 weights out of
             // the cache between stages, which the real search path never does.

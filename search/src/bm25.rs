@@ -13,12 +13,8 @@ use std::collections::HashSet;
 use std::path::Path;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-use tantivy::schema::{
-    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
-};
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-};
+use tantivy::schema::{Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions};
+use tantivy::tokenizer::{Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer};
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 /// The tantivy directory's name inside a generation directory.
@@ -46,9 +42,7 @@ struct Fields {
 
 fn schema() -> (Schema, Fields) {
     let mut sb = Schema::builder();
-    let text = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
-    );
+    let text = TextOptions::default().set_indexing_options(TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs));
     let ord = sb.add_u64_field("ord", NumericOptions::default().set_fast());
     let page_title = sb.add_text_field("page_title", text.clone());
     let title = sb.add_text_field("title", text.clone());
@@ -120,11 +114,7 @@ impl Bm25 {
         }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for t in &terms {
-            for (field, boost) in [
-                (self.fields.body, 1.0),
-                (self.fields.title, SECTION_TITLE_BOOST),
-                (self.fields.page_title, PAGE_TITLE_BOOST),
-            ] {
+            for (field, boost) in [(self.fields.body, 1.0), (self.fields.title, SECTION_TITLE_BOOST), (self.fields.page_title, PAGE_TITLE_BOOST)] {
                 let q = TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs);
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
             }

@@ -69,8 +69,7 @@ pub struct Embedder {
 impl Embedder {
     /// Fetch (or find in the cache) all-MiniLM-L6-v2 and load it.
     pub fn minilm() -> Result<Self, SearchError> {
-        let dir = agentrt_assets::fetch(&agentrt_assets::ALL_MINILM_L6_V2)
-            .map_err(|e| SearchError::Embedder(format!("cannot fetch all-MiniLM-L6-v2: {e}")))?;
+        let dir = agentrt_assets::fetch(&agentrt_assets::ALL_MINILM_L6_V2).map_err(|e| SearchError::Embedder(format!("cannot fetch all-MiniLM-L6-v2: {e}")))?;
         Self::load(&dir)
     }
 
@@ -78,8 +77,7 @@ impl Embedder {
     pub fn load(dir: &Path) -> Result<Self, SearchError> {
         let encoder = Int8Bert::load(dir)?;
         let path = dir.join("tokenizer.json");
-        let mut tokenizer =
-            Tokenizer::from_file(&path).map_err(|e| SearchError::Embedder(format!("{}: {e}", path.display())))?;
+        let mut tokenizer = Tokenizer::from_file(&path).map_err(|e| SearchError::Embedder(format!("{}: {e}", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
@@ -141,16 +139,10 @@ impl Embedder {
 
     /// L2-normalised vectors for many texts (sections), on every core; `progress(done)` after each
     /// `chunk` texts.
-    pub fn embed_many(
-        &self,
-        texts: &[String],
-        chunk: usize,
-        progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<Vec<f32>>, SearchError> {
+    pub fn embed_many(&self, texts: &[String], chunk: usize, progress: &mut dyn FnMut(usize)) -> Result<Vec<Vec<f32>>, SearchError> {
         let mut out = Vec::with_capacity(texts.len());
         for group in texts.chunks(chunk.max(1)) {
-            let vectors: Vec<Vec<f32>> =
-                group.par_iter().map(|t| self.encode(&self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
+            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| self.encode(&self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
             out.extend(vectors);
             progress(out.len());
         }

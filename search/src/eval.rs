@@ -95,11 +95,7 @@ pub fn fusion_variants() -> Vec<(String, Fusion)> {
 }
 
 /// Run every question through each ranking and count where the gold page lands.
-pub fn evaluate(
-    index: &WikiIndex,
-    questions: &[Question],
-    progress: &mut dyn FnMut(usize),
-) -> Result<RetrievalReport, SearchError> {
+pub fn evaluate(index: &WikiIndex, questions: &[Question], progress: &mut dyn FnMut(usize)) -> Result<RetrievalReport, SearchError> {
     let variants = fusion_variants();
     let mut bm25 = Counter::default();
     let mut vector = Counter::default();
@@ -125,11 +121,7 @@ pub fn evaluate(
     let n = questions.len();
     Ok(RetrievalReport {
         questions: n,
-        modes: vec![
-            bm25.recall("bm25".into(), n),
-            vector.recall("vector".into(), n),
-            hybrid_c.recall("hybrid".into(), n),
-        ],
+        modes: vec![bm25.recall("bm25".into(), n), vector.recall("vector".into(), n), hybrid_c.recall("hybrid".into(), n)],
         fusions: variants.iter().zip(fus).map(|((name, _), c)| c.recall(name.clone(), n)).collect(),
     })
 }

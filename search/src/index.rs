@@ -67,13 +67,7 @@ pub struct BuildOptions {
 
 impl Default for BuildOptions {
     fn default() -> Self {
-        BuildOptions {
-            chunking: ChunkParams::default(),
-            force: false,
-            batch_size: 64,
-            model_dir: None,
-            max_tokens: crate::embedder::SECTION_TOKENS,
-        }
+        BuildOptions { chunking: ChunkParams::default(), force: false, batch_size: 64, model_dir: None, max_tokens: crate::embedder::SECTION_TOKENS }
     }
 }
 
@@ -122,11 +116,7 @@ const QUERY_CACHE_SIZE: usize = 4096;
 
 impl std::fmt::Debug for WikiIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WikiIndex")
-            .field("dir", &self.dir)
-            .field("pages", &self.catalog.pages.len())
-            .field("sections", &self.catalog.sections.len())
-            .finish()
+        f.debug_struct("WikiIndex").field("dir", &self.dir).field("pages", &self.catalog.pages.len()).field("sections", &self.catalog.sections.len()).finish()
     }
 }
 
@@ -161,32 +151,21 @@ impl WikiIndex {
         let gen = generation_dir(dir)?;
         let manifest = Manifest::read(&gen)?;
         let bad = |reason: String| SearchError::bad_index(dir, reason);
-        let read = |name: &str| -> Result<Vec<u8>, SearchError> {
-            std::fs::read(gen.join(name)).map_err(|e| bad(format!("cannot read {name}: {e}")))
-        };
+        let read = |name: &str| -> Result<Vec<u8>, SearchError> { std::fs::read(gen.join(name)).map_err(|e| bad(format!("cannot read {name}: {e}"))) };
         let cat_bytes = read(CATALOG_FILE)?;
         manifest.check_file(dir, CATALOG_FILE, &cat_bytes)?;
         let catalog = Catalog::from_json(&cat_bytes).map_err(|e| bad(format!("{CATALOG_FILE}: {e}")))?;
         drop(cat_bytes);
         let vec_bytes = read(VECTORS_FILE)?;
         manifest.check_file(dir, VECTORS_FILE, &vec_bytes)?;
-        let vectors = VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes)
-            .ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows")))?;
+        let vectors =
+            VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes).ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows")))?;
         if vectors.len() != catalog.sections.len() || manifest.sections != catalog.sections.len() {
-            return Err(bad(format!(
-                "{} vectors for {} sections (manifest: {})",
-                vectors.len(),
-                catalog.sections.len(),
-                manifest.sections
-            )));
+            return Err(bad(format!("{} vectors for {} sections (manifest: {})", vectors.len(), catalog.sections.len(), manifest.sections)));
         }
         let bm25 = Bm25::open(&gen.join(TANTIVY_DIR)).map_err(|e| bad(format!("full-text index: {e}")))?;
         if bm25.num_docs() as usize != catalog.sections.len() {
-            return Err(bad(format!(
-                "full-text index has {} documents for {} sections",
-                bm25.num_docs(),
-                catalog.sections.len()
-            )));
+            return Err(bad(format!("full-text index has {} documents for {} sections", bm25.num_docs(), catalog.sections.len())));
         }
         if !manifest.inputs.model.same_space(&ModelId::minilm()) {
             return Err(bad(format!(
@@ -196,15 +175,7 @@ impl WikiIndex {
                 ModelId::minilm().name
             )));
         }
-        Ok(WikiIndex {
-            dir: dir.to_path_buf(),
-            manifest,
-            catalog,
-            vectors,
-            bm25,
-            embedder: OnceLock::new(),
-            query_cache: Default::default(),
-        })
+        Ok(WikiIndex { dir: dir.to_path_buf(), manifest, catalog, vectors, bm25, embedder: OnceLock::new(), query_cache: Default::default() })
     }
 
     /// The manifest the index was built with.
@@ -243,12 +214,7 @@ impl WikiIndex {
     }
 
     fn embedder(&self) -> Result<Arc<Embedder>, SearchError> {
-        self.embedder
-            .get_or_init(|| {
-                Embedder::minilm().map(Arc::new).map_err(|e| e.to_string())
-            })
-            .clone()
-            .map_err(SearchError::Embedder)
+        self.embedder.get_or_init(|| Embedder::minilm().map(Arc::new).map_err(|e| e.to_string())).clone().map_err(SearchError::Embedder)
     }
 
     /// Embed a query with the index's model (unit vector).
@@ -330,13 +296,7 @@ impl WikiIndex {
     }
 
     /// [`WikiIndex::search_pages_with`] with an explicit fusion (for experiments).
-    pub fn search_pages_fused(
-        &self,
-        query: &str,
-        k: usize,
-        mode: SearchMode,
-        fusion: Fusion,
-    ) -> Result<Vec<PageHit>, SearchError> {
+    pub fn search_pages_fused(&self, query: &str, k: usize, mode: SearchMode, fusion: Fusion) -> Result<Vec<PageHit>, SearchError> {
         // One hand-off into the thread pool per query: called from outside it, the encoder's second core
         // and the two rankings' join would each be a separate hand-off to a sleeping worker.
         if rayon::current_thread_index().is_none() {
@@ -370,10 +330,7 @@ impl WikiIndex {
     /// The sections of a page, in order, with their ids and titles.
     pub fn view_sections(&self, page_id: &str) -> Result<Vec<SectionInfo>, SearchError> {
         let p = &self.catalog.pages[self.catalog.page(page_id.trim())?];
-        Ok(self.catalog.sections[p.first..p.first + p.count]
-            .iter()
-            .map(|s| SectionInfo { section_id: s.id.clone(), title: s.title.clone() })
-            .collect())
+        Ok(self.catalog.sections[p.first..p.first + p.count].iter().map(|s| SectionInfo { section_id: s.id.clone(), title: s.title.clone() }).collect())
     }
 
     /// The text of one section.
@@ -398,20 +355,13 @@ fn inputs_for(corpus_sha256: &str, opts: &BuildOptions) -> Inputs {
 /// Up to date means: it opens cleanly (checksums included) and was built from a pages file with the
 /// same sha256, the same embedding model, chunking and format. Otherwise the reason is reported in
 /// [`BuildOutcome::Built`]. The previous index stays in service until the new one is complete.
-pub fn build_index(
-    pages: &Path,
-    dir: &Path,
-    opts: &BuildOptions,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<BuildOutcome, SearchError> {
+pub fn build_index(pages: &Path, dir: &Path, opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<BuildOutcome, SearchError> {
     let start = Instant::now();
     progress(Progress::Stage(format!("reading {}", pages.display())));
     let corpus_sha = ingest::file_sha256(pages)?;
     let want = inputs_for(&corpus_sha, opts);
     let reason = match generation_dir(dir).and_then(|g| Manifest::read(&g)) {
-        Err(SearchError::BadIndex { reason, .. }) if reason == "no index has been built there" => {
-            "no index yet".to_string()
-        }
+        Err(SearchError::BadIndex { reason, .. }) if reason == "no index has been built there" => "no index yet".to_string(),
         Err(e) => format!("the existing index is unusable ({e})"),
         Ok(old) => {
             let changes = want.changes_from(&old.inputs);
@@ -451,11 +401,7 @@ pub fn build_index(
         None => Embedder::minilm()?,
     };
     embedder.set_max_tokens(opts.max_tokens)?;
-    let texts: Vec<String> = catalog
-        .sections
-        .iter()
-        .map(|s| embedding_text(&catalog.pages[s.page].title, &s.title, &s.text))
-        .collect();
+    let texts: Vec<String> = catalog.sections.iter().map(|s| embedding_text(&catalog.pages[s.page].title, &s.title, &s.text)).collect();
     let total = texts.len();
     progress(Progress::Embedding { done: 0, total });
     let rows = embedder.embed_many(&texts, opts.batch_size, &mut |done| progress(Progress::Embedding { done, total }))?;
@@ -482,10 +428,7 @@ pub fn build_index(
     write_file(&building.join(MANIFEST_FILE), &man_bytes)?;
 
     // Put the new generation in service: rename the directory, then switch CURRENT atomically.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let gen_name = format!("gen-{nanos}-{}", std::process::id());
     let gen = dir.join(&gen_name);
     std::fs::rename(&building, &gen).map_err(|e| SearchError::write(&gen, e))?;

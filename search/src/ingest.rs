@@ -66,8 +66,7 @@ pub fn parse_jsonl(path: &Path, bytes: &[u8]) -> Result<Vec<Page>, SearchError> 
         if text.is_empty() {
             continue;
         }
-        let raw: RawPage =
-            serde_json::from_str(text).map_err(|e| bad(line_no, format!("malformed JSON: {e}")))?;
+        let raw: RawPage = serde_json::from_str(text).map_err(|e| bad(line_no, format!("malformed JSON: {e}")))?;
         let page = complete(raw).map_err(|field| bad(line_no, format!("missing field {field:?}")))?;
         if let Some(&first_line) = seen.get(&page.id) {
             return Err(SearchError::DuplicatePage { path: path.to_path_buf(), line: line_no, first_line, id: page.id });
@@ -92,8 +91,7 @@ fn parse_parquet(path: &Path, bytes: Vec<u8>) -> Result<Vec<Page>, SearchError> 
 
     // Rows are numbered from 1 in messages, like lines.
     let bad = |line: usize, message: String| SearchError::BadRecord { path: path.to_path_buf(), line, message };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
-        .map_err(|e| bad(0, format!("not a Parquet file: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes)).map_err(|e| bad(0, format!("not a Parquet file: {e}")))?;
     let reader = builder.build().map_err(|e| bad(0, format!("cannot read Parquet: {e}")))?;
 
     fn column<'a>(batch: &'a RecordBatch, name: &str) -> Option<Box<dyn Fn(usize) -> Option<&'a str> + 'a>> {
@@ -124,11 +122,7 @@ fn parse_parquet(path: &Path, bytes: Vec<u8>) -> Result<Vec<Page>, SearchError> 
         }
         for i in 0..batch.num_rows() {
             row += 1;
-            let raw = RawPage {
-                id: cols[0](i).map(str::to_owned),
-                title: cols[1](i).map(str::to_owned),
-                content: cols[2](i).map(str::to_owned),
-            };
+            let raw = RawPage { id: cols[0](i).map(str::to_owned), title: cols[1](i).map(str::to_owned), content: cols[2](i).map(str::to_owned) };
             let page = complete(raw).map_err(|field| bad(row, format!("row {row}: missing field {field:?}")))?;
             if let Some(&first_line) = seen.get(&page.id) {
                 return Err(SearchError::DuplicatePage { path: path.to_path_buf(), line: row, first_line, id: page.id });
@@ -142,11 +136,7 @@ fn parse_parquet(path: &Path, bytes: Vec<u8>) -> Result<Vec<Page>, SearchError> 
 
 #[cfg(not(feature = "parquet"))]
 fn parse_parquet(path: &Path, _bytes: Vec<u8>) -> Result<Vec<Page>, SearchError> {
-    Err(SearchError::BadRecord {
-        path: path.to_path_buf(),
-        line: 0,
-        message: "this build has no Parquet support (cargo feature `parquet`)".into(),
-    })
+    Err(SearchError::BadRecord { path: path.to_path_buf(), line: 0, message: "this build has no Parquet support (cargo feature `parquet`)".into() })
 }
 
 #[cfg(test)]

@@ -97,29 +97,22 @@ impl Int8Bert {
             )));
         }
         if shape.num_attention_heads == 0 || !shape.hidden_size.is_multiple_of(shape.num_attention_heads) {
-            return Err(err(format!(
-                "config.json: hidden size {} does not split into {} heads",
-                shape.hidden_size, shape.num_attention_heads
-            )));
+            return Err(err(format!("config.json: hidden size {} does not split into {} heads", shape.hidden_size, shape.num_attention_heads)));
         }
         let head_width = shape.hidden_size / shape.num_attention_heads;
         if head_width != 32 && head_width != 64 {
             return Err(err(format!("config.json: heads {head_width} wide; the int8 encoder runs heads of 32 or 64")));
         }
-        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
-            .map_err(|e| err(format!("model.safetensors: {e}")))?;
+        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).map_err(|e| err(format!("model.safetensors: {e}")))?;
         let mut weights = Weights { tensors, prefix: String::new(), dir };
         // Some exports nest everything under `bert.`.
-        if !weights.tensors.contains_key("embeddings.word_embeddings.weight")
-            && weights.tensors.contains_key("bert.embeddings.word_embeddings.weight")
-        {
+        if !weights.tensors.contains_key("embeddings.word_embeddings.weight") && weights.tensors.contains_key("bert.embeddings.word_embeddings.weight") {
             weights.prefix = "bert.".into();
         }
         let (h, ffn) = (shape.hidden_size, shape.intermediate_size);
         let eps = shape.layer_norm_eps as f32;
         let word_embeddings = weights.matrix("embeddings.word_embeddings.weight", None, h)?;
-        let position_embeddings =
-            weights.matrix("embeddings.position_embeddings.weight", Some(shape.max_position_embeddings), h)?;
+        let position_embeddings = weights.matrix("embeddings.position_embeddings.weight", Some(shape.max_position_embeddings), h)?;
         let types = weights.matrix("embeddings.token_type_embeddings.weight", None, h)?;
         let embedding_norm = weights.layer_norm("embeddings.LayerNorm", h, eps)?;
         let mut layers = Vec::with_capacity(shape.num_hidden_layers);
@@ -205,10 +198,7 @@ impl Int8Bert {
     fn encode_body(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
         let (t, h) = (ids.len(), self.hidden);
         if t == 0 || t > self.max_positions {
-            return Err(SearchError::Embedder(format!(
-                "int8 encoder: {t} word pieces (expected 1 to {})",
-                self.max_positions
-            )));
+            return Err(SearchError::Embedder(format!("int8 encoder: {t} word pieces (expected 1 to {})", self.max_positions)));
         }
         let vocab = self.word_embeddings.len() / h;
         let Scratch { x, wide, attended, projected, attention, quantized, sums } = scratch;
@@ -398,11 +388,7 @@ impl Weights<'_> {
         let err = |what: String| SearchError::Embedder(format!("{}/model.safetensors: {full}: {what}", self.dir.display()));
         let t = self.tensors.get(&full).ok_or_else(|| err("missing".into()))?;
         let dims = t.dims().to_vec();
-        let ok = if matrix {
-            dims.len() == 2 && dims[1] == shape.1 && shape.0.is_none_or(|r| dims[0] == r)
-        } else {
-            dims == [shape.1]
-        };
+        let ok = if matrix { dims.len() == 2 && dims[1] == shape.1 && shape.0.is_none_or(|r| dims[0] == r) } else { dims == [shape.1] };
         if !ok {
             let want = match shape.0 {
                 Some(r) if matrix => format!("[{r}, {}]", shape.1),
@@ -411,10 +397,7 @@ impl Weights<'_> {
             };
             return Err(err(format!("shape {dims:?}, expected {want}")));
         }
-        t.to_dtype(candle_core::DType::F32)
-            .and_then(|t| t.flatten_all())
-            .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| err(e.to_string()))
+        t.to_dtype(candle_core::DType::F32).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).map_err(|e| err(e.to_string()))
     }
 
     fn matrix(&self, name: &str, rows: Option<usize>, cols: usize) -> Result<Vec<f32>, SearchError> {
@@ -455,16 +438,9 @@ mod tests {
 
     #[test]
     fn erf_matches_known_values() {
-        for (x, want) in [
-            (0.0f32, 0.0f32),
-            (0.1, 0.112_462_92),
-            (0.5, 0.520_499_9),
-            (1.0, 0.842_700_8),
-            (-1.0, -0.842_700_8),
-            (2.5, 0.999_593),
-            (-6.0, -1.0),
-            (30.0, 1.0),
-        ] {
+        for (x, want) in
+            [(0.0f32, 0.0f32), (0.1, 0.112_462_92), (0.5, 0.520_499_9), (1.0, 0.842_700_8), (-1.0, -0.842_700_8), (2.5, 0.999_593), (-6.0, -1.0), (30.0, 1.0)]
+        {
             assert!((erf(x) - want).abs() < 1e-6, "erf({x}) = {} not {want}", erf(x));
         }
     }

@@ -38,9 +38,9 @@ pub mod hybrid;
 pub mod index;
 pub mod ingest;
 pub mod int8;
+pub mod int8_bert;
 pub mod lanes;
 pub mod manifest;
-pub mod int8_bert;
 pub mod sections;
 pub mod vectors;
 

@@ -38,11 +38,7 @@ impl Inputs {
             why.push(format!("index format changed (v{} -> v{})", old.format_version, self.format_version));
         }
         if self.corpus_sha256 != old.corpus_sha256 {
-            why.push(format!(
-                "corpus changed (sha256 {} -> {})",
-                short(&old.corpus_sha256),
-                short(&self.corpus_sha256)
-            ));
+            why.push(format!("corpus changed (sha256 {} -> {})", short(&old.corpus_sha256), short(&self.corpus_sha256)));
         }
         if !self.model.same_space(&old.model) {
             why.push(format!(
@@ -104,30 +100,19 @@ impl Manifest {
     /// Read and parse `dir/manifest.json`; any failure is a `BadIndex` that says to re-run `agentrt index`.
     pub fn read(dir: &Path) -> Result<Manifest, SearchError> {
         let path = dir.join(MANIFEST_FILE);
-        let bytes = std::fs::read(&path)
-            .map_err(|e| SearchError::bad_index(dir, format!("cannot read {}: {e}", path.display())))?;
-        let m: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| SearchError::bad_index(dir, format!("{} is garbled: {e}", path.display())))?;
+        let bytes = std::fs::read(&path).map_err(|e| SearchError::bad_index(dir, format!("cannot read {}: {e}", path.display())))?;
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| SearchError::bad_index(dir, format!("{} is garbled: {e}", path.display())))?;
         if m.inputs.format_version != FORMAT_VERSION {
-            return Err(SearchError::bad_index(
-                dir,
-                format!("it has format v{}, this agentrt reads v{FORMAT_VERSION}", m.inputs.format_version),
-            ));
+            return Err(SearchError::bad_index(dir, format!("it has format v{}, this agentrt reads v{FORMAT_VERSION}", m.inputs.format_version)));
         }
         Ok(m)
     }
 
     /// Check one file's bytes against the recorded length and sha256.
     pub fn check_file(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<(), SearchError> {
-        let want = self
-            .files
-            .get(name)
-            .ok_or_else(|| SearchError::bad_index(dir, format!("manifest has no checksum for {name}")))?;
+        let want = self.files.get(name).ok_or_else(|| SearchError::bad_index(dir, format!("manifest has no checksum for {name}")))?;
         if bytes.len() as u64 != want.len {
-            return Err(SearchError::bad_index(
-                dir,
-                format!("{name} has {} bytes, the manifest says {} (partial or truncated)", bytes.len(), want.len),
-            ));
+            return Err(SearchError::bad_index(dir, format!("{name} has {} bytes, the manifest says {} (partial or truncated)", bytes.len(), want.len)));
         }
         let got = FileSum::of(bytes);
         if got.sha256 != want.sha256 {
@@ -142,12 +127,7 @@ mod tests {
     use super::*;
 
     fn inputs() -> Inputs {
-        Inputs {
-            format_version: FORMAT_VERSION,
-            corpus_sha256: "a".repeat(64),
-            model: ModelId::minilm(),
-            chunking: ChunkParams::default(),
-        }
+        Inputs { format_version: FORMAT_VERSION, corpus_sha256: "a".repeat(64), model: ModelId::minilm(), chunking: ChunkParams::default() }
     }
 
     #[test]
@@ -169,14 +149,7 @@ mod tests {
     #[test]
     fn check_file_catches_truncation_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
-        let mut m = Manifest {
-            inputs: inputs(),
-            corpus_path: "x".into(),
-            pages: 0,
-            sections: 0,
-            files: BTreeMap::new(),
-            build_seconds: 0.0,
-        };
+        let mut m = Manifest { inputs: inputs(), corpus_path: "x".into(), pages: 0, sections: 0, files: BTreeMap::new(), build_seconds: 0.0 };
         m.files.insert("v".into(), FileSum::of(b"hello"));
         assert!(m.check_file(dir.path(), "v", b"hello").is_ok());
         let e = m.check_file(dir.path(), "v", b"hell").unwrap_err().to_string();

@@ -125,11 +125,7 @@ impl VectorStore {
         let words = self.dim.div_ceil(64);
         let mut query_bits = vec![0u64; words];
         sign_bits(query, &self.mean, &mut query_bits);
-        let mut shortlist: Vec<(u32, u32)> = hamming_distances(&query_bits, &self.signs)
-            .into_iter()
-            .enumerate()
-            .map(|(r, d)| (d, r as u32))
-            .collect();
+        let mut shortlist: Vec<(u32, u32)> = hamming_distances(&query_bits, &self.signs).into_iter().enumerate().map(|(r, d)| (d, r as u32)).collect();
         shortlist.select_nth_unstable(shortlist_len - 1);
         shortlist.truncate(shortlist_len);
         // Second pass: int8 scores of the shortlist.

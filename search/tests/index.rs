@@ -135,10 +135,7 @@ fn rebuild_is_a_noop_then_changes_are_named_and_corruption_detected() {
     assert_eq!(idx.view_sections("extra").unwrap().len(), 1);
     drop(idx);
     // Exactly one generation is left.
-    let gens = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("gen-"))
-        .count();
+    let gens = std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("gen-")).count();
     assert_eq!(gens, 1);
 
     let gen = dir.path().join(std::fs::read_to_string(dir.path().join("CURRENT")).unwrap().trim());
@@ -200,11 +197,7 @@ fn missing_index_says_to_run_agentrt_index() {
 fn bad_pages_file_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let pages = dir.path().join("bad.jsonl");
-    std::fs::write(
-        &pages,
-        "{\"id\":\"a\",\"title\":\"A\",\"content\":\"x\"}\n{\"id\":\"b\",\"title\":\"B\",\"content\":\"y\"\n",
-    )
-    .unwrap();
+    std::fs::write(&pages, "{\"id\":\"a\",\"title\":\"A\",\"content\":\"x\"}\n{\"id\":\"b\",\"title\":\"B\",\"content\":\"y\"\n").unwrap();
     let e = build_index(&pages, &dir.path().join("idx"), &opts(), &mut |_| {}).unwrap_err().to_string();
     assert!(e.starts_with(&format!("{}:2: malformed JSON", pages.display())), "{e}");
 

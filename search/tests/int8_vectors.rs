@@ -12,12 +12,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 fn int8_query_vectors_point_where_the_f32_vectors_do() {
     let embedder = Embedder::minilm().expect("all-MiniLM-L6-v2");
     let questions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/wiki/questions.jsonl");
-    let mut texts: Vec<String> = agentrt_search::read_questions(&questions, Some("dev"))
-        .expect("questions")
-        .into_iter()
-        .take(60)
-        .map(|q| q.question)
-        .collect();
+    let mut texts: Vec<String> = agentrt_search::read_questions(&questions, Some("dev")).expect("questions").into_iter().take(60).map(|q| q.question).collect();
     texts.extend(["Paris", "a", "Ünïcödé, emoji 🦀 and punctuation?!", &"long query ".repeat(120)].map(String::from));
     let mut worst = (1.0f32, String::new());
     let mut total = 0.0;

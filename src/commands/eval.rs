@@ -7,8 +7,8 @@ use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_rollout::AgentSettings;
-use agentrt_trainer::TrainConfig;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
+use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -1,8 +1,8 @@
 //! `agentrt generate`: sample a completion from the policy, exactly as the trainer and eval harness do.
 
+use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::{Message, ModelSource, Policy, SamplingParams};
 use anyhow::Context;
-use agentrt_policy::rand::SeedableRng;
 
 /// Arguments of `agentrt generate`.
 #[derive(clap::Args)]
@@ -68,14 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     messages.push(Message::user(args.prompt.clone()));
     let prompt = policy.chat_prompt(&messages)?;
-    let params = SamplingParams {
-        n: 1,
-        temperature: args.temperature,
-        top_p: args.top_p,
-        top_k: args.top_k,
-        max_tokens: args.max_tokens,
-        ..Default::default()
-    };
+    let params =
+        SamplingParams { n: 1, temperature: args.temperature, top_p: args.top_p, top_k: args.top_k, max_tokens: args.max_tokens, ..Default::default() };
     let mut rng = agentrt_policy::rand::rngs::StdRng::seed_from_u64(args.seed);
     let out = policy.sample(&[prompt], &params, &mut rng)?;
     let c = &out[0];

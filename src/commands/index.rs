@@ -55,10 +55,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     progress.finish_and_clear();
     match outcome? {
         BuildOutcome::UpToDate => println!("index is up to date: {}", dir.display()),
-        BuildOutcome::Built { reason, pages, sections, seconds } => println!(
-            "built index of {pages} pages, {sections} sections in {seconds:.1}s ({reason}): {}",
-            dir.display()
-        ),
+        BuildOutcome::Built { reason, pages, sections, seconds } => {
+            println!("built index of {pages} pages, {sections} sections in {seconds:.1}s ({reason}): {}", dir.display())
+        }
     }
     Ok(())
 }

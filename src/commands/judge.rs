@@ -74,19 +74,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let judge = args.judge.build(&options).with_context(|| format!("setting up judge {}", args.judge))?;
     let input = JudgeInput { question: args.question, answers: args.answers, response: args.response };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let verdict = runtime
-        .block_on(judge.judge(&input))
-        .with_context(|| format!("judging with {}", judge.name()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+    let verdict = runtime.block_on(judge.judge(&input)).with_context(|| format!("judging with {}", judge.name()))?;
     // Whole rewards print as integers (`"reward": 1`), as the verdict format promises.
-    let reward = if verdict.reward.fract() == 0.0 {
-        serde_json::json!(verdict.reward as i64)
-    } else {
-        serde_json::json!(verdict.reward)
-    };
+    let reward = if verdict.reward.fract() == 0.0 { serde_json::json!(verdict.reward as i64) } else { serde_json::json!(verdict.reward) };
     #[derive(serde::Serialize)]
     struct Line {
         reward: serde_json::Value,

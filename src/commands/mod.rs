@@ -1,11 +1,11 @@
 //! One module per subcommand.
 pub mod bench;
 pub mod cache;
-pub mod exec;
-pub mod judge;
-pub mod generate;
 pub mod eval;
+pub mod exec;
+pub mod generate;
 pub mod index;
+pub mod judge;
 pub mod plot;
 pub mod search;
 pub mod sft;

@@ -68,7 +68,14 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let overrides = args.overrides();
     if args.run.print_config && args.run.resume.is_none() {
-        print!("{}", args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_SFT_CONFIG, || Ok(SftConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()))?);
+        print!(
+            "{}",
+            args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_SFT_CONFIG, || Ok(SftConfig::from_layers(
+                args.run.config.as_deref(),
+                &overrides
+            )?
+            .to_toml()))?
+        );
         return Ok(());
     }
     let config = SftConfig::from_layers(args.run.config.as_deref(), &overrides)?;

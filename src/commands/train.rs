@@ -69,7 +69,12 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let overrides = args.overrides();
     if args.run.print_config && args.run.resume.is_none() {
-        print!("{}", args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_CONFIG, || Ok(TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()))?);
+        print!(
+            "{}",
+            args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_CONFIG, || Ok(
+                TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()
+            ))?
+        );
         return Ok(());
     }
     let config = TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?;

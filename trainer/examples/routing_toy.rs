@@ -34,7 +34,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for run in 0..runs {
         let t = std::time::Instant::now();
         let (rows, sets) = toy::routing_experiment(&cfg, 4, toy::ROUTING_TASK_MASS, toy::ROUTING_HACK_MASS, 1024)?;
-        println!("run {run}: seed {}, {:?} routing, task {:?}, hack {:?}, {:.0} s\n{}", cfg.seed, cfg.routing, sets.task, sets.hack, t.elapsed().as_secs_f64(), toy::routing_table(&rows));
+        println!(
+            "run {run}: seed {}, {:?} routing, task {:?}, hack {:?}, {:.0} s\n{}",
+            cfg.seed,
+            cfg.routing,
+            sets.task,
+            sets.hack,
+            t.elapsed().as_secs_f64(),
+            toy::routing_table(&rows)
+        );
     }
     Ok(())
 }

@@ -246,7 +246,12 @@ pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str
 /// The config a resumed run goes on with: its saved `config.toml` with `file` and `overrides` layered over
 /// it (not over the defaults, so a key not given keeps its saved value), then checked by
 /// [`check_resumable`].
-pub(crate) fn resumed<T: serde::de::DeserializeOwned + Serialize>(saved: &Path, file: Option<&Path>, overrides: &[String], changeable: &[&str]) -> Result<T, TrainError> {
+pub(crate) fn resumed<T: serde::de::DeserializeOwned + Serialize>(
+    saved: &Path,
+    file: Option<&Path>,
+    overrides: &[String],
+    changeable: &[&str],
+) -> Result<T, TrainError> {
     let text = std::fs::read_to_string(saved).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
     let old: T = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
     let new: T = layered(&text, &saved.display().to_string(), file, overrides)?;
@@ -309,7 +314,8 @@ pub(crate) fn merge(base: &mut toml::Table, user: toml::Table, origin: String) -
 pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
     let (path, raw) = assignment.split_once('=').ok_or_else(|| TrainError::Config(format!("`{assignment}`: expected section.key=value")))?;
     let (section, key) = path.trim().split_once('.').ok_or_else(|| TrainError::Config(format!("`{path}`: expected section.key")))?;
-    let table = base.get_mut(section).and_then(|t| t.as_table_mut()).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{section}]")))?;
+    let table =
+        base.get_mut(section).and_then(|t| t.as_table_mut()).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{section}]")))?;
     let old = table.get(key).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown key {section}.{key}")))?;
     let raw = raw.trim();
     let parsed: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
@@ -337,7 +343,8 @@ mod tests {
         let c = TrainConfig::default();
         assert_eq!(c.model.name, agentrt_policy::DEFAULT_MODEL_NAME, "one name for the default model");
         assert_eq!(c.run_name(), "smollm2-135m_lr1e-4_g4_beta0.02_s42");
-        let c = TrainConfig::from_layers(None, &["algorithm.lr=1e-5".into(), "algorithm.advantage=rloo".into(), "rollout.sampler=openai:m@http://x/v1".into()]).unwrap();
+        let c = TrainConfig::from_layers(None, &["algorithm.lr=1e-5".into(), "algorithm.advantage=rloo".into(), "rollout.sampler=openai:m@http://x/v1".into()])
+            .unwrap();
         assert_eq!(c.run_name(), "smollm2-135m_lr1e-5_g4_beta0.02_s42_rloo");
         assert_eq!(c.rollout.sampler, "openai:m@http://x/v1");
     }
@@ -361,7 +368,8 @@ mod tests {
 
     #[test]
     fn saved_config_round_trips() {
-        let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into(), "routing.unflagged=exclusive".into()]).unwrap();
+        let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into(), "routing.unflagged=exclusive".into()])
+            .unwrap();
         assert_eq!(c.routing.unflagged, Routing::Exclusive);
         let e = TrainConfig::from_layers(None, &["routing.unflagged=both".into()]).unwrap_err().to_string();
         assert!(e.contains("unflagged"), "{e}");
@@ -384,7 +392,10 @@ mod tests {
         assert_eq!((longer.run.max_steps, longer.run.save_steps, longer.algorithm.lr), (30, 2, 3e-5));
 
         let e = TrainConfig::resumed(&p, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap_err().to_string();
-        assert!(e.contains("algorithm.lr = 0.001 (saved: 0.00003)") && e.contains("rollout.num_rollouts = 8 (saved: 4)") && e.contains("--init-adapter"), "{e}");
+        assert!(
+            e.contains("algorithm.lr = 0.001 (saved: 0.00003)") && e.contains("rollout.num_rollouts = 8 (saved: 4)") && e.contains("--init-adapter"),
+            "{e}"
+        );
         let e = check_resumable(&saved, &TrainConfig::default(), TrainConfig::CHANGEABLE_ON_RESUME).unwrap_err().to_string();
         assert!(e.contains("algorithm.lr = 0.0001 (saved: 0.00003)") && !e.contains("run.max_steps ="), "{e}");
     }

@@ -47,19 +47,35 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
         chart("tool calls", "per episode", vec![series(&lines, METRICS, "tool calls", "/tool_calls")?, series(&lines, METRICS, "turns", "/turns")?]),
         chart("KL to base", "mean per token", vec![series(&lines, METRICS, "kl", "/kl")?]),
         chart("loss", "loss", vec![series(&lines, METRICS, "loss", "/loss")?]),
-        chart("seconds per step", "s", vec![series(&lines, METRICS, "step", "/seconds/step")?, series(&lines, METRICS, "generate", "/seconds/generate")?, series(&lines, METRICS, "update", "/seconds/update")?]),
+        chart(
+            "seconds per step",
+            "s",
+            vec![
+                series(&lines, METRICS, "step", "/seconds/step")?,
+                series(&lines, METRICS, "generate", "/seconds/generate")?,
+                series(&lines, METRICS, "update", "/seconds/update")?,
+            ],
+        ),
     ];
     let routing = dir.read_lines(ROUTING_EVAL)?;
     if !routing.is_empty() {
         charts.push(chart(
             "routing eval: accuracy",
             "fraction correct",
-            vec![series(&routing, ROUTING_EVAL, "both", "/both/accuracy")?, series(&routing, ROUTING_EVAL, "retain only", "/retain_only/accuracy")?, series(&routing, ROUTING_EVAL, "forget only", "/forget_only/accuracy")?],
+            vec![
+                series(&routing, ROUTING_EVAL, "both", "/both/accuracy")?,
+                series(&routing, ROUTING_EVAL, "retain only", "/retain_only/accuracy")?,
+                series(&routing, ROUTING_EVAL, "forget only", "/forget_only/accuracy")?,
+            ],
         ));
         charts.push(chart(
             "routing eval: flagged",
             "fraction flagged",
-            vec![series(&routing, ROUTING_EVAL, "both", "/both/flagged")?, series(&routing, ROUTING_EVAL, "retain only", "/retain_only/flagged")?, series(&routing, ROUTING_EVAL, "forget only", "/forget_only/flagged")?],
+            vec![
+                series(&routing, ROUTING_EVAL, "both", "/both/flagged")?,
+                series(&routing, ROUTING_EVAL, "retain only", "/retain_only/flagged")?,
+                series(&routing, ROUTING_EVAL, "forget only", "/forget_only/flagged")?,
+            ],
         ));
     }
     let path = out.map(Path::to_path_buf).unwrap_or_else(|| run.join(CURVES));

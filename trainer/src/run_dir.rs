@@ -83,7 +83,8 @@ impl RunDir {
             if !p.exists() {
                 continue;
             }
-            let kept: Vec<String> = read_jsonl(&p)?.into_iter().filter(|v| v["step"].as_u64().is_none_or(|s| s as usize <= step)).map(|v| v.to_string() + "\n").collect();
+            let kept: Vec<String> =
+                read_jsonl(&p)?.into_iter().filter(|v| v["step"].as_u64().is_none_or(|s| s as usize <= step)).map(|v| v.to_string() + "\n").collect();
             write_atomic(&p, kept.concat().as_bytes())?;
         }
         Ok(())

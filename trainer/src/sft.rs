@@ -105,7 +105,8 @@ impl SftConfig {
     }
 
     /// The keys a resumed run may change: its length and how often it evaluates and saves.
-    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] = &["sft.max_steps", "sft.epochs", "sft.eval_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name"];
+    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] =
+        &["sft.max_steps", "sft.epochs", "sft.eval_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name"];
 
     /// The config to resume the run of `saved` (its `config.toml`) with (as `TrainConfig::resumed`).
     pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
@@ -224,7 +225,8 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
             prompts.push(system);
         }
         let last_user = c.messages.iter().rposition(|m| m.role == "user").unwrap_or(0);
-        let shown = c.messages.iter().skip_while(|m| m.role == "system").take(demo.len()).map(|m| (&m.role, &m.content)).eq(demo.iter().map(|m| (&m.role, &m.content)));
+        let shown =
+            c.messages.iter().skip_while(|m| m.role == "system").take(demo.len()).map(|m| (&m.role, &m.content)).eq(demo.iter().map(|m| (&m.role, &m.content)));
         with_demo += shown as usize;
         max_turns = max_turns.max(c.messages[last_user..].iter().filter(|m| m.role == "assistant").count());
     }
@@ -246,7 +248,11 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
     } else {
         text
     };
-    AgentSettings { model: model.to_string(), system_prompt: named, demonstration: with_demo * 2 > conversations.len(), max_turns,
+    AgentSettings {
+        model: model.to_string(),
+        system_prompt: named,
+        demonstration: with_demo * 2 > conversations.len(),
+        max_turns,
         max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32,
         max_observation_chars: None,
         limits: None,
@@ -304,7 +310,10 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<Exa
         let n_val = if d.val_examples > 0 { d.val_examples } else { (d.val_fraction * train.len() as f64).round() as usize };
         if n_val > 0 {
             if n_val >= train.len() {
-                return Err(TrainError::Config(format!("data.val_examples / val_fraction: {n_val} held back of {} conversations leaves none to train on", train.len())));
+                return Err(TrainError::Config(format!(
+                    "data.val_examples / val_fraction: {n_val} held back of {} conversations leaves none to train on",
+                    train.len()
+                )));
             }
             let mut order: Vec<usize> = (0..train.len()).collect();
             order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(config.run.seed ^ 0x5f7_da7a));
@@ -314,12 +323,19 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<Exa
             }
             let all = std::mem::take(&mut train);
             for (e, h) in all.into_iter().zip(held) {
-                if h { val.push(e) } else { train.push(e) }
+                if h {
+                    val.push(e)
+                } else {
+                    train.push(e)
+                }
             }
         }
     }
     if train.is_empty() {
-        return Err(TrainError::Config(format!("data.train: no conversations to train on ({dropped} dropped as longer than data.max_seq_tokens, {} transcripts left out)", stats.not_correct + stats.empty_reply)));
+        return Err(TrainError::Config(format!(
+            "data.train: no conversations to train on ({dropped} dropped as longer than data.max_seq_tokens, {} transcripts left out)",
+            stats.not_correct + stats.empty_reply
+        )));
     }
     Ok((train, val, dropped, stats, settings))
 }
@@ -361,7 +377,10 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         (run, config, last)
     } else {
         if run_dir.join(CONFIG).exists() {
-            return Err(TrainError::Run(format!("{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name", run_dir.display())));
+            return Err(TrainError::Run(format!(
+                "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
+                run_dir.display()
+            )));
         }
         std::fs::create_dir_all(&run_dir).map_err(io_err(&run_dir))?;
         write_atomic(&run_dir.join(CONFIG), config.to_toml().as_bytes())?;
@@ -392,7 +411,11 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let s = &config.sft;
     let mut learner = Learner::new(
         policy,
-        LearnerConfig { beta: 0.0, max_grad_norm: s.max_grad_norm, optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() } },
+        LearnerConfig {
+            beta: 0.0,
+            max_grad_norm: s.max_grad_norm,
+            optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() },
+        },
     )?;
     if let Some((step, ckpt)) = &resume_from {
         let p = RunDir::optimizer_of(ckpt);
@@ -409,7 +432,12 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let mut order = DataOrder::new(train_set.len(), seed);
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let mut final_val = None;
-    eprintln!("fine-tuning {} ({} conversations x {per_step} per step, {total_steps} steps) into {}", learner.policy.base_name, train_set.len(), run.path.display());
+    eprintln!(
+        "fine-tuning {} ({} conversations x {per_step} per step, {total_steps} steps) into {}",
+        learner.policy.base_name,
+        train_set.len(),
+        run.path.display()
+    );
     let bar = progress.then(|| Progress::new("sft", "steps", total_steps as u64, start_step as u64));
     for step in start_step + 1..=total_steps {
         let started = Instant::now();

@@ -77,7 +77,13 @@ pub fn read_conversations(path: &Path, opts: &TranscriptOptions) -> Result<(Vec<
         let episode = match obj.get("episode") {
             Some(e) => e,
             None if obj.contains_key("turns") && obj.contains_key("question") => &v,
-            None => return Err(line_err(path, line, "neither a chat conversation ({\"messages\": [...]}) nor an agentrt transcript (an episode with \"question\" and \"turns\")")),
+            None => {
+                return Err(line_err(
+                    path,
+                    line,
+                    "neither a chat conversation ({\"messages\": [...]}) nor an agentrt transcript (an episode with \"question\" and \"turns\")",
+                ))
+            }
         };
         stats.transcripts += 1;
         match transcript_messages(episode, opts).map_err(|e| line_err(path, line, e))? {
@@ -188,7 +194,13 @@ pub struct Example {
 
 /// Renders conversations with the policy's template ([`TraceBuilder::render_conversation`]), decides
 /// routing, and drops those longer than `max_seq_tokens` (returned as a count: the caller reports it).
-pub fn tokenize(policy: &Policy, conversations: &[Conversation], detector: &Detector, dual: bool, max_seq_tokens: usize) -> Result<(Vec<Example>, usize), TrainError> {
+pub fn tokenize(
+    policy: &Policy,
+    conversations: &[Conversation],
+    detector: &Detector,
+    dual: bool,
+    max_seq_tokens: usize,
+) -> Result<(Vec<Example>, usize), TrainError> {
     let builder = TraceBuilder::new(policy);
     let mut out = Vec::with_capacity(conversations.len());
     let mut too_long = 0;

@@ -64,7 +64,8 @@ pub fn expand(file: Option<&Path>, fixed: &[String], axes: &[Axis]) -> Result<Ve
 
 /// A markdown table of each run's last step and best reward (runs without metrics say so).
 pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32>]) -> Result<String, TrainError> {
-    let mut s = String::from("| run | exit | steps | reward (last) | accuracy (last) | best reward | tool calls | s/step |\n|---|---|---|---|---|---|---|---|\n");
+    let mut s =
+        String::from("| run | exit | steps | reward (last) | accuracy (last) | best reward | tool calls | s/step |\n|---|---|---|---|---|---|---|---|\n");
     for (p, status) in points.iter().zip(statuses) {
         let dir = RunDir { path: output_dir.join(&p.run_name) };
         let lines = dir.read_lines(METRICS)?;
@@ -74,9 +75,9 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
             Some(l) => {
                 // A missing value is an error naming the run and the key, not a NaN in the table.
                 let number = |l: &serde_json::Value, key: &str| {
-                    l.pointer(key).and_then(|v| v.as_f64()).ok_or_else(|| {
-                        TrainError::Run(format!("{}/{METRICS}: a line has no number at `{key}`", dir.path.display()))
-                    })
+                    l.pointer(key)
+                        .and_then(|v| v.as_f64())
+                        .ok_or_else(|| TrainError::Run(format!("{}/{METRICS}: a line has no number at `{key}`", dir.path.display())))
                 };
                 let mut best = f64::NEG_INFINITY;
                 for line in &lines {

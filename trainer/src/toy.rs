@@ -70,7 +70,21 @@ pub struct ToyConfig {
 
 impl Default for ToyConfig {
     fn default() -> Self {
-        ToyConfig { steps: 40, groups: 8, group_size: 8, completion_tokens: 2, task: TokenSet::Chars(TARGET.into()), hack: TokenSet::Ids(Vec::new()), advantage: AdvantageKind::Grpo, baseline: 0.5, lr: 2e-2, adam_eps: 1e-8, hack_bonus: 0.0, routing: Routing::Shared, seed: 0 }
+        ToyConfig {
+            steps: 40,
+            groups: 8,
+            group_size: 8,
+            completion_tokens: 2,
+            task: TokenSet::Chars(TARGET.into()),
+            hack: TokenSet::Ids(Vec::new()),
+            advantage: AdvantageKind::Grpo,
+            baseline: 0.5,
+            lr: 2e-2,
+            adam_eps: 1e-8,
+            hack_bonus: 0.0,
+            routing: Routing::Shared,
+            seed: 0,
+        }
     }
 }
 
@@ -208,7 +222,9 @@ pub fn frequent_token_sets(policy: &Policy, cfg: &ToyConfig, task_mass: f64, hac
         }
         if n < target {
             let top: Vec<(u32, usize)> = ranked.iter().take(8).copied().collect();
-            return Err(TrainError::Run(format!("the untrained model's tokens cannot fill a set of {mass} ({total} counted; most frequent (id, count): {top:?})")));
+            return Err(TrainError::Run(format!(
+                "the untrained model's tokens cannot fill a set of {mass} ({total} counted; most frequent (id, count): {top:?})"
+            )));
         }
         Ok(ids)
     };
@@ -220,7 +236,13 @@ pub fn frequent_token_sets(policy: &Policy, cfg: &ToyConfig, task_mass: f64, hac
 /// Seed 004's experiment: dual LoRA with routing on the hack, measured with both adapters, retain only and
 /// forget only; beside it plain LoRA of rank `2 * rank`, trained the same way. The task and hack token sets
 /// are chosen from the untrained model ([`frequent_token_sets`]); returns them too.
-pub fn routing_experiment(cfg: &ToyConfig, rank: usize, task_mass: f64, hack_mass: f64, eval_samples: usize) -> Result<(Vec<RoutingRow>, ToyConfig), TrainError> {
+pub fn routing_experiment(
+    cfg: &ToyConfig,
+    rank: usize,
+    task_mass: f64,
+    hack_mass: f64,
+    eval_samples: usize,
+) -> Result<(Vec<RoutingRow>, ToyConfig), TrainError> {
     let mut dual = learner(routing_policy(cfg.seed)?, rank, true, cfg.lr, cfg.seed)?;
     let (task, hack) = frequent_token_sets(&dual.policy, cfg, task_mass, hack_mass, cfg.seed ^ 0x5e75)?;
     let cfg = ToyConfig { task: TokenSet::Ids(task), hack: TokenSet::Ids(hack), ..cfg.clone() };

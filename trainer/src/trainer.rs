@@ -14,8 +14,8 @@ use agentrt_judge::Judge;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
 use agentrt_rollout::{
-    demonstration, read_questions, system_prompt, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question,
-    TurnPolicy, system_prompt_template, STOP_STRINGS,
+    demonstration, read_questions, system_prompt, system_prompt_template, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig,
+    Question, TurnPolicy, STOP_STRINGS,
 };
 use agentrt_runtime::{Limits, Sandbox};
 use serde_json::json;
@@ -48,7 +48,13 @@ pub struct TrainSummary {
 /// The sandbox limits of a config.
 pub fn limits_of(config: &TrainConfig) -> Limits {
     let r = &config.rollout;
-    Limits { fuel: r.fuel, memory_bytes: r.memory_mib << 20, timeout: Duration::from_millis(r.timeout_ms), max_host_calls: r.max_host_calls, ..Limits::default() }
+    Limits {
+        fuel: r.fuel,
+        memory_bytes: r.memory_mib << 20,
+        timeout: Duration::from_millis(r.timeout_ms),
+        max_host_calls: r.max_host_calls,
+        ..Limits::default()
+    }
 }
 
 /// How a config's episodes run: the one construction `train` plays with and `eval` measures with.
@@ -163,7 +169,11 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let a = &config.algorithm;
     let mut learner = Learner::new(
         policy,
-        LearnerConfig { beta: a.beta, max_grad_norm: a.max_grad_norm, optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() } },
+        LearnerConfig {
+            beta: a.beta,
+            max_grad_norm: a.max_grad_norm,
+            optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
+        },
     )?;
     learner.set_reference(reference);
     if let Some((step, ckpt)) = &resume_from {
@@ -282,7 +292,21 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             update.kl /= update.model_tokens as f64;
         }
 
-        let line = step_metrics(step, questions_seen, &episodes, &step_parts, &update, grad_norm, skipped_groups, routed, config.algorithm.lr, times, update_s, step_started.elapsed().as_secs_f64(), &config);
+        let line = step_metrics(
+            step,
+            questions_seen,
+            &episodes,
+            &step_parts,
+            &update,
+            grad_norm,
+            skipped_groups,
+            routed,
+            config.algorithm.lr,
+            times,
+            update_s,
+            step_started.elapsed().as_secs_f64(),
+            &config,
+        );
         run.append(METRICS, &line)?;
         if step % config.run.logging_steps == 0 {
             for e in episodes.iter().take(group) {
@@ -371,7 +395,14 @@ fn step_metrics(
 }
 
 /// Evaluates with both adapters, retain only and forget only (greedy, one episode per question).
-async fn routing_eval(policy: &mut Policy, runner: &EpisodeRunner, questions: &[Question], detector: &Detector, config: &TrainConfig, step: usize) -> Result<serde_json::Value, TrainError> {
+async fn routing_eval(
+    policy: &mut Policy,
+    runner: &EpisodeRunner,
+    questions: &[Question],
+    detector: &Detector,
+    config: &TrainConfig,
+    step: usize,
+) -> Result<serde_json::Value, TrainError> {
     let mut out = serde_json::Map::new();
     out.insert("step".into(), json!(step));
     let params = SamplingParams { temperature: 0.0, ..sampling_of(config) };

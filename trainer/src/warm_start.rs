@@ -19,7 +19,8 @@ pub fn adapters_dir(dir: &Path) -> PathBuf {
 /// `model.dual_lora`), else fresh ones drawn from `seed`.
 pub fn start_adapters(policy: &mut Policy, model: &ModelSection, seed: u64) -> Result<(), TrainError> {
     if model.init_adapter.is_empty() {
-        policy.init_adapters(LoraConfig { rank: model.lora_rank, alpha: model.lora_alpha, targets: model.lora_targets.clone(), dual: model.dual_lora }, seed)?;
+        policy
+            .init_adapters(LoraConfig { rank: model.lora_rank, alpha: model.lora_alpha, targets: model.lora_targets.clone(), dual: model.dual_lora }, seed)?;
         return Ok(());
     }
     policy.adapters = Some(load_init_adapter(policy, model)?);
@@ -37,7 +38,8 @@ pub fn reference_adapters(policy: &Policy, model: &ModelSection) -> Result<Optio
 
 fn load_init_adapter(policy: &Policy, model: &ModelSection) -> Result<AdapterSet, TrainError> {
     let dir = adapters_dir(Path::new(&model.init_adapter));
-    let set = AdapterSet::load_peft(&dir, policy.config(), policy.device()).map_err(|e| TrainError::Config(format!("model.init_adapter {}: {e}", dir.display())))?;
+    let set =
+        AdapterSet::load_peft(&dir, policy.config(), policy.device()).map_err(|e| TrainError::Config(format!("model.init_adapter {}: {e}", dir.display())))?;
     let dual = set.forget.is_some();
     if dual != model.dual_lora {
         return Err(TrainError::Config(format!(

@@ -109,7 +109,17 @@ async fn transcripts_are_read_as_they_are_and_mask_only_the_replies() {
     assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
     assert_eq!(convs[0].messages[3].content, e.turns[0].observation.clone().unwrap());
 
-    let c = SftConfig::from_layers(None, &[format!("model.name={}", model.display()), format!("data.train=[\"{}\"]", p.display()), "data.val_fraction=0".into(), "data.demonstration=false".into(), "data.only_correct=true".into()]).unwrap();
+    let c = SftConfig::from_layers(
+        None,
+        &[
+            format!("model.name={}", model.display()),
+            format!("data.train=[\"{}\"]", p.display()),
+            "data.val_fraction=0".into(),
+            "data.demonstration=false".into(),
+            "data.only_correct=true".into(),
+        ],
+    )
+    .unwrap();
     let policy = load(&model);
     let (train, _, _, _) = load_examples(&c, &policy).unwrap();
     assert_eq!(train.len(), 2);
@@ -173,12 +183,17 @@ fn a_resumed_run_matches_a_straight_one() {
     let dir = tempfile::tempdir().unwrap();
     let (model, data, out) = (tiny_model(dir.path()), chat_data(dir.path()), dir.path().join("runs"));
     let extra = ["sft.max_steps=4", "run.save_steps=1", "sft.eval_steps=2"];
-    let straight = sft(SftRequest { config: config(&model, &data, &out, "straight", &extra), run_dir: out.join("straight"), resume: false, progress: false }).unwrap();
+    let straight =
+        sft(SftRequest { config: config(&model, &data, &out, "straight", &extra), run_dir: out.join("straight"), resume: false, progress: false }).unwrap();
 
     let split = out.join("split");
     let two = config(&model, &data, &out, "split", &["sft.max_steps=2", "run.save_steps=1", "sft.eval_steps=2"]);
     sft(SftRequest { config: two, run_dir: split.clone(), resume: false, progress: false }).unwrap();
-    std::fs::OpenOptions::new().append(true).open(split.join("metrics.jsonl")).map(|mut f| std::io::Write::write_all(&mut f, b"{\"step\": 3, \"train_lo").unwrap()).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(split.join("metrics.jsonl"))
+        .map(|mut f| std::io::Write::write_all(&mut f, b"{\"step\": 3, \"train_lo").unwrap())
+        .unwrap();
     std::fs::create_dir_all(split.join(".checkpoint-3.partial")).unwrap();
     let resumed = sft(SftRequest { config: config(&model, &data, &out, "split", &extra), run_dir: split.clone(), resume: true, progress: false }).unwrap();
     assert_eq!(resumed.steps, 4);
@@ -189,7 +204,9 @@ fn a_resumed_run_matches_a_straight_one() {
         assert_eq!(x["examples_seen"], y["examples_seen"]);
         assert!((x["train_loss"].as_f64().unwrap() - y["train_loss"].as_f64().unwrap()).abs() < 1e-4, "{x} vs {y}");
     }
-    for ((ka, va), (kb, vb)) in adapter_tensors(straight.last_checkpoint.as_ref().unwrap()).iter().zip(adapter_tensors(resumed.last_checkpoint.as_ref().unwrap()).iter()) {
+    for ((ka, va), (kb, vb)) in
+        adapter_tensors(straight.last_checkpoint.as_ref().unwrap()).iter().zip(adapter_tensors(resumed.last_checkpoint.as_ref().unwrap()).iter())
+    {
         assert_eq!(ka, kb);
         let diff = va.iter().zip(vb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
         assert!(diff < 1e-4, "{ka} differs by {diff}");
@@ -210,7 +227,8 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     let dir = tempfile::tempdir().unwrap();
     let (model, data, out) = (tiny_model(dir.path()), chat_data(dir.path()), dir.path().join("runs"));
-    let done = sft(SftRequest { config: config(&model, &data, &out, "warm", &["sft.max_steps=6"]), run_dir: out.join("warm"), resume: false, progress: false }).unwrap();
+    let done = sft(SftRequest { config: config(&model, &data, &out, "warm", &["sft.max_steps=6"]), run_dir: out.join("warm"), resume: false, progress: false })
+        .unwrap();
     let ckpt = done.last_checkpoint.unwrap();
     let mut trained = load(&model);
     trained.load_adapters(&ckpt.join("adapters")).unwrap();
@@ -220,12 +238,14 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     assert!(max_diff(&lp_trained, &lp_base) > 1e-2, "SFT changed nothing");
 
     // The RL trainer's path: TrainConfig's model section with init_adapter (a checkpoint directory).
-    let tc = agentrt_trainer::TrainConfig::from_layers(None, &[format!("model.name={}", model.display()), format!("model.init_adapter={}", ckpt.display())]).unwrap();
+    let tc = agentrt_trainer::TrainConfig::from_layers(None, &[format!("model.name={}", model.display()), format!("model.init_adapter={}", ckpt.display())])
+        .unwrap();
     let mut policy = load(&model);
     agentrt_trainer::warm_start::start_adapters(&mut policy, &tc.model, 7).unwrap();
     assert!(max_diff(&logprobs(&policy, &seq), &lp_trained) < 1e-5, "the run does not start from the adapter's weights");
     let reference = agentrt_trainer::warm_start::reference_adapters(&policy, &tc.model).unwrap();
-    let mut learner = Learner::new(policy, LearnerConfig { beta: 0.1, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() } }).unwrap();
+    let mut learner =
+        Learner::new(policy, LearnerConfig { beta: 0.1, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() } }).unwrap();
     learner.set_reference(reference);
     let as_vec = |t: Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
     let r0 = as_vec(learner.reference_logprobs(std::slice::from_ref(&seq)).unwrap());
@@ -241,7 +261,11 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     assert!(max_diff(&r1, &r0) < 1e-6, "the reference moved with the policy");
 
     // A dual run cannot warm-start from a single adapter.
-    let dual = agentrt_trainer::TrainConfig::from_layers(None, &[format!("model.name={}", model.display()), format!("model.init_adapter={}", ckpt.display()), "model.dual_lora=true".into()]).unwrap();
+    let dual = agentrt_trainer::TrainConfig::from_layers(
+        None,
+        &[format!("model.name={}", model.display()), format!("model.init_adapter={}", ckpt.display()), "model.dual_lora=true".into()],
+    )
+    .unwrap();
     let e = agentrt_trainer::warm_start::start_adapters(&mut load(&model), &dual.model, 7).unwrap_err().to_string();
     assert!(e.contains("model.init_adapter") && e.contains("dual_lora"), "{e}");
 }

@@ -11,7 +11,12 @@ fn learns_with(advantage: AdvantageKind) {
     assert!(before.reward < 0.2, "the untrained model already does the task: {before:?}");
     let curve = toy::train(&mut learner, &cfg, false).unwrap();
     let after = toy::measure(&learner.policy, &cfg, 512, 2).unwrap();
-    eprintln!("{advantage:?}: reward {:.3} -> {:.3}; curve {:?}", before.reward, after.reward, curve.iter().map(|r| (r * 100.0).round() / 100.0).collect::<Vec<_>>());
+    eprintln!(
+        "{advantage:?}: reward {:.3} -> {:.3}; curve {:?}",
+        before.reward,
+        after.reward,
+        curve.iter().map(|r| (r * 100.0).round() / 100.0).collect::<Vec<_>>()
+    );
     assert!(after.reward >= 0.9, "{advantage:?}: reward only reached {after:?}");
 }
 

@@ -10,13 +10,9 @@ pub fn to_json(value: &MontyObject) -> Result<Value, String> {
         MontyObject::None => Value::Null,
         MontyObject::Bool(b) => Value::Bool(*b),
         MontyObject::Int(i) => Value::from(*i),
-        MontyObject::Float(f) => {
-            serde_json::Number::from_f64(*f).map(Value::Number).ok_or_else(|| format!("{f} has no JSON form"))?
-        }
+        MontyObject::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).ok_or_else(|| format!("{f} has no JSON form"))?,
         MontyObject::String(s) => Value::String(s.clone()),
-        MontyObject::List(items) | MontyObject::Tuple(items) => {
-            Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?)
-        }
+        MontyObject::List(items) | MontyObject::Tuple(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
         MontyObject::Dict(pairs) => {
             let mut map = serde_json::Map::new();
             for (key, item) in pairs {
@@ -42,9 +38,7 @@ pub fn from_json(value: Value) -> MontyObject {
         },
         Value::String(s) => MontyObject::String(s),
         Value::Array(items) => MontyObject::List(items.into_iter().map(from_json).collect()),
-        Value::Object(map) => MontyObject::dict(
-            map.into_iter().map(|(k, v)| (MontyObject::String(k), from_json(v))).collect::<Vec<_>>(),
-        ),
+        Value::Object(map) => MontyObject::dict(map.into_iter().map(|(k, v)| (MontyObject::String(k), from_json(v))).collect::<Vec<_>>()),
     }
 }
 

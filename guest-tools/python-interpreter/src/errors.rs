@@ -8,11 +8,7 @@ use monty_types::{ExcType, MontyException};
 pub fn from_exception(exc: MontyException) -> ProgramError {
     if exc.exc_type() == ExcType::SyntaxError {
         let (line, column) = exc.traceback().last().map(|f| (f.start.line, f.start.column)).unwrap_or((0, 0));
-        return ProgramError::Syntax(SyntaxError {
-            message: exc.message().unwrap_or("invalid syntax").to_string(),
-            line,
-            column,
-        });
+        return ProgramError::Syntax(SyntaxError { message: exc.message().unwrap_or("invalid syntax").to_string(), line, column });
     }
     from_uncaught(exc, &[])
 }
@@ -30,9 +26,7 @@ pub fn from_uncaught(exc: MontyException, unknown_names: &[String]) -> ProgramEr
         ExcType::SyntaxError => from_exception(exc),
         ExcType::RecursionError => ProgramError::LimitExceeded(Limit::Stack),
         ExcType::MemoryError => ProgramError::LimitExceeded(Limit::Memory),
-        ExcType::ModuleNotFoundError | ExcType::ImportError => {
-            ProgramError::Forbidden(exc.message().unwrap_or("import refused").to_string())
-        }
+        ExcType::ModuleNotFoundError | ExcType::ImportError => ProgramError::Forbidden(exc.message().unwrap_or("import refused").to_string()),
         ExcType::NameError => match unknown_names.iter().find(|n| exc.message().is_some_and(|m| m.contains(n.as_str()))) {
             Some(name) => ProgramError::UnknownTool(name.clone()),
             None => uncaught(exc),

@@ -19,10 +19,8 @@ use ruff_python_ast::{Alias, Stmt};
 use std::borrow::Cow;
 
 /// monty's modules that compute and touch nothing outside the program.
-pub const MONTY_MODULES: &[&str] = &[
-    "math", "re", "json", "collections", "itertools", "functools", "datetime", "typing", "dataclasses",
-    "base64", "binascii", "unicodedata",
-];
+pub const MONTY_MODULES: &[&str] =
+    &["math", "re", "json", "collections", "itertools", "functools", "datetime", "typing", "dataclasses", "base64", "binascii", "unicodedata"];
 
 /// Every module a program may import, for messages.
 pub fn allowed_modules() -> Vec<&'static str> {
@@ -133,10 +131,7 @@ impl ImportFinder {
                         let binding = alias.asname.as_ref().map_or(name, |a| a.as_str());
                         format!("{binding} = __import__('{module}').{name}")
                     } else {
-                        let message = format!(
-                            "cannot import name '{name}' from '{module}' (the sandbox's {module} has: {})",
-                            exports.join(", ")
-                        );
+                        let message = format!("cannot import name '{name}' from '{module}' (the sandbox's {module} has: {})", exports.join(", "));
                         format!("raise ImportError({message:?})")
                     }
                 })
@@ -149,16 +144,11 @@ impl ImportFinder {
 impl<'a> Visitor<'a> for ImportFinder {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
-            Stmt::Import(import) => {
-                self.import(import.range.start().to_usize(), import.range.end().to_usize(), &import.names)
-            }
+            Stmt::Import(import) => self.import(import.range.start().to_usize(), import.range.end().to_usize(), &import.names),
             Stmt::ImportFrom(import) => match &import.module {
-                Some(module) if import.level == 0 => self.import_from(
-                    import.range.start().to_usize(),
-                    import.range.end().to_usize(),
-                    module.as_str(),
-                    &import.names,
-                ),
+                Some(module) if import.level == 0 => {
+                    self.import_from(import.range.start().to_usize(), import.range.end().to_usize(), module.as_str(), &import.names)
+                }
                 // Relative imports have no package to come from here.
                 _ => {
                     self.kind(".");

@@ -30,10 +30,7 @@ mod tools;
 
 use bindings::agentrt::tools::types::{Outcome, ProgramError};
 use monty::{FunctionCall, MontyRun, RunProgress};
-use monty_types::{
-    CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, PrintWriter,
-    ResourceLimits, ResourceTracker,
-};
+use monty_types::{CompileOptions, ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult, PrintWriter, ResourceLimits, ResourceTracker};
 use std::cell::Cell;
 
 /// monty allocates and frees many small objects while it parses, compiles and runs a program; talc does
@@ -60,12 +57,8 @@ impl bindings::Guest for Interpreter {
         let source = imports::prepare(&program)?.into_owned();
         modules::reset();
         let input_names = tools::WIKI_TOOLS.iter().map(|t| t.to_string()).collect();
-        let runner = MontyRun::new(source, "program.py", input_names, CompileOptions::default())
-            .map_err(errors::from_exception)?;
-        let inputs = tools::WIKI_TOOLS
-            .iter()
-            .map(|name| MontyObject::Function { name: name.to_string(), docstring: None })
-            .collect();
+        let runner = MontyRun::new(source, "program.py", input_names, CompileOptions::default()).map_err(errors::from_exception)?;
+        let inputs = tools::WIKI_TOOLS.iter().map(|name| MontyObject::Function { name: name.to_string(), docstring: None }).collect();
         let progress = runner.start(inputs, tracker(), PrintWriter::Stdout).map_err(errors::from_exception)?;
         let mut unknown_names = Vec::new();
         let value = drive(progress, &mut unknown_names).map_err(|stop| match stop {
@@ -123,9 +116,7 @@ fn drive(mut progress: RunProgress, unknown_names: &mut Vec<String>) -> Result<M
                 ))));
             }
             RunProgress::ResolveFutures(_) => {
-                return Err(Stop::Program(ProgramError::Forbidden(
-                    "async code is not supported: call the tools directly, without await".to_string(),
-                )));
+                return Err(Stop::Program(ProgramError::Forbidden("async code is not supported: call the tools directly, without await".to_string())));
             }
         }
         .map_err(Stop::Exception)?;
@@ -157,10 +148,7 @@ fn eval(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<E
         Some(MontyObject::Bytes(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
         other => {
             let type_name = other.as_ref().map_or("NoneType", |o| o.type_name()).to_string();
-            return raise(
-                ExcType::TypeError,
-                format!("eval() arg 1 must be a string, bytes or code object, not {type_name}"),
-            );
+            return raise(ExcType::TypeError, format!("eval() arg 1 must be a string, bytes or code object, not {type_name}"));
         }
     };
     // As CPython, leading spaces and tabs are dropped, and only an expression is accepted.
@@ -169,8 +157,7 @@ fn eval(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<E
         return raise(ExcType::SyntaxError, format!("invalid syntax in eval(): {}", error.error));
     }
     let mut names: Vec<String> = tools::WIKI_TOOLS.iter().map(|t| t.to_string()).collect();
-    let mut values: Vec<MontyObject> =
-        names.iter().map(|name| MontyObject::Function { name: name.clone(), docstring: None }).collect();
+    let mut values: Vec<MontyObject> = names.iter().map(|name| MontyObject::Function { name: name.clone(), docstring: None }).collect();
     for scope in [globals, locals].into_iter().flatten() {
         match scope {
             MontyObject::None => {}
@@ -186,12 +173,7 @@ fn eval(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<E
                     }
                 }
             }
-            other => {
-                return raise(
-                    ExcType::TypeError,
-                    format!("eval() globals and locals must be dicts, not {}", other.type_name()),
-                )
-            }
+            other => return raise(ExcType::TypeError, format!("eval() globals and locals must be dicts, not {}", other.type_name())),
         }
     }
     if EVAL_DEPTH.get() >= MAX_EVAL_DEPTH {
@@ -202,10 +184,7 @@ fn eval(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<E
         Err(exc) => return Ok(ExtFunctionResult::Error(exc)),
     };
     EVAL_DEPTH.set(EVAL_DEPTH.get() + 1);
-    let result = runner
-        .start(values, tracker(), PrintWriter::Stdout)
-        .map_err(Stop::Exception)
-        .and_then(|progress| drive(progress, &mut Vec::new()));
+    let result = runner.start(values, tracker(), PrintWriter::Stdout).map_err(Stop::Exception).and_then(|progress| drive(progress, &mut Vec::new()));
     EVAL_DEPTH.set(EVAL_DEPTH.get() - 1);
     match result {
         Ok(value) => Ok(ExtFunctionResult::Return(value)),
@@ -213,9 +192,7 @@ fn eval(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<E
         Err(Stop::Exception(exc)) => {
             let message = exc.message().unwrap_or_default().to_string();
             let message = if exc.exc_type() == ExcType::NameError {
-                format!(
-                    "{message} (eval() in the sandbox sees only the builtins, the tools and the dicts passed to it)"
-                )
+                format!("{message} (eval() in the sandbox sees only the builtins, the tools and the dicts passed to it)")
             } else {
                 message
             };

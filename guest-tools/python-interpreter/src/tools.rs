@@ -39,9 +39,7 @@ fn dispatch(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObjec
             let k = match k {
                 None => DEFAULT_K,
                 Some(MontyObject::Int(k)) if (1..=MAX_K).contains(&k) => k,
-                Some(other) => {
-                    return Err(bad_argument(name, format!("k must be an int from 1 to {MAX_K}, got {}", other.py_repr())))
-                }
+                Some(other) => return Err(bad_argument(name, format!("k must be an int from 1 to {MAX_K}, got {}", other.py_repr()))),
             };
             let hits = wiki::search_pages(&query, k as u32)?;
             Ok(MontyObject::List(
@@ -64,12 +62,7 @@ fn dispatch(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObjec
             Ok(MontyObject::List(
                 sections
                     .into_iter()
-                    .map(|s| {
-                        convert::record(vec![
-                            ("section_id", MontyObject::String(s.section_id)),
-                            ("title", MontyObject::String(s.title)),
-                        ])
-                    })
+                    .map(|s| convert::record(vec![("section_id", MontyObject::String(s.section_id)), ("title", MontyObject::String(s.title))]))
                     .collect(),
             ))
         }
@@ -159,10 +152,7 @@ fn keyword_index(tool: &str, params: &[String], key: &MontyObject) -> Result<usi
     let MontyObject::String(key) = key else {
         return Err(bad_argument(tool, "keyword names must be strings".to_string()));
     };
-    params
-        .iter()
-        .position(|p| p == key)
-        .ok_or_else(|| bad_argument(tool, format!("unexpected keyword argument `{key}` (parameters: {})", params.join(", "))))
+    params.iter().position(|p| p == key).ok_or_else(|| bad_argument(tool, format!("unexpected keyword argument `{key}` (parameters: {})", params.join(", "))))
 }
 
 fn expect_str(tool: &str, param: &str, value: Option<MontyObject>) -> Result<String, ToolError> {

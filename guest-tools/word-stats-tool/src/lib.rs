@@ -53,10 +53,7 @@ impl metadata::Guest for WordStats {
         vec![
             ToolDoc { name: "word-count".into(), description: "-> int: the number of words in text".into() },
             ToolDoc { name: "summarize".into(), description: "-> {words, sentences, longest_word}".into() },
-            ToolDoc {
-                name: "top-words".into(),
-                description: "-> [[word, count], ...]: the n most frequent words".into(),
-            },
+            ToolDoc { name: "top-words".into(), description: "-> [[word, count], ...]: the n most frequent words".into() },
         ]
     }
 

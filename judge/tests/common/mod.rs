@@ -95,11 +95,7 @@ pub fn completion(content: &str) -> String {
 /// The `Response: …` line of the judge prompt in a request.
 pub fn graded_response(request: &serde_json::Value) -> String {
     let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
-    prompt
-        .lines()
-        .find_map(|line| line.strip_prefix("Response: "))
-        .unwrap_or_default()
-        .to_string()
+    prompt.lines().find_map(|line| line.strip_prefix("Response: ")).unwrap_or_default().to_string()
 }
 
 struct InFlight(Arc<Stats>);
@@ -142,8 +138,7 @@ async fn serve(mut stream: TcpStream, stats: Arc<Stats>, behaviour: Arc<Behaviou
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    let body: serde_json::Value =
-        serde_json::from_slice(&buf[header_end..]).unwrap_or(serde_json::Value::Null);
+    let body: serde_json::Value = serde_json::from_slice(&buf[header_end..]).unwrap_or(serde_json::Value::Null);
 
     let index = stats.requests.fetch_add(1, Ordering::SeqCst);
     let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -174,10 +169,8 @@ async fn serve(mut stream: TcpStream, stats: Arc<Stats>, behaviour: Arc<Behaviou
         503 => "Service Unavailable",
         _ => "Status",
     };
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
+    let response =
+        format!("HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}", payload.len());
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await?;
     Ok(())

@@ -34,7 +34,12 @@ pub const MAX_ROWS: usize = 16;
 /// When the sizes disagree, or `path` cannot run on this CPU.
 pub fn rows_f32(path: KernelPath, x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
     assert!(k > 0 && x.len() == m * k, "decode rows_f32: input of {} values is not {m} × {k}", x.len());
-    assert!(w_rows.len().is_multiple_of(k) && out_rows.len() == w_rows.len() / k * m, "decode rows_f32: {} weights and {} outputs for width {k}, {m} rows", w_rows.len(), out_rows.len());
+    assert!(
+        w_rows.len().is_multiple_of(k) && out_rows.len() == w_rows.len() / k * m,
+        "decode rows_f32: {} weights and {} outputs for width {k}, {m} rows",
+        w_rows.len(),
+        out_rows.len()
+    );
     match path {
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 => {
@@ -62,7 +67,12 @@ pub fn rows_blocks(path: KernelPath, format: BlockFormat, x: &[f32], rows: &[u8]
     assert!(k > 0 && k.is_multiple_of(BLOCK) && x.len() == m * k, "decode rows_blocks: input of {} values is not {m} × {k} (k a multiple of {BLOCK})", x.len());
     assert!(m <= MAX_ROWS, "decode rows_blocks: {m} input rows, at most {MAX_ROWS}");
     let row_bytes = k / BLOCK * format.block_bytes();
-    assert!(rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m, "decode rows_blocks: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows", rows.len(), out_rows.len());
+    assert!(
+        rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m,
+        "decode rows_blocks: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows",
+        rows.len(),
+        out_rows.len()
+    );
     match path {
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 => {
@@ -105,7 +115,8 @@ mod tests {
             let d = 0x2c00u16 + (i as u16 % 512); // ~0.06 and up
             block[0..2].copy_from_slice(&d.to_le_bytes());
             if format == BlockFormat::Q4_1 {
-                block[2..4].copy_from_slice(&(0xa800u16 + (i as u16 % 256)).to_le_bytes()); // ~ -0.03
+                block[2..4].copy_from_slice(&(0xa800u16 + (i as u16 % 256)).to_le_bytes());
+                // ~ -0.03
             }
         }
         b

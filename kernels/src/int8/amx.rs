@@ -84,8 +84,8 @@ pub(super) unsafe fn signed_sums(
     debug_assert!(in_dim.is_multiple_of(64) && out_dim.is_multiple_of(64) && columns.start.is_multiple_of(64) && columns.end <= out_dim);
     debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim);
     let block_bytes = in_dim * LANES; // one 16-output block
-    // Columns outside, rows inside: a 64-column slice of the weights (24-96 KB) is read from
-    // memory once and reused from the cache by every 16-row tile of a long input.
+                                      // Columns outside, rows inside: a 64-column slice of the weights (24-96 KB) is read from
+                                      // memory once and reused from the cache by every 16-row tile of a long input.
     let mut configured_rows = 0;
     for col in columns.step_by(64) {
         let w = packed.as_ptr().add((col / LANES) * block_bytes);
@@ -124,14 +124,13 @@ pub(super) unsafe fn signed_sums(
             store_sums!("tmm1", out.add(LANES), stride);
             store_sums!("tmm2", out.add(2 * LANES), stride);
             store_sums!("tmm3", out.add(3 * LANES), stride);
-        for r in 0..m {
-            let row = std::slice::from_raw_parts_mut(out.add(r * out_dim), 64);
-            for (s, o) in row.iter_mut().zip(&offsets[col..col + 64]) {
-                *s -= o;
+            for r in 0..m {
+                let row = std::slice::from_raw_parts_mut(out.add(r * out_dim), 64);
+                for (s, o) in row.iter_mut().zip(&offsets[col..col + 64]) {
+                    *s -= o;
+                }
             }
-        }
         }
     }
     asm!("tilerelease", options(nostack, nomem));
 }
-

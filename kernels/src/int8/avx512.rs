@@ -20,16 +20,7 @@ const TILE_ROWS: usize = 6;
 /// AVX-512F and VNNI must be present; `sums` as the reference requires.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512vnni")]
-pub(super) unsafe fn signed_sums(
-    x: &[u8],
-    rows: usize,
-    in_dim: usize,
-    packed: &[i8],
-    offsets: &[i32],
-    out_dim: usize,
-    columns: Range<usize>,
-    sums: *mut i32,
-) {
+pub(super) unsafe fn signed_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], offsets: &[i32], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
     debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim && offsets.len() == out_dim);
     let block_bytes = in_dim * BLOCK_OUT;
     for col in columns.step_by(TILE_OUT) {

@@ -16,12 +16,12 @@
 
 mod generic;
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-mod amx;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 

@@ -95,7 +95,16 @@ impl CustomOp3 for CausalAttention {
                 self.probabilities(q, k, bi, h, &mut p);
                 // SAFETY: this task alone writes head h of sequence bi, rows bi·T.., columns h·hd.. of out.
                 unsafe {
-                    matmul_strided((t, hd, t), dst.at(bi * t * s.q_width() + h * hd), s.q_width(), false, p.as_ptr(), (1, t), v[v0..].as_ptr(), (1, s.kv_width()));
+                    matmul_strided(
+                        (t, hd, t),
+                        dst.at(bi * t * s.q_width() + h * hd),
+                        s.q_width(),
+                        false,
+                        p.as_ptr(),
+                        (1, t),
+                        v[v0..].as_ptr(),
+                        (1, s.kv_width()),
+                    );
                 }
             }
         });

@@ -35,8 +35,7 @@ pub(super) fn softmax_row_backward(grad: &mut [f32], p: &[f32], seen: usize, sca
 pub fn composed_causal_softmax(scores: &Tensor, scale: f64) -> candle_core::Result<Tensor> {
     let t = scores.dim(D::Minus1)?;
     let rows = scores.dim(D::Minus2)?;
-    let mask: Vec<f32> =
-        (0..rows).flat_map(|r| (0..t).map(move |j| if j <= r % t { 0f32 } else { f32::NEG_INFINITY })).collect();
+    let mask: Vec<f32> = (0..rows).flat_map(|r| (0..t).map(move |j| if j <= r % t { 0f32 } else { f32::NEG_INFINITY })).collect();
     let mask = Tensor::from_vec(mask, (rows, t), scores.device())?;
     let x = (scores * scale)?.broadcast_add(&mask)?;
     // The max is a constant shift for numerical safety; detaching it changes no gradient.

@@ -20,13 +20,7 @@ const TASK_ROWS: usize = 64;
 /// split into tasks of [`TASK_ROWS`] rows; `task(weight_rows, out_rows)` writes one output row of `m` per
 /// weight row into a transposed `(n×m)` buffer (one contiguous block per task), which lands in `out`
 /// `(m×n)` at the end.
-pub(super) fn by_weight_rows<T: Sync>(
-    weights: &[T],
-    per_row: usize,
-    (m, n): (usize, usize),
-    out: &mut [f32],
-    task: impl Fn(&[T], &mut [f32]) + Sync,
-) {
+pub(super) fn by_weight_rows<T: Sync>(weights: &[T], per_row: usize, (m, n): (usize, usize), out: &mut [f32], task: impl Fn(&[T], &mut [f32]) + Sync) {
     assert_eq!(weights.len(), n * per_row, "weights do not hold {n} rows of {per_row}");
     assert_eq!(out.len(), m * n, "output is not {m}x{n}");
     let mut out_t = vec![0f32; n * m];
@@ -63,9 +57,7 @@ pub fn decode_linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
     let x = x.contiguous()?;
     let w = w.contiguous()?;
     let mut out = vec![0f32; m * n];
-    with_f32_slice(&x, "decode-linear: input", |xs| {
-        with_f32_slice(&w, "decode-linear: weight", |ws| few_rows_a_bt(xs, ws, &mut out, m, n, k))
-    })??;
+    with_f32_slice(&x, "decode-linear: input", |xs| with_f32_slice(&w, "decode-linear: weight", |ws| few_rows_a_bt(xs, ws, &mut out, m, n, k)))??;
     Tensor::from_vec(out, out_dims, x.device())
 }
 

@@ -70,8 +70,7 @@ impl CustomOp2 for LogProbHead {
         if let Some(&bad) = targets.iter().find(|&&t| t as usize >= v) {
             candle_core::bail!("log-prob-head: target token {bad} is outside the vocabulary of {v}");
         }
-        let (lse, lp): (Vec<f32>, Vec<f32>) =
-            logits.par_chunks(v).zip(targets.par_iter()).map(|(row, &t)| row_stats(row, t as usize)).unzip();
+        let (lse, lp): (Vec<f32>, Vec<f32>) = logits.par_chunks(v).zip(targets.par_iter()).map(|(row, &t)| row_stats(row, t as usize)).unzip();
         if self.keep_logits {
             *self.kept.lock().expect("log-prob-head: poisoned") = Some(Kept { logits, lse });
         }

@@ -68,9 +68,7 @@ impl PackedRows {
         assert_eq!(x.len(), m * k, "input is not {m}x{k}");
         let (path, format) = (agentrt_kernels::selected(), self.format);
         let per_row = k / BLOCK * format.block_bytes();
-        super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| {
-            agentrt_kernels::decode::rows_blocks(path, format, x, wc, oc, m, k)
-        });
+        super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| agentrt_kernels::decode::rows_blocks(path, format, x, wc, oc, m, k));
     }
 }
 

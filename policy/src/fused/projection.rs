@@ -115,15 +115,7 @@ impl CustomOp3 for WithLora {
         "lora-projection"
     }
 
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
+    fn cpu_fwd(&self, s1: &CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout, s3: &CpuStorage, l3: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let op = self.name();
         let ((n, k), (r, ak), (out, br)) = (rows_and_width(l1, op)?, rows_and_width(l2, op)?, rows_and_width(l3, op)?);
         self.check(n, k, (r, ak), (out, br))?;
@@ -136,14 +128,7 @@ impl CustomOp3 for WithLora {
         Ok((CpuStorage::F32(y), Shape::from((n, out))))
     }
 
-    fn bwd(
-        &self,
-        x: &Tensor,
-        a: &Tensor,
-        b: &Tensor,
-        _y: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn bwd(&self, x: &Tensor, a: &Tensor, b: &Tensor, _y: &Tensor, grad: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let ((n, k), (r, _), (out, _)) = (x.dims2()?, a.dims2()?, b.dims2()?);
         let dy = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let (xs, as_, bs) = (x.flatten_all()?.to_vec1::<f32>()?, a.flatten_all()?.to_vec1::<f32>()?, b.flatten_all()?.to_vec1::<f32>()?);
@@ -162,11 +147,7 @@ impl CustomOp3 for WithLora {
         let mut db = vec![0f32; out * r];
         matmul(&dy, Read::Transposed, &h, Read::AsIs, &mut db, (out, r, n), false);
         let dev = x.device();
-        Ok((
-            Some(Tensor::from_vec(dx, (n, k), dev)?),
-            Some(Tensor::from_vec(da, (r, k), dev)?),
-            Some(Tensor::from_vec(db, (out, r), dev)?),
-        ))
+        Ok((Some(Tensor::from_vec(dx, (n, k), dev)?), Some(Tensor::from_vec(da, (r, k), dev)?), Some(Tensor::from_vec(db, (out, r), dev)?)))
     }
 }
 
@@ -179,10 +160,7 @@ pub fn projection(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, lora: Opti
     let dims = x.dims().to_vec();
     let k = *dims.last().unwrap_or(&0);
     let x2 = x.reshape((x.elem_count() / k.max(1), k))?.contiguous()?;
-    let frozen = Frozen {
-        weight: weight.detach().contiguous()?,
-        bias: bias.map(|b| b.detach().to_dtype(DType::F32)?.to_vec1::<f32>()).transpose()?,
-    };
+    let frozen = Frozen { weight: weight.detach().contiguous()?, bias: bias.map(|b| b.detach().to_dtype(DType::F32)?.to_vec1::<f32>()).transpose()? };
     let y = match lora {
         None => x2.apply_op1_arc(Arc::new(Box::new(frozen)))?,
         Some(f) => {
@@ -298,7 +276,9 @@ mod lora_delta_tests {
     fn add_lora_delta_matches_the_candle_ops() {
         let dev = Device::Cpu;
         let (n, k, r, out) = (3, 10, 4, 7);
-        let t = |len: usize, seed: f32, dims: &[usize]| Tensor::from_vec((0..len).map(|i| ((i as f32 + seed) * 0.37).sin()).collect::<Vec<f32>>(), dims, &dev).unwrap();
+        let t = |len: usize, seed: f32, dims: &[usize]| {
+            Tensor::from_vec((0..len).map(|i| ((i as f32 + seed) * 0.37).sin()).collect::<Vec<f32>>(), dims, &dev).unwrap()
+        };
         let x = t(n * k, 1.0, &[1, n, k]);
         let y = t(n * out, 2.0, &[1, n, out]);
         for scales in [t(r, 3.0, &[1, r]), t(n * r, 4.0, &[n, r])] {

@@ -46,18 +46,16 @@ impl CustomOp1 for RmsNorm {
         let gs = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let mut dx = vec![0f32; xs.len()];
         // With x̂ = x·r and a = g ⊙ w: dx = r · (a − x̂ · mean(a ⊙ x̂)).
-        dx.par_chunks_mut(h * par_rows(h)).zip(xs.par_chunks(h * par_rows(h))).zip(gs.par_chunks(h * par_rows(h))).for_each(
-            |((db, xb), gb)| {
-                for ((dr, xr), gr) in db.chunks_mut(h).zip(xb.chunks(h)).zip(gb.chunks(h)) {
-                    let r = inverse_rms(xr, self.eps);
-                    let dot: f32 = xr.iter().zip(gr).zip(&self.gain).map(|((&v, &g), &w)| v * g * w).sum();
-                    let c = dot * r * r / h as f32;
-                    for (((d, &v), &g), &w) in dr.iter_mut().zip(xr).zip(gr).zip(&self.gain) {
-                        *d = r * (g * w - v * c);
-                    }
+        dx.par_chunks_mut(h * par_rows(h)).zip(xs.par_chunks(h * par_rows(h))).zip(gs.par_chunks(h * par_rows(h))).for_each(|((db, xb), gb)| {
+            for ((dr, xr), gr) in db.chunks_mut(h).zip(xb.chunks(h)).zip(gb.chunks(h)) {
+                let r = inverse_rms(xr, self.eps);
+                let dot: f32 = xr.iter().zip(gr).zip(&self.gain).map(|((&v, &g), &w)| v * g * w).sum();
+                let c = dot * r * r / h as f32;
+                for (((d, &v), &g), &w) in dr.iter_mut().zip(xr).zip(gr).zip(&self.gain) {
+                    *d = r * (g * w - v * c);
                 }
-            },
-        );
+            }
+        });
         Ok(Some(Tensor::from_vec(dx, x.shape(), x.device())?))
     }
 }

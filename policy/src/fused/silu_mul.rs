@@ -40,18 +40,15 @@ impl CustomOp2 for SiluMul {
         let dy = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
         let mut dg = vec![0f32; gs.len()];
         let mut du = vec![0f32; gs.len()];
-        dg.par_chunks_mut(CHUNK)
-            .zip(du.par_chunks_mut(CHUNK))
-            .zip(gs.par_chunks(CHUNK))
-            .zip(us.par_chunks(CHUNK))
-            .zip(dy.par_chunks(CHUNK))
-            .for_each(|((((dgc, duc), gc), uc), dyc)| {
+        dg.par_chunks_mut(CHUNK).zip(du.par_chunks_mut(CHUNK)).zip(gs.par_chunks(CHUNK)).zip(us.par_chunks(CHUNK)).zip(dy.par_chunks(CHUNK)).for_each(
+            |((((dgc, duc), gc), uc), dyc)| {
                 for ((((dg, du), &a), &b), &d) in dgc.iter_mut().zip(duc.iter_mut()).zip(gc).zip(uc).zip(dyc) {
                     let s = sigmoid(a);
                     *du = d * a * s;
                     *dg = d * b * s * (1.0 + a * (1.0 - s));
                 }
-            });
+            },
+        );
         Ok((Some(Tensor::from_vec(dg, g.shape(), g.device())?), Some(Tensor::from_vec(du, u.shape(), u.device())?)))
     }
 }

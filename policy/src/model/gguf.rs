@@ -27,10 +27,8 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile> {
         let mut file = std::fs::File::open(path).map_err(io_err(path))?;
         let size = file.metadata().map_err(io_err(path))?.len();
-        let content = Content::read(&mut file).map_err(|e| PolicyError::Truncated {
-            path: path.to_path_buf(),
-            what: format!("cannot read the GGUF header ({e})"),
-        })?;
+        let content =
+            Content::read(&mut file).map_err(|e| PolicyError::Truncated { path: path.to_path_buf(), what: format!("cannot read the GGUF header ({e})") })?;
         // Check every tensor's extent up front, so a truncated download fails with a clear message rather
         // than in the middle of loading.
         for (name, info) in &content.tensor_infos {
@@ -58,10 +56,10 @@ impl GgufFile {
 
     fn meta_u(&self, key: &str) -> Result<usize> {
         let v = self.meta(key).ok_or_else(|| self.missing(format!("metadata `{key}`")))?;
-        v.to_u32().map(|x| x as usize).or_else(|_| v.to_u64().map(|x| x as usize)).map_err(|e| PolicyError::BadModel {
-            path: self.path.clone(),
-            what: format!("metadata `{key}`: {e}"),
-        })
+        v.to_u32()
+            .map(|x| x as usize)
+            .or_else(|_| v.to_u64().map(|x| x as usize))
+            .map_err(|e| PolicyError::BadModel { path: self.path.clone(), what: format!("metadata `{key}`: {e}") })
     }
 
     /// The architecture name (`general.architecture`).
@@ -73,23 +71,15 @@ impl GgufFile {
     /// The decoder configuration from the metadata.
     pub fn config(&self) -> Result<ModelConfig> {
         let name = self.architecture()?;
-        let arch = Arch::parse(&name)
-            .ok_or_else(|| PolicyError::UnsupportedArchitecture { path: self.path.clone(), found: name.clone() })?;
+        let arch = Arch::parse(&name).ok_or_else(|| PolicyError::UnsupportedArchitecture { path: self.path.clone(), found: name.clone() })?;
         let p = |k: &str| format!("{name}.{k}");
         let hidden = self.meta_u(&p("embedding_length"))?;
         let heads = self.meta_u(&p("attention.head_count"))?;
         let kv_heads = self.meta_u(&p("attention.head_count_kv")).unwrap_or(heads);
         let head_dim = self.meta_u(&p("attention.key_length")).unwrap_or(hidden / heads);
-        let eps = self
-            .meta(&p("attention.layer_norm_rms_epsilon"))
-            .and_then(|v| v.to_f32().ok())
-            .unwrap_or(1e-6) as f64;
+        let eps = self.meta(&p("attention.layer_norm_rms_epsilon")).and_then(|v| v.to_f32().ok()).unwrap_or(1e-6) as f64;
         let theta = self.meta(&p("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10000.0) as f64;
-        let embd = self
-            .content
-            .tensor_infos
-            .get("token_embd.weight")
-            .ok_or_else(|| self.missing("tensor `token_embd.weight`"))?;
+        let embd = self.content.tensor_infos.get("token_embd.weight").ok_or_else(|| self.missing("tensor `token_embd.weight`"))?;
         let vocab = embd.shape.dims()[0];
         Ok(ModelConfig {
             arch,
@@ -117,10 +107,10 @@ impl GgufFile {
         if !self.content.tensor_infos.contains_key(name) {
             return Err(self.missing(format!("tensor `{name}`")));
         }
-        let q = self.content.tensor(&mut self.file, name, device).map_err(|e| PolicyError::Truncated {
-            path: self.path.clone(),
-            what: format!("tensor `{name}`: {e}"),
-        })?;
+        let q = self
+            .content
+            .tensor(&mut self.file, name, device)
+            .map_err(|e| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") })?;
         let blocks = if device.is_cpu() && q.shape().rank() == 2 { PackedRows::from_gguf(&q)? } else { None };
         Ok((q.dequantize(device)?.to_dtype(DType::F32)?, blocks))
     }
@@ -192,13 +182,7 @@ impl GgufFile {
     pub fn meta_strings(&self, key: &str) -> Result<Vec<String>> {
         let v = self.meta(key).ok_or_else(|| self.missing(format!("metadata `{key}`")))?;
         let arr = v.to_vec().map_err(|e| PolicyError::BadModel { path: self.path.clone(), what: format!("{key}: {e}") })?;
-        arr.iter()
-            .map(|x| {
-                x.to_string()
-                    .cloned()
-                    .map_err(|e| PolicyError::BadModel { path: self.path.clone(), what: format!("{key}: {e}") })
-            })
-            .collect()
+        arr.iter().map(|x| x.to_string().cloned().map_err(|e| PolicyError::BadModel { path: self.path.clone(), what: format!("{key}: {e}") })).collect()
     }
 
     /// Integer-array metadata (token types).

@@ -11,8 +11,7 @@ use std::path::Path;
 pub fn read_config(dir: &Path) -> Result<ModelConfig> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| PolicyError::BadModel { path: path.clone(), what: e.to_string() })?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| PolicyError::BadModel { path: path.clone(), what: e.to_string() })?;
     ModelConfig::from_hf_json(&v).map_err(|found| PolicyError::UnsupportedArchitecture { path, found })
 }
 

@@ -6,8 +6,8 @@ use crate::fused::PackedRows;
 use crate::lora::Target;
 use candle_core::{DType, Device, Tensor};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The weights of one decoder block.
 #[derive(Debug, Clone)]
@@ -160,11 +160,7 @@ impl ModelWeights {
             } else {
                 (None, None, None)
             };
-            let (q_norm, k_norm) = if cfg.arch.qk_norm() {
-                (Some(g("self_attn.q_norm.weight")?), Some(g("self_attn.k_norm.weight")?))
-            } else {
-                (None, None)
-            };
+            let (q_norm, k_norm) = if cfg.arch.qk_norm() { (Some(g("self_attn.q_norm.weight")?), Some(g("self_attn.k_norm.weight")?)) } else { (None, None) };
             layers.push(LayerWeights { attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, ffn_norm, gate, up, down });
         }
         let lm_head = if cfg.tie_word_embeddings { None } else { take("lm_head.weight").ok() };

@@ -62,11 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for (label, path) in plugins {
         let reused = runtime.block_on(measure(&path, InstanceReuse::WhenStateless, &args))?;
         let fresh = runtime.block_on(measure(&path, InstanceReuse::Never, &args))?;
-        anyhow::ensure!(
-            reused.1,
-            "{}: the plug-in does not declare itself stateless (metadata.stateless), so there is no reuse to measure",
-            path.display()
-        );
+        anyhow::ensure!(reused.1, "{}: the plug-in does not declare itself stateless (metadata.stateless), so there is no reuse to measure", path.display());
         let reused = side("reused", reused.0);
         let fresh = side("fresh", fresh.0);
         costs.push(PluginCost { ratio_p50: fresh.p50_us / reused.p50_us, label, path, reused, fresh });
@@ -79,10 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("per-call cost of `{}({})`, {} calls each way\n", args.function, args.args, args.calls);
     println!("{:<10} {:>16} {:>16} {:>16} {:>16} {:>10}", "plug-in", "reused p50 (µs)", "reused p99 (µs)", "fresh p50 (µs)", "fresh p99 (µs)", "fresh/reused");
     for c in &costs {
-        println!(
-            "{:<10} {:>16.1} {:>16.1} {:>16.1} {:>16.1} {:>9.1}x",
-            c.label, c.reused.p50_us, c.reused.p99_us, c.fresh.p50_us, c.fresh.p99_us, c.ratio_p50
-        );
+        println!("{:<10} {:>16.1} {:>16.1} {:>16.1} {:>16.1} {:>9.1}x", c.label, c.reused.p50_us, c.reused.p99_us, c.fresh.p50_us, c.fresh.p99_us, c.ratio_p50);
     }
     Ok(())
 }

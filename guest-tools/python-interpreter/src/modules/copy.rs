@@ -51,15 +51,9 @@ fn check(value: &MontyObject, function: &str) -> PyResult<()> {
              dates), not a {} instance",
             value.type_name()
         ))),
-        MontyObject::Cycle(..) => {
-            Err(type_error(format!("copy.{function}() in the sandbox cannot copy a structure that contains itself")))
-        }
-        MontyObject::Repr(repr) => {
-            Err(type_error(format!("copy.{function}() in the sandbox cannot copy {repr}: convert it to a list first")))
-        }
-        MontyObject::Path(_) | MontyObject::FileHandle(_) => {
-            Err(type_error(format!("copy.{function}() in the sandbox cannot copy a {}", value.type_name())))
-        }
+        MontyObject::Cycle(..) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy a structure that contains itself"))),
+        MontyObject::Repr(repr) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy {repr}: convert it to a list first"))),
+        MontyObject::Path(_) | MontyObject::FileHandle(_) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy a {}", value.type_name()))),
         _ => match children(value) {
             Some(items) => items.into_iter().try_for_each(|item| check(item, function)),
             None => Ok(()),

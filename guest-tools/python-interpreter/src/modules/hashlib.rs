@@ -68,9 +68,7 @@ impl Hash {
         let bytes = match data {
             MontyObject::Bytes(bytes) => bytes,
             MontyObject::String(_) => return Err(type_error("Strings must be encoded before hashing")),
-            other => {
-                return Err(type_error(format!("object supporting the buffer API required, not {}", other.type_name())))
-            }
+            other => return Err(type_error(format!("object supporting the buffer API required, not {}", other.type_name()))),
         };
         match self {
             Hash::Md5(h) => h.update(bytes),
@@ -107,12 +105,7 @@ impl Hash {
         })
     }
 
-    pub fn call_method(
-        &mut self,
-        method: &str,
-        args: &[MontyObject],
-        kwargs: &[(MontyObject, MontyObject)],
-    ) -> PyResult<Outcome> {
+    pub fn call_method(&mut self, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<Outcome> {
         let value = match method {
             "update" => {
                 let [data] = bind("update", &["data"], 1, 1, args, kwargs)?;
@@ -131,12 +124,7 @@ impl Hash {
                 bind::<0>("copy", &[], 0, 0, args, kwargs)?;
                 return Ok(Outcome::Copy(self.clone()));
             }
-            _ => {
-                return Err(exception(
-                    ExcType::AttributeError,
-                    format!("'_hashlib.HASH' object has no attribute '{method}'"),
-                ))
-            }
+            _ => return Err(exception(ExcType::AttributeError, format!("'_hashlib.HASH' object has no attribute '{method}'"))),
         };
         Ok(Outcome::Value(value))
     }

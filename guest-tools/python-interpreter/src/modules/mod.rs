@@ -23,8 +23,7 @@ mod random;
 mod string;
 
 use monty_types::{
-    DictPairs, ExcType, ExtFunctionResult, MontyClassInstance, MontyClassType, MontyException, MontyObject, MontyType,
-    MontyUuid, NameLookupResult,
+    DictPairs, ExcType, ExtFunctionResult, MontyClassInstance, MontyClassType, MontyException, MontyObject, MontyType, MontyUuid, NameLookupResult,
 };
 use std::cell::RefCell;
 
@@ -94,13 +93,7 @@ impl Class {
     }
 
     fn class_type(self) -> MontyClassType {
-        MontyClassType {
-            name: self.name().to_string(),
-            id: self.uuid(),
-            host_defined: true,
-            is_dataclass: false,
-            attrs: DictPairs::default(),
-        }
+        MontyClassType { name: self.name().to_string(), id: self.uuid(), host_defined: true, is_dataclass: false, attrs: DictPairs::default() }
     }
 }
 
@@ -153,8 +146,7 @@ fn instance(class: Class, index: usize, attrs: DictPairs) -> MontyObject {
 /// The object of module `name`, one per run. `string`'s constants travel with it as attributes, so
 /// reading them does not pause the VM.
 fn module_object(name: &'static str) -> MontyObject {
-    let existing =
-        OBJECTS.with(|o| o.borrow().iter().position(|object| matches!(object, Object::Module(m) if *m == name)));
+    let existing = OBJECTS.with(|o| o.borrow().iter().position(|object| matches!(object, Object::Module(m) if *m == name)));
     let index = existing.unwrap_or_else(|| {
         OBJECTS.with(|o| {
             let mut objects = o.borrow_mut();
@@ -165,12 +157,7 @@ fn module_object(name: &'static str) -> MontyObject {
     let attrs = match name {
         "string" => string::EXPORTS
             .iter()
-            .map(|c| {
-                (
-                    MontyObject::String(c.to_string()),
-                    MontyObject::String(string::constant(c).unwrap_or_default().to_string()),
-                )
-            })
+            .map(|c| (MontyObject::String(c.to_string()), MontyObject::String(string::constant(c).unwrap_or_default().to_string())))
             .collect(),
         _ => DictPairs::default(),
     };
@@ -196,10 +183,7 @@ pub fn builtin(name: &str) -> Option<MontyObject> {
 
 /// Whether an external function called `name` is one of ours rather than a tool.
 pub fn is_guest_function(name: &str) -> bool {
-    name == "__import__"
-        || name
-            .split_once('.')
-            .is_some_and(|(owner, _)| exports(owner).is_some() || owner == "Random" || owner == "HASH")
+    name == "__import__" || name.split_once('.').is_some_and(|(owner, _)| exports(owner).is_some() || owner == "Random" || owner == "HASH")
 }
 
 /// `__import__(name)`: the guest's module object, or the ImportError CPython would raise here.
@@ -223,9 +207,7 @@ fn import(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResu
 pub fn call_function(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> ExtFunctionResult {
     let result = if name == "__import__" {
         import(args, kwargs)
-    } else if let Some((method, index)) = name
-        .split_once('#')
-        .and_then(|(qualified, index)| Some((qualified.split_once('.')?.1, index.parse::<usize>().ok()?)))
+    } else if let Some((method, index)) = name.split_once('#').and_then(|(qualified, index)| Some((qualified.split_once('.')?.1, index.parse::<usize>().ok()?)))
     {
         call_object(index, method, args, kwargs)
     } else {
@@ -238,18 +220,11 @@ pub fn call_function(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, M
 }
 
 /// A method call on one of our objects or classes, routed by uuid.
-pub fn call_method(
-    id: MontyUuid,
-    method: &str,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> ExtFunctionResult {
+pub fn call_method(id: MontyUuid, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> ExtFunctionResult {
     let result = match decode(id) {
         Some(Target::Object(index)) => call_object(index, method, args, kwargs),
         Some(Target::Class(Class::Random)) if method == "__call__" => random::construct(args, kwargs),
-        Some(Target::Class(class)) => {
-            Err(type_error(format!("cannot call '{}.{method}' in the sandbox", class.name())))
-        }
+        Some(Target::Class(class)) => Err(type_error(format!("cannot call '{}.{method}' in the sandbox", class.name()))),
         None => Err(type_error(format!("no host object for the method call `{method}`"))),
     };
     into_result(result)
@@ -262,12 +237,7 @@ fn into_result(result: PyResult<MontyObject>) -> ExtFunctionResult {
     }
 }
 
-fn call_object(
-    index: usize,
-    method: &str,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> PyResult<MontyObject> {
+fn call_object(index: usize, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
     let module = OBJECTS.with(|o| match o.borrow().get(index) {
         Some(Object::Module(module)) => Some(Some(*module)),
         Some(_) => Some(None),
@@ -296,12 +266,7 @@ fn call_object(
     }
 }
 
-fn call_module(
-    module: &str,
-    function: &str,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> PyResult<MontyObject> {
+fn call_module(module: &str, function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
     if !exports(module).is_some_and(|e| e.contains(&function)) {
         return Err(no_attribute(module, function));
     }
@@ -316,10 +281,7 @@ fn call_module(
 
 fn no_attribute(module: &str, name: &str) -> MontyException {
     let provided = exports(module).map(|e| e.join(", ")).unwrap_or_default();
-    exception(
-        ExcType::AttributeError,
-        format!("module '{module}' has no attribute '{name}' (the sandbox's {module} has: {provided})"),
-    )
+    exception(ExcType::AttributeError, format!("module '{module}' has no attribute '{name}' (the sandbox's {module} has: {provided})"))
 }
 
 /// An attribute read on one of our objects that is not among its eager attributes (`random.randint`
@@ -328,13 +290,10 @@ pub fn attr(id: MontyUuid, name: &str) -> NameLookupResult {
     let found = match decode(id) {
         Some(Target::Object(index)) => OBJECTS.with(|o| match o.borrow().get(index) {
             Some(Object::Module(module)) => Some(module_attr(module, name)),
-            Some(Object::Random(_)) => {
-                random::METHODS.contains(&name).then(|| Ok(function(format!("Random.{name}#{index}"))))
+            Some(Object::Random(_)) => random::METHODS.contains(&name).then(|| Ok(function(format!("Random.{name}#{index}")))),
+            Some(Object::Hash(hash)) => {
+                hash.attr(name).map(Ok).or_else(|| hashlib::METHODS.contains(&name).then(|| Ok(function(format!("HASH.{name}#{index}")))))
             }
-            Some(Object::Hash(hash)) => hash
-                .attr(name)
-                .map(Ok)
-                .or_else(|| hashlib::METHODS.contains(&name).then(|| Ok(function(format!("HASH.{name}#{index}"))))),
             None => None,
         }),
         _ => None,

@@ -16,14 +16,43 @@ use sha2::Digest;
 use std::cell::RefCell;
 
 pub const EXPORTS: &[&str] = &[
-    "Random", "seed", "random", "uniform", "triangular", "randint", "randrange", "getrandbits", "randbytes",
-    "choice", "choices", "sample", "shuffle", "gauss", "normalvariate", "lognormvariate", "expovariate",
+    "Random",
+    "seed",
+    "random",
+    "uniform",
+    "triangular",
+    "randint",
+    "randrange",
+    "getrandbits",
+    "randbytes",
+    "choice",
+    "choices",
+    "sample",
+    "shuffle",
+    "gauss",
+    "normalvariate",
+    "lognormvariate",
+    "expovariate",
 ];
 
 /// The methods of a `Random` instance.
 pub const METHODS: &[&str] = &[
-    "seed", "random", "uniform", "triangular", "randint", "randrange", "getrandbits", "randbytes", "choice",
-    "choices", "sample", "shuffle", "gauss", "normalvariate", "lognormvariate", "expovariate",
+    "seed",
+    "random",
+    "uniform",
+    "triangular",
+    "randint",
+    "randrange",
+    "getrandbits",
+    "randbytes",
+    "choice",
+    "choices",
+    "sample",
+    "shuffle",
+    "gauss",
+    "normalvariate",
+    "lognormvariate",
+    "expovariate",
 ];
 
 /// The seed the module's functions and unseeded generators start from.
@@ -39,11 +68,7 @@ pub fn reset() {
 }
 
 /// `random.randint(…)` and the other module functions.
-pub fn call_module(
-    function: &str,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> PyResult<MontyObject> {
+pub fn call_module(function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
     if function == "Random" {
         return construct(args, kwargs);
     }
@@ -62,12 +87,7 @@ pub fn construct(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) ->
     Ok(new_object(Object::Random(Box::new(generator))))
 }
 
-pub fn call_method(
-    g: &mut Generator,
-    method: &str,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> PyResult<MontyObject> {
+pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
     match method {
         "seed" => {
             let [a, version] = bind("seed", &["a", "version"], 0, 2, args, kwargs)?;
@@ -155,8 +175,7 @@ pub fn call_method(
             Ok(seq.get(g.randbelow(seq.len() as u128) as usize))
         }
         "choices" => {
-            let [population, weights, cum_weights, k] =
-                bind("choices", &["population", "weights", "cum_weights", "k"], 1, 2, args, kwargs)?;
+            let [population, weights, cum_weights, k] = bind("choices", &["population", "weights", "cum_weights", "k"], 1, 2, args, kwargs)?;
             let population = Population::new("choices", population.as_ref().unwrap())?;
             let k = k.map_or(Ok(1), |v| int(&v))?;
             g.choices(&population, weights, cum_weights, k)
@@ -187,8 +206,7 @@ pub fn call_method(
             Ok(MontyObject::Float(mu + z * sigma))
         }
         "normalvariate" | "lognormvariate" => {
-            let [mu, sigma] =
-                bind(method, &["mu", "sigma"], if method == "normalvariate" { 0 } else { 2 }, 2, args, kwargs)?;
+            let [mu, sigma] = bind(method, &["mu", "sigma"], if method == "normalvariate" { 0 } else { 2 }, 2, args, kwargs)?;
             let (mu, sigma) = (mu.map_or(Ok(0.0), |v| float(&v))?, sigma.map_or(Ok(1.0), |v| float(&v))?);
             let magic = 4.0 * (-0.5f64).exp() / 2.0f64.sqrt();
             let z = loop {
@@ -275,14 +293,12 @@ enum Population<'a> {
 impl<'a> Population<'a> {
     fn new(function: &str, value: &'a MontyObject) -> PyResult<Self> {
         Ok(match value {
-            MontyObject::List(items) | MontyObject::Tuple(items) | MontyObject::NamedTuple { values: items, .. } => {
-                Population::Items(items)
-            }
+            MontyObject::List(items) | MontyObject::Tuple(items) | MontyObject::NamedTuple { values: items, .. } => Population::Items(items),
             MontyObject::String(s) => Population::Chars(s.chars().collect()),
             MontyObject::Bytes(b) => Population::Bytes(b),
-            MontyObject::Repr(repr) if repr.starts_with("range(") => parse_range(repr).ok_or_else(|| {
-                exception(ExcType::OverflowError, format!("{repr} is too large for the sandbox's random"))
-            })?,
+            MontyObject::Repr(repr) if repr.starts_with("range(") => {
+                parse_range(repr).ok_or_else(|| exception(ExcType::OverflowError, format!("{repr} is too large for the sandbox's random")))?
+            }
             other => {
                 return Err(type_error(format!(
                     "random.{function}() needs a sequence (list, tuple, str, bytes or range), not {}{}",
@@ -326,12 +342,7 @@ fn parse_range(repr: &str) -> Option<Population<'static>> {
         _ => return None,
     };
     let (start128, stop128, step128) = (i128::from(start), i128::from(stop), i128::from(step));
-    let len = if step > 0 {
-        (stop128 - start128 + step128 - 1).div_euclid(step128)
-    } else {
-        (start128 - stop128 - step128 - 1).div_euclid(-step128)
-    }
-    .max(0);
+    let len = if step > 0 { (stop128 - start128 + step128 - 1).div_euclid(step128) } else { (start128 - stop128 - step128 - 1).div_euclid(-step128) }.max(0);
     Some(Population::Range { start, step, len: usize::try_from(len).ok()? })
 }
 
@@ -364,9 +375,7 @@ impl Generator {
         let (mut i, mut j) = (1usize, 0usize);
         for _ in 0..N.max(key.len()) {
             let prev = self.mt[i - 1];
-            self.mt[i] = (self.mt[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525))
-                .wrapping_add(key[j])
-                .wrapping_add(j as u32);
+            self.mt[i] = (self.mt[i] ^ (prev ^ (prev >> 30)).wrapping_mul(1_664_525)).wrapping_add(key[j]).wrapping_add(j as u32);
             i += 1;
             j += 1;
             if i >= N {
@@ -520,10 +529,7 @@ impl Generator {
                 }
             }
             other => {
-                return Err(type_error(format!(
-                    "The only supported seed types are: None,\nint, float, str, bytes, and bytearray. Got {}",
-                    other.type_name()
-                )))
+                return Err(type_error(format!("The only supported seed types are: None,\nint, float, str, bytes, and bytearray. Got {}", other.type_name())))
             }
         };
         let mut key: Vec<u32> = key_bytes
@@ -611,13 +617,7 @@ impl Generator {
         Ok(MontyObject::List(result))
     }
 
-    fn choices(
-        &mut self,
-        population: &Population,
-        weights: Option<MontyObject>,
-        cum_weights: Option<MontyObject>,
-        k: i128,
-    ) -> PyResult<MontyObject> {
+    fn choices(&mut self, population: &Population, weights: Option<MontyObject>, cum_weights: Option<MontyObject>, k: i128) -> PyResult<MontyObject> {
         let n = population.len();
         let k = usize::try_from(k.max(0)).map_err(|_| overflow())?;
         let weights = weights.filter(|w| !matches!(w, MontyObject::None));
@@ -704,9 +704,7 @@ fn numbers(value: &MontyObject) -> PyResult<Vec<Number>> {
         .iter()
         .map(|item| match item {
             MontyObject::Float(f) => Ok(Number::Float(*f)),
-            other => int(other).map(Number::Int).map_err(|_| {
-                type_error(format!("unsupported operand type(s) for +: 'int' and '{}'", other.type_name()))
-            }),
+            other => int(other).map(Number::Int).map_err(|_| type_error(format!("unsupported operand type(s) for +: 'int' and '{}'", other.type_name()))),
         })
         .collect()
 }
