@@ -6,14 +6,17 @@
 //!   or a model behind an OpenAI-compatible server).
 //! - **who measures**: [`Metrics::from_episodes`] computes accuracy, tool calls (in all and per tool),
 //!   turns, tokens, search quality (the gold page among the first search's hits, and its rank), the share
-//!   of replies with a runnable program and the failure categories, each rate with a 95% Wilson interval.
+//!   of replies with a runnable program and the failure categories, each rate with a 95% Wilson interval;
+//!   and [`Diversity`]: distinct samples and pairwise similarity, with a `degenerate` flag for collapse.
 //! - **who reports**: [`write_report`] writes `results.json`, `results.md`, `results.png` and
 //!   `transcripts.jsonl` into the output directory; [`compare`] puts two of them side by side.
 
+mod diversity;
 mod metrics;
 mod report;
 
-pub use metrics::{difference_interval, wilson_interval, Mean, Metrics, Rate};
+pub use diversity::{jaccard, DegeneracyThresholds, Diversity, MAX_PAIRED_SAMPLES};
+pub use metrics::{difference_interval, sample_text, wilson_interval, Mean, Metrics, Rate};
 pub use report::{compare, markdown as report_markdown, read_results, table, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
 
 /// Why a report could not be written or read.

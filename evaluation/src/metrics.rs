@@ -1,6 +1,7 @@
 //! The metrics of a set of episodes: one definition, used by `agentrt eval`, by training's per-step
 //! metrics and by its routing evaluation, so a number means the same wherever it is printed.
 
+use crate::diversity::{DegeneracyThresholds, Diversity};
 use agentrt_rollout::{Episode, EpisodeOutcome, TurnAction};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -97,6 +98,9 @@ pub struct Metrics {
     /// written before it was reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runnable_programs: Option<Rate>,
+    /// How varied the samples are, and whether they look collapsed (absent in older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diversity: Option<Diversity>,
     /// How episodes ended: `correct`, `wrong_answer`, `no_answer`, `max_turns` (each of all episodes).
     pub outcomes: BTreeMap<String, Rate>,
     /// Failed programs by error kind (`syntax`, `exception:NameError`, `limit-exceeded:fuel`, …), of all programs.
@@ -104,7 +108,13 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// The metrics of `episodes`, with the default degeneracy thresholds.
     pub fn from_episodes(episodes: &[Episode]) -> Metrics {
+        Self::from_episodes_with(episodes, DegeneracyThresholds::default())
+    }
+
+    /// The metrics of `episodes`, flagging them degenerate by `thresholds`.
+    pub fn from_episodes_with(episodes: &[Episode], thresholds: DegeneracyThresholds) -> Metrics {
         let n = episodes.len();
         let nf = n.max(1) as f64;
         let correct = episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count();
@@ -151,10 +161,16 @@ impl Metrics {
             program_replies: Rate::new(programs.len(), replies.len()),
             runnable_program_replies: Rate::new(runnable, replies.len()),
             runnable_programs: Some(Rate::new(runnable, programs.len())),
+            diversity: Some(Diversity::of(episodes.iter().map(|e| (e.question.id.as_str(), sample_text(e))), thresholds)),
             outcomes,
             program_errors: error_counts.into_iter().map(|(k, c)| (k, Rate::new(c, programs.len()))).collect(),
         }
     }
+}
+
+/// An episode as one sample for diversity: its replies, joined.
+pub fn sample_text(episode: &Episode) -> String {
+    episode.turns.iter().map(|t| t.reply.as_str()).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]

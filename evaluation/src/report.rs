@@ -78,6 +78,15 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     if let Some(r) = &m.runnable_programs {
         row("programs that ran (of programs)", pct(r));
     }
+    if let Some(d) = &m.diversity {
+        row("distinct samples", pct(&d.unique_samples));
+        row("mean pairwise Jaccard of samples", format!("{:.3}", d.mean_jaccard));
+        if let Some(j) = d.mean_jaccard_within_question {
+            row("mean pairwise Jaccard within a question", format!("{j:.3}"));
+        }
+        let why = format!("Jaccard > {} or distinct < {:.0}%", d.thresholds.max_jaccard, d.thresholds.min_unique * 100.0);
+        row("degenerate (template collapse)", format!("{} ({why})", if d.degenerate { "**yes**" } else { "no" }));
+    }
     for (k, r) in &m.outcomes {
         row(&format!("outcome: {k}"), pct(r));
     }

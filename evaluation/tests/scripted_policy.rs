@@ -101,3 +101,35 @@ async fn random_baseline_reads_then_answers_from_what_it_read() {
     let answer = ep.final_answer.clone().unwrap();
     assert!(!answer.is_empty() && read.contains(&answer), "answer {answer:?} is not a span of {read:?}");
 }
+
+/// Template collapse is flagged: a policy that writes the same reply to every question is degenerate,
+/// a policy whose replies follow the question is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collapsed_policy_is_flagged_degenerate_and_a_normal_one_is_not() {
+    let questions = vec![
+        q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos"),
+        q("capital", "What is the capital of France?", "Paris", "paris"),
+        q("discoverer", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen"),
+        q("symbol", "What is the chemical symbol of oxygen?", "O", "oxygen"),
+    ];
+    let runner = runner(3).await;
+    let collapsed: HashMap<String, Vec<String>> = questions.iter().map(|q| (q.id.clone(), vec!["<answer>Paris</answer>".to_string()])).collect();
+    let batch = runner.run(&ScriptedPolicy::new(collapsed), &questions).await.unwrap();
+    let m = Metrics::from_episodes(&batch.episodes);
+    assert_eq!(m.accuracy, Rate::new(1, 4), "collapse can still score");
+    let d = m.diversity.unwrap();
+    assert!(d.degenerate && d.unique_samples == Rate::new(1, 4) && d.mean_jaccard == 1.0, "{d:?}");
+
+    let normal: HashMap<String, Vec<String>> = [
+        ("broncos", program("print(read_section(\"denver_broncos:super-bowl-50\"))")),
+        ("capital", "<answer>Paris</answer>".to_string()),
+        ("discoverer", program("hits = search_pages(\"who discovered oxygen\")\nprint(hits[0][\"title\"])")),
+        ("symbol", "The symbol is <answer>O</answer>".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), vec![v, "<answer>I am not sure</answer>".to_string()]))
+    .collect();
+    let batch = runner.run(&ScriptedPolicy::new(normal), &questions).await.unwrap();
+    let d = Metrics::from_episodes(&batch.episodes).diversity.unwrap();
+    assert!(!d.degenerate && d.unique_samples == Rate::new(4, 4) && d.mean_jaccard < 0.7, "{d:?}");
+}

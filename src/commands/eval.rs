@@ -4,7 +4,7 @@
 
 use crate::policy_options::{episode_runner, EpisodePlan, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
-use agentrt_eval::{write_report, EvalInfo, Metrics};
+use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_rollout::AgentSettings;
 use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
@@ -108,6 +108,12 @@ pub struct EpisodeArgs {
     /// Episodes played at once.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
+    /// Flag the samples as degenerate (template collapse) above this mean pairwise Jaccard similarity.
+    #[arg(long, default_value_t = DegeneracyThresholds::default().max_jaccard)]
+    pub max_jaccard: f64,
+    /// Flag the samples as degenerate below this share of distinct samples.
+    #[arg(long, default_value_t = DegeneracyThresholds::default().min_unique)]
+    pub min_unique: f64,
     /// Where results go.
     #[arg(long, default_value = "eval-out")]
     pub output_dir: PathBuf,
@@ -195,7 +201,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     if demonstrate && args.policy.baseline.as_deref() != Some("random") {
         policy_name.push_str(", shown the worked demonstration");
     }
-    let metrics = Metrics::from_episodes(&episodes);
+    let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
     let info = EvalInfo {
         policy: policy_name,
         judge: args.judge.clone(),
@@ -205,8 +211,23 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     };
     write_report(&args.output_dir, &info, &metrics, &episodes)?;
     print!("{}", agentrt_eval::report_markdown(&info, &metrics));
+    print_samples(&episodes, 3);
     println!("\nwritten to {}", args.output_dir.display());
     Ok(())
+}
+
+/// A few samples to look at beside the diversity numbers: the first reply of `n` episodes spread over
+/// the set, each cut to a few lines.
+fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
+    if episodes.is_empty() {
+        return;
+    }
+    println!("\nsamples (first reply of {} episodes):", n.min(episodes.len()));
+    for e in episodes.iter().step_by(episodes.len().div_ceil(n).max(1)).take(n) {
+        let reply = e.turns.first().map_or("", |t| t.reply.as_str());
+        let shown: Vec<&str> = reply.lines().take(4).collect();
+        println!("- [{}] {}{}", e.question.id, shown.join(" ⏎ "), if reply.lines().count() > 4 { " …" } else { "" });
+    }
 }
 
 /// How eval's episodes run: as `agentrt train` plays the config given (`--config`, `--set`); without

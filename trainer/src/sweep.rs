@@ -64,14 +64,16 @@ pub fn expand(file: Option<&Path>, fixed: &[String], axes: &[Axis]) -> Result<Ve
 
 /// A markdown table of each run's last step and best reward (runs without metrics say so).
 pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32>]) -> Result<String, TrainError> {
-    let mut s =
-        String::from("| run | exit | steps | reward (last) | accuracy (last) | best reward | tool calls | s/step |\n|---|---|---|---|---|---|---|---|\n");
+    let mut s = String::from(
+        "| run | exit | steps | reward (last) | accuracy (last) | best reward | tool calls | s/step | distinct samples | pairwise Jaccard | degenerate |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
     for (p, status) in points.iter().zip(statuses) {
         let dir = RunDir { path: output_dir.join(&p.run_name) };
         let lines = dir.read_lines(METRICS)?;
         let exit = status.map_or("killed".to_string(), |c| c.to_string());
         match lines.last() {
-            None => s.push_str(&format!("| {} | {exit} | 0 | - | - | - | - | - |\n", p.run_name)),
+            None => s.push_str(&format!("| {} | {exit} | 0 | - | - | - | - | - | - | - | - |\n", p.run_name)),
             Some(l) => {
                 // A missing value is an error naming the run and the key, not a NaN in the table.
                 let number = |l: &serde_json::Value, key: &str| {
@@ -83,15 +85,22 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
                 for line in &lines {
                     best = best.max(number(line, "/reward_mean")?);
                 }
+                let degenerate = l
+                    .get("degenerate")
+                    .and_then(|v| v.as_bool())
+                    .ok_or_else(|| TrainError::Run(format!("{}/{METRICS}: the last line has no `degenerate` flag", dir.path.display())))?;
                 s.push_str(&format!(
-                    "| {} | {exit} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} |\n",
+                    "| {} | {exit} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0}% | {:.3} | {} |\n",
                     p.run_name,
                     l["step"],
                     number(l, "/reward_mean")?,
                     number(l, "/accuracy")?,
                     best,
                     number(l, "/tool_calls")?,
-                    number(l, "/seconds/step")?
+                    number(l, "/seconds/step")?,
+                    number(l, "/unique_samples")? * 100.0,
+                    number(l, "/mean_jaccard")?,
+                    if degenerate { "**yes**" } else { "no" }
                 ))
             }
         }

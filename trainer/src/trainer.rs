@@ -225,6 +225,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     // Both measure from here, so a resumed run's ETA counts only the steps it ran.
     let bar = progress.then(|| Progress::new("train", "steps", config.run.max_steps as u64, start_step as u64));
 
+    // The last step's samples (question id, replies), for the collapse check at the end.
+    let mut last_samples: Vec<(String, String)> = Vec::new();
     for step in start_step + 1..=config.run.max_steps {
         let step_started = Instant::now();
         let mut episodes: Vec<Episode> = Vec::new();
@@ -292,6 +294,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             update.kl /= update.model_tokens as f64;
         }
 
+        last_samples = episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
         let line = step_metrics(
             step,
             questions_seen,
@@ -331,6 +334,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     if let Some(b) = bar {
         b.finish();
     }
+    report_collapse(&last_samples);
     Ok(TrainSummary { run_dir: run.path.clone(), steps: config.run.max_steps, last_checkpoint })
 }
 
@@ -340,6 +344,27 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
         0.0
     } else {
         v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The end-of-run collapse check on the last step's samples: distinct samples, similarity, the flag,
+/// and a few samples to look at (high reward with low diversity is template collapse).
+fn report_collapse(samples: &[(String, String)]) {
+    if samples.is_empty() {
+        return;
+    }
+    let d = agentrt_eval::Diversity::of(samples.iter().map(|(q, s)| (q.as_str(), s.clone())), Default::default());
+    eprintln!(
+        "last step's samples: {}/{} distinct, mean pairwise Jaccard {:.3}{}; degenerate: {}",
+        d.unique_samples.successes,
+        d.unique_samples.total,
+        d.mean_jaccard,
+        d.mean_jaccard_within_question.map(|j| format!(" ({j:.3} within a question)")).unwrap_or_default(),
+        if d.degenerate { "YES (template collapse: look at the samples)" } else { "no" }
+    );
+    for (q, s) in samples.iter().step_by(samples.len().div_ceil(3).max(1)).take(3) {
+        let shown: Vec<&str> = s.lines().take(3).collect();
+        eprintln!("  [{q}] {}", shown.join(" ⏎ "));
     }
 }
 
@@ -382,6 +407,10 @@ fn step_metrics(
         "runnable_program_replies": m.runnable_program_replies.value,
         "programs_ok": m.runnable_programs.map_or(0.0, |r| r.value),
         "search_hit_rate": m.search_hit_rate.value,
+        "unique_samples": m.diversity.as_ref().map_or(0.0, |d| d.unique_samples.value),
+        "mean_jaccard": m.diversity.as_ref().map_or(0.0, |d| d.mean_jaccard),
+        "mean_jaccard_within_question": m.diversity.as_ref().and_then(|d| d.mean_jaccard_within_question),
+        "degenerate": m.diversity.as_ref().is_some_and(|d| d.degenerate),
         "skipped_groups": skipped_groups,
         "routed_fraction": routed as f64 / episodes.len().max(1) as f64,
         "loss": update.loss,
