@@ -96,6 +96,23 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     s
 }
 
+/// The evaluation as TensorBoard events, at step 0, replacing any from an earlier evaluation into this
+/// directory: every metric as a scalar (`metrics/accuracy/value`, ...) and each episode's replies as text.
+fn write_events(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[Episode]) -> Result<(), EvalError> {
+    let path = agentrt_tensorboard::event_file(dir);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&path)(e)),
+        _ => {}
+    }
+    agentrt_tensorboard::append_scalars(dir, 0, &results_json(info, metrics)).map_err(io(&path))?;
+    for e in episodes {
+        let replies: Vec<String> = e.turns.iter().map(|t| format!("```\n{}\n```", t.reply)).collect();
+        let text = format!("**{}** ({:?})\n\n{}", e.question.question, e.outcome, replies.join("\n"));
+        agentrt_tensorboard::append_text(dir, &format!("transcripts/{}", e.question.id), 0, &text).map_err(io(&path))?;
+    }
+    Ok(())
+}
+
 /// Writes results.json, results.md, results.png and transcripts.jsonl into `dir` (created).
 pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[Episode]) -> Result<Vec<PathBuf>, EvalError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -123,6 +140,7 @@ pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[
     }
     let chart = BarChart { title: format!("{} (n={})", info.policy, metrics.num_questions), y_label: "fraction (95% CI)".into(), bars };
     write_bar_chart(&paths[3], &chart).map_err(|e| EvalError::Invalid(format!("{}: {e}", paths[3].display())))?;
+    write_events(dir, info, metrics, episodes)?;
     Ok(paths.to_vec())
 }
 

@@ -74,6 +74,12 @@ async fn scripted_episodes_give_exact_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let info = EvalInfo { policy: "scripted".into(), judge: "rule".into(), questions: "fixture".into(), seed: 0, max_turns: 3 };
     write_report(dir.path(), &info, &m, e).unwrap();
+    // TensorBoard events beside the report (their format is checked by TensorBoard's reader in
+    // bench/tensorboard_check.sh); a second report replaces them instead of appending.
+    let events = dir.path().join(agentrt_tensorboard::EVENT_FILE);
+    let size = std::fs::metadata(&events).expect("write_report writes TensorBoard events").len();
+    write_report(dir.path(), &info, &m, e).unwrap();
+    assert_eq!(std::fs::metadata(&events).unwrap().len(), size);
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap()).unwrap();
     assert_eq!(
         (json["accuracy"].as_f64(), json["avg_tool_calls"].as_f64(), json["search_hit_rate"].as_f64(), json["num_questions"].as_u64()),

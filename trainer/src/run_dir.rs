@@ -61,14 +61,25 @@ impl RunDir {
         Ok((RunDir { path: path.to_path_buf() }, config))
     }
 
-    /// Appends one JSON line to `file` (a whole line per write; a reader drops a torn last line).
+    /// Appends one JSON line to `file` (a whole line per write; a reader drops a torn last line), and the
+    /// same to the run's TensorBoard event file: a metrics or routing line as scalars at its `step`, a
+    /// transcript as text.
     pub fn append(&self, file: &str, value: &serde_json::Value) -> Result<(), TrainError> {
         let p = self.path.join(file);
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&p).map_err(io_err(&p))?;
         let mut line = serde_json::to_string(value).expect("JSON values serialise");
         line.push('\n');
         f.write_all(line.as_bytes()).map_err(io_err(&p))?;
-        f.flush().map_err(io_err(&p))
+        f.flush().map_err(io_err(&p))?;
+        let step = value["step"].as_i64().unwrap_or(0);
+        let events = agentrt_tensorboard::event_file(&self.path);
+        let written = match file {
+            METRICS => agentrt_tensorboard::append_scalars(&self.path, step, value),
+            ROUTING_EVAL => agentrt_tensorboard::append_scalars(&self.path, step, &serde_json::json!({ "routing": value })),
+            TRANSCRIPTS => agentrt_tensorboard::append_text(&self.path, "transcripts", step, &transcript_markdown(value)),
+            _ => Ok(()),
+        };
+        written.map_err(io_err(&events))
     }
 
     /// The lines of a JSON Lines file of this run (a torn last line from a kill is skipped).
@@ -153,6 +164,20 @@ impl RunDir {
     pub fn optimizer_of(checkpoint: &Path) -> PathBuf {
         checkpoint.join(OPTIMIZER)
     }
+}
+
+/// A transcript line as TensorBoard's text plugin shows it (markdown): the question, then each reply
+/// and observation in code blocks.
+fn transcript_markdown(line: &serde_json::Value) -> String {
+    let e = &line["episode"];
+    let mut text = format!("**{}** (reward {})\n\n", e["question"]["question"].as_str().unwrap_or(""), e["reward"]);
+    for turn in e["turns"].as_array().into_iter().flatten() {
+        text.push_str(&format!("```\n{}\n```\n", turn["reply"].as_str().unwrap_or("")));
+        if let Some(obs) = turn["observation"].as_str() {
+            text.push_str(&format!("```\n{obs}\n```\n"));
+        }
+    }
+    text
 }
 
 fn read_jsonl(p: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
