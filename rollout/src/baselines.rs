@@ -1,5 +1,5 @@
 //! Policies without a model: a scripted one that replays fixed replies (tests pin every metric with it) and
-//! the random baseline of the seed plan (random tool calls, then a random span of what it read).
+//! the random baseline (random tool calls, then a random span of what it read): the floor a trained policy must clear.
 
 use crate::conversation::Conversation;
 use crate::error::RolloutError;

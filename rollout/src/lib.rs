@@ -24,6 +24,9 @@ mod openai_policy;
 mod prompt;
 mod questions;
 mod synthetic;
+/// Test set-up shared with other crates' tests; not part of the product's API (the `testing` feature,
+/// which only dev-dependencies turn on).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod trace;
 mod trajectories;

@@ -56,7 +56,7 @@ pub fn system_prompt(template: &str, plugins: &[ToolSignature]) -> String {
 /// questions at temperature 1: 0 of 12 first replies held a program with the system prompt alone, 3 of 12
 /// with this demonstration before the question, which gives GRPO groups that are not all equal. The tool
 /// turns are the real sandbox's observations on the bundled index (truncated), so the demonstration shows
-/// exactly what the model will see; it uses the seed's one-call form first, then a program.
+/// exactly what the model will see; it uses the one-call form first, then a program.
 pub fn demonstration() -> Vec<Message> {
     vec![
         Message::user("Who wrote the novel Nineteen Eighty-Four?"),

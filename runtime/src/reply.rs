@@ -1,7 +1,7 @@
 //! What a model's reply asks for: a program to run, a final answer, or neither.
 //!
 //! Two program forms are accepted: a fenced block (```` ```python ````, ```` ```py ```` or a bare
-//! fence), the form small code models write most readily; and the seed's one-call form
+//! fence), the form small code models write most readily; and the one-call form
 //! `<tool>search_pages("query")</tool>`, whose content is itself a one-line Python program.
 
 /// What a reply asks the episode to do next.
