@@ -131,7 +131,7 @@ impl RunDir {
         }
         std::fs::create_dir_all(&partial).map_err(io_err(&partial))?;
         policy.save_adapters(&partial.join(ADAPTERS))?;
-        agent.write(&partial).map_err(|e| TrainError::Run(e.to_string()))?;
+        agent.write(&partial)?;
         let opt = partial.join(OPTIMIZER);
         optimizer.save_state(&opt).map_err(|e| TrainError::OptimizerState { path: opt.clone(), source: e })?;
         write_atomic(&partial.join(STATE), serde_json::to_string_pretty(state).expect("state serialises").as_bytes())?;
