@@ -68,6 +68,18 @@ impl Diversity {
     }
 }
 
+/// Up to `n` of `samples`, spread evenly over them: the few printed beside the diversity numbers, to
+/// look at.
+pub fn spread<T>(samples: &[T], n: usize) -> impl Iterator<Item = &T> {
+    samples.iter().step_by(samples.len().div_ceil(n).max(1)).take(n)
+}
+
+/// The first `lines` lines of `text` on one line (joined by ⏎), with … when more were cut.
+pub fn preview(text: &str, lines: usize) -> String {
+    let shown: Vec<&str> = text.lines().take(lines).collect();
+    format!("{}{}", shown.join(" ⏎ "), if text.lines().count() > lines { " …" } else { "" })
+}
+
 fn word_set(text: &str) -> BTreeSet<String> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }

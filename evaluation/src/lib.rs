@@ -15,7 +15,7 @@ mod diversity;
 mod metrics;
 mod report;
 
-pub use diversity::{jaccard, DegeneracyThresholds, Diversity, MAX_PAIRED_SAMPLES};
+pub use diversity::{jaccard, preview, spread, DegeneracyThresholds, Diversity, MAX_PAIRED_SAMPLES};
 pub use metrics::{difference_interval, sample_text, wilson_interval, Mean, Metrics, Rate};
 pub use report::{compare, markdown as report_markdown, read_results, table, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
 

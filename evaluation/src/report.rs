@@ -105,12 +105,14 @@ fn write_events(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[Epis
         _ => {}
     }
     agentrt_tensorboard::append_scalars(dir, 0, &results_json(info, metrics)).map_err(io(&path))?;
-    for e in episodes {
-        let replies: Vec<String> = e.turns.iter().map(|t| format!("```\n{}\n```", t.reply)).collect();
-        let text = format!("**{}** ({:?})\n\n{}", e.question.question, e.outcome, replies.join("\n"));
-        agentrt_tensorboard::append_text(dir, &format!("transcripts/{}", e.question.id), 0, &text).map_err(io(&path))?;
-    }
-    Ok(())
+    let transcripts: Vec<(String, String)> = episodes
+        .iter()
+        .map(|e| {
+            let replies: Vec<String> = e.turns.iter().map(|t| format!("```\n{}\n```", t.reply)).collect();
+            (format!("transcripts/{}", e.question.id), format!("**{}** ({:?})\n\n{}", e.question.question, e.outcome, replies.join("\n")))
+        })
+        .collect();
+    agentrt_tensorboard::append_texts(dir, 0, &transcripts).map_err(io(&path))
 }
 
 /// Writes results.json, results.md, results.png and transcripts.jsonl into `dir` (created).

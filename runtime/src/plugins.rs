@@ -267,25 +267,30 @@ impl LoadedPlugin {
     /// tool error): the file, the cause in one line (a bound, or the trap), and the last lines of the plug-in's stderr, where a
     /// Python traceback or a JavaScript error ends up. No wasm frames: they help nobody write a program.
     fn crash_message(&self, error: &wasmtime::Error, store: &Store<PluginState>) -> String {
-        let state = store.data();
-        let cause = if state.memory.exceeded {
-            format!("it ran out of memory (limit {} MiB)", state.memory.limit() >> 20)
-        } else {
-            match error.downcast_ref::<Trap>() {
-                Some(Trap::OutOfFuel) => "it ran out of fuel".to_string(),
-                Some(Trap::Interrupt) => "it ran past its time limit".to_string(),
-                Some(Trap::StackOverflow) => "its stack overflowed".to_string(),
-                Some(trap) => format!("it trapped ({})", trap.to_string().trim_start_matches("wasm trap: ")),
-                None => error.root_cause().to_string(),
-            }
-        };
         let file = self.path.file_name().map_or_else(|| self.path.display().to_string(), |f| f.to_string_lossy().into_owned());
-        let tail = stderr_tail(&state.stderr);
-        if tail.is_empty() {
-            format!("the plug-in {file} crashed: {cause}")
-        } else {
-            format!("the plug-in {file} crashed: {cause}; its stderr ends with:\n{}", tail.join("\n"))
+        format!("the plug-in {file} crashed: {}", explain_failure(error, store.data()))
+    }
+}
+
+/// Why a plug-in instance failed, in one line (a bound, or the trap), then the last lines of its stderr:
+/// the explanation of a crash in a call and of a failure at load alike.
+fn explain_failure(error: &wasmtime::Error, state: &PluginState) -> String {
+    let cause = if state.memory.exceeded {
+        format!("it ran out of memory (limit {} MiB)", state.memory.limit() >> 20)
+    } else {
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => "it ran out of fuel".to_string(),
+            Some(Trap::Interrupt) => "it ran past its time limit".to_string(),
+            Some(Trap::StackOverflow) => "its stack overflowed".to_string(),
+            Some(trap) => format!("it trapped ({})", trap.to_string().trim_start_matches("wasm trap: ")),
+            None => error.root_cause().to_string(),
         }
+    };
+    let tail = stderr_tail(&state.stderr);
+    if tail.is_empty() {
+        cause
+    } else {
+        format!("{cause}; its stderr ends with:\n{}", tail.join("\n"))
     }
 }
 
@@ -348,14 +353,7 @@ async fn describe(path: &Path, pre: &InstancePre<PluginState>) -> Result<(BTreeM
         wasmtime::Result::<()>::Ok(())
     };
     if let Err(e) = call.await {
-        let tail = stderr_tail(&store.data().stderr);
-        let stderr = if tail.is_empty() { String::new() } else { format!("; its stderr ends with:\n{}", tail.join("\n")) };
-        let cause = match e.downcast_ref::<Trap>() {
-            Some(trap) => trap.to_string(),
-            None => e.root_cause().to_string(),
-        };
-        let memory = if store.data().memory.exceeded { " (it needs more memory than the limit: raise --memory)" } else { "" };
-        return Err(unusable(format!("starting it and asking for its metadata failed: {cause}{memory}{stderr}")));
+        return Err(unusable(format!("starting it and asking for its metadata failed: {}", explain_failure(&e, store.data()))));
     }
     let stateless = matches!(declared.pop(), Some(Val::Bool(true)));
     let mut docs = BTreeMap::new();

@@ -223,10 +223,8 @@ fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
         return;
     }
     println!("\nsamples (first reply of {} episodes):", n.min(episodes.len()));
-    for e in episodes.iter().step_by(episodes.len().div_ceil(n).max(1)).take(n) {
-        let reply = e.turns.first().map_or("", |t| t.reply.as_str());
-        let shown: Vec<&str> = reply.lines().take(4).collect();
-        println!("- [{}] {}{}", e.question.id, shown.join(" ⏎ "), if reply.lines().count() > 4 { " …" } else { "" });
+    for e in agentrt_eval::spread(episodes, n) {
+        println!("- [{}] {}", e.question.id, agentrt_eval::preview(e.turns.first().map_or("", |t| t.reply.as_str()), 4));
     }
 }
 

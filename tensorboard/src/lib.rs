@@ -44,7 +44,13 @@ pub fn append_scalars(dir: &Path, step: i64, line: &serde_json::Value) -> std::i
 
 /// Appends `text` (shown as markdown by TensorBoard's text plugin) under `tag` at `step`.
 pub fn append_text(dir: &Path, tag: &str, step: i64, text: &str) -> std::io::Result<()> {
-    append(dir, &[Event::text(wall_time(), step, tag, text)])
+    append_texts(dir, step, &[(tag.to_string(), text.to_string())])
+}
+
+/// Appends several `(tag, text)` at `step` in one write (an evaluation's transcripts).
+pub fn append_texts(dir: &Path, step: i64, texts: &[(String, String)]) -> std::io::Result<()> {
+    let now = wall_time();
+    append(dir, &texts.iter().map(|(tag, text)| Event::text(now, step, tag, text)).collect::<Vec<_>>())
 }
 
 fn flatten(value: &serde_json::Value, prefix: String, out: &mut Vec<(String, f64)>) {

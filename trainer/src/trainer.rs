@@ -362,9 +362,8 @@ fn report_collapse(samples: &[(String, String)]) {
         d.mean_jaccard_within_question.map(|j| format!(" ({j:.3} within a question)")).unwrap_or_default(),
         if d.degenerate { "YES (template collapse: look at the samples)" } else { "no" }
     );
-    for (q, s) in samples.iter().step_by(samples.len().div_ceil(3).max(1)).take(3) {
-        let shown: Vec<&str> = s.lines().take(3).collect();
-        eprintln!("  [{q}] {}", shown.join(" ⏎ "));
+    for (q, s) in agentrt_eval::spread(samples, 3) {
+        eprintln!("  [{q}] {}", agentrt_eval::preview(s, 3));
     }
 }
 
