@@ -97,6 +97,16 @@ pub fn load_adapter(dir: &Path, model: &ModelConfig, device: &Device) -> Result<
     Ok((Adapter { pairs }, LoraConfig { rank, alpha, targets, dual: false }))
 }
 
+/// The adapters directory of `dir`: a run's `checkpoint-N` (its `adapters/`) or a PEFT adapter directory
+/// (one adapter, or a dual `retain/` + `forget/` pair).
+pub fn adapters_dir(dir: &Path) -> std::path::PathBuf {
+    if dir.join("adapters").is_dir() {
+        dir.join("adapters")
+    } else {
+        dir.to_path_buf()
+    }
+}
+
 impl AdapterSet {
     /// Saves in PEFT's format: one adapter at `dir`, or `dir/retain` and `dir/forget` when dual.
     pub fn save_peft(&self, dir: &Path, base_model: &str) -> Result<()> {

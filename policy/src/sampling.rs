@@ -48,6 +48,8 @@ pub enum FinishReason {
     Stop(String),
     /// `max_tokens` reached.
     Length,
+    /// Dropped by its observer before it ended (a server's client went away): see [`sample_rows`].
+    Cancelled,
 }
 
 /// One sampled completion.
@@ -117,6 +119,32 @@ pub fn pick(logits: &[f32], p: &SamplingParams, rng: &mut impl Rng) -> u32 {
     idx[probs.len() - 1] as u32
 }
 
+/// One sequence of a [`sample_rows`] batch: its templated prompt and its own settings (`n` and `max_batch`
+/// are ignored: a row is one completion).
+#[derive(Debug, Clone, Copy)]
+pub struct RowSpec<'a> {
+    pub prompt: &'a [u32],
+    pub params: &'a SamplingParams,
+}
+
+/// Where the rows of a batch draw their random numbers.
+pub enum Draws<'r> {
+    /// One stream; at each step the live rows draw in order. [`sample`] uses it, so a seeded run repeats.
+    Shared(&'r mut dyn rand::RngCore),
+    /// A stream per row: a row samples the same tokens whatever it is batched with (a server's requests,
+    /// each with its own seed).
+    PerRow(&'r mut [rand::rngs::StdRng]),
+}
+
+/// What an observer of [`sample_rows`] says after hearing a row's new token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// Go on sampling the row.
+    Continue,
+    /// Drop the row now (its reader has gone): it ends as [`FinishReason::Cancelled`] and frees its slot.
+    Cancel,
+}
+
 struct Row {
     prompt_index: usize,
     pad: usize,
@@ -133,56 +161,91 @@ pub fn sample(
     adapters: Option<&AdapterSet>,
     prompts: &[Vec<u32>],
     params: &SamplingParams,
-    rng: &mut impl Rng,
+    rng: &mut impl rand::RngCore,
 ) -> Result<Vec<Completion>> {
     let jobs: Vec<usize> = (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, params.n.max(1))).collect();
     let mut out = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(params.max_batch.max(1)) {
-        out.extend(sample_batch(decoder, tokenizer, adapters, prompts, chunk, params, rng)?);
+        let rows: Vec<RowSpec> = chunk.iter().map(|&j| RowSpec { prompt: &prompts[j], params }).collect();
+        let done = sample_rows(decoder, tokenizer, adapters, &rows, Draws::Shared(&mut *rng), &mut |_, _, _| Heard::Continue)?;
+        out.extend(done.into_iter().map(|c| Completion { prompt_index: chunk[c.prompt_index], ..c }));
     }
     Ok(out)
 }
 
-fn sample_batch(
+/// Samples one completion per row, all rows in one batch (left-padded; a finished row leaves it), each row
+/// under its own settings. `on_token(row, id, logprob)` hears every sampled token as soon as it is picked
+/// (a server streams them) and may cancel the row. A completion's `prompt_index` is its row's index.
+pub fn sample_rows(
     decoder: &Decoder,
     tokenizer: &PolicyTokenizer,
     adapters: Option<&AdapterSet>,
-    prompts: &[Vec<u32>],
-    jobs: &[usize],
-    params: &SamplingParams,
-    rng: &mut impl Rng,
+    specs: &[RowSpec],
+    mut draws: Draws,
+    on_token: &mut dyn FnMut(usize, u32, f32) -> Heard,
 ) -> Result<Vec<Completion>> {
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Draws::PerRow(r) = &draws {
+        if r.len() != specs.len() {
+            return Err(crate::PolicyError::Invalid(format!("{} random streams for {} rows", r.len(), specs.len())));
+        }
+    }
     let dev = decoder.device().clone();
-    let max_len = jobs.iter().map(|&j| prompts[j].len()).max().unwrap_or(0);
-    if max_len == 0 {
+    let max_len = specs.iter().map(|s| s.prompt.len()).max().unwrap_or(0);
+    if specs.iter().any(|s| s.prompt.is_empty()) {
         return Err(crate::PolicyError::Invalid("empty prompt".into()));
     }
-    if max_len + params.max_tokens > decoder.cfg.max_position_embeddings {
+    let max_tokens = specs.iter().map(|s| s.params.max_tokens).max().unwrap_or(0);
+    if max_len + max_tokens > decoder.cfg.max_position_embeddings {
         return Err(crate::PolicyError::Invalid(format!(
-            "prompt ({max_len} tokens) plus max_tokens ({}) exceeds the model's context ({})",
-            params.max_tokens, decoder.cfg.max_position_embeddings
+            "prompt ({max_len} tokens) plus max_tokens ({max_tokens}) exceeds the model's context ({})",
+            decoder.cfg.max_position_embeddings
         )));
     }
     let pad_id = tokenizer.eos_ids.first().copied().unwrap_or(0);
-    let mut rows: Vec<Row> =
-        jobs.iter().map(|&j| Row { prompt_index: j, pad: max_len - prompts[j].len(), ids: vec![], logprobs: vec![], done: None }).collect();
-    let mut flat = Vec::with_capacity(jobs.len() * max_len);
-    for r in &rows {
+    let mut rows: Vec<Row> = specs
+        .iter()
+        .enumerate()
+        .map(|(j, s)| Row {
+            prompt_index: j,
+            pad: max_len - s.prompt.len(),
+            ids: vec![],
+            logprobs: vec![],
+            done: (s.params.max_tokens == 0).then_some(FinishReason::Length),
+        })
+        .collect();
+    let mut flat = Vec::with_capacity(specs.len() * max_len);
+    for (r, s) in rows.iter().zip(specs) {
         flat.extend(std::iter::repeat_n(pad_id, r.pad));
-        flat.extend(&prompts[r.prompt_index]);
+        flat.extend(s.prompt);
     }
     let mut cache = KvCache::default();
     let mut active: Vec<usize> = (0..rows.len()).collect();
     let mut input = Tensor::from_vec(flat, (rows.len(), max_len), &dev)?;
-    for _step in 0..params.max_tokens {
+    // A row asked for no tokens at all is done before the first forward.
+    if rows.iter().any(|r| r.done.is_some()) {
+        let keep: Vec<u32> = (0..rows.len()).filter(|&i| rows[i].done.is_none()).map(|i| i as u32).collect();
+        if keep.is_empty() {
+            return finish(rows, tokenizer);
+        }
+        input = input.index_select(&Tensor::new(keep.as_slice(), &dev)?, 0)?;
+        active = keep.iter().map(|&i| i as usize).collect();
+    }
+    for _step in 0..max_tokens {
         let pads: Vec<usize> = active.iter().map(|&i| rows[i].pad).collect();
         let logits = decoder.forward_cached(&input, &pads, &mut cache, adapters)?;
         let logits: Vec<Vec<f32>> = logits.to_dtype(candle_core::DType::F32)?.to_vec2()?;
         let mut next = Vec::with_capacity(active.len());
         for (k, &i) in active.iter().enumerate() {
-            let row = &mut rows[i];
-            let id = pick(&logits[k], params, rng);
+            let params = specs[i].params;
+            let id = match &mut draws {
+                Draws::Shared(rng) => pick(&logits[k], params, rng),
+                Draws::PerRow(rngs) => pick(&logits[k], params, &mut rngs[i]),
+            };
             let lp = logits[k][id as usize] - logsumexp(&logits[k]);
+            let row = &mut rows[i];
             row.ids.push(id);
             row.logprobs.push(lp);
             next.push(id);
@@ -193,6 +256,12 @@ fn sample_batch(
                 if let Some(s) = params.stop.iter().find(|s| text.contains(s.as_str())) {
                     row.done = Some(FinishReason::Stop(s.clone()));
                 }
+            }
+            if row.done.is_none() && row.ids.len() >= params.max_tokens {
+                row.done = Some(FinishReason::Length);
+            }
+            if on_token(i, id, lp) == Heard::Cancel && row.done.is_none() {
+                row.done = Some(FinishReason::Cancelled);
             }
         }
         let keep: Vec<u32> = (0..active.len()).filter(|&k| rows[active[k]].done.is_none()).map(|k| k as u32).collect();
@@ -207,6 +276,10 @@ fn sample_batch(
         }
         input = Tensor::from_vec(next, (active.len(), 1), &dev)?;
     }
+    finish(rows, tokenizer)
+}
+
+fn finish(rows: Vec<Row>, tokenizer: &PolicyTokenizer) -> Result<Vec<Completion>> {
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         let reason = r.done.unwrap_or(FinishReason::Length);

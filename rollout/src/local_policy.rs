@@ -60,6 +60,7 @@ impl TurnPolicy for LocalPolicy<'_> {
                 FinishReason::Eos => Finish::EndOfTurn,
                 FinishReason::Stop(_) => Finish::Stop,
                 FinishReason::Length => Finish::Length,
+                FinishReason::Cancelled => return Err(RolloutError::Invalid("a local completion was cancelled, which only a server's observer does".into())),
             };
             let slot = replies
                 .get_mut(c.prompt_index)

@@ -6,14 +6,7 @@ use crate::error::TrainError;
 use agentrt_policy::{AdapterSet, LoraConfig, Policy};
 use std::path::{Path, PathBuf};
 
-/// The adapters directory of `dir`: a run's `checkpoint-N` (its `adapters/`) or a PEFT adapter directory.
-pub fn adapters_dir(dir: &Path) -> PathBuf {
-    if dir.join("adapters").is_dir() {
-        dir.join("adapters")
-    } else {
-        dir.to_path_buf()
-    }
-}
+pub use agentrt_policy::adapter_io::adapters_dir;
 
 /// Gives `policy` its starting adapters: loaded from `model.init_adapter` when set (its dual-ness must match
 /// `model.dual_lora`), else fresh ones drawn from `seed`.

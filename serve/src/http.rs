@@ -1,0 +1,358 @@
+//! The HTTP side: routes, the server's shared state, and how engine events become responses (one JSON
+//! body, or server-sent events).
+
+use crate::engine::{self, EngineStats, Event, Job, ServeConfig};
+use crate::protocol::{finish_fields, logprob_entry, parse_chat_request, ApiError, ChatRequest};
+use crate::text_stream::{final_text, TextStream};
+use crate::ServeError;
+use agentrt_policy::rand::rngs::StdRng;
+use agentrt_policy::rand::{Rng, SeedableRng};
+use agentrt_policy::{AdapterSet, Completion, Policy};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+/// Everything the routes share: the base model, the adapters by name, the engine's queue.
+pub struct ServerState {
+    policy: Arc<Policy>,
+    base_name: String,
+    adapters: RwLock<BTreeMap<String, Arc<AdapterSet>>>,
+    engine: mpsc::Sender<Job>,
+    stats: Arc<Mutex<EngineStats>>,
+    created: u64,
+    next_id: AtomicU64,
+}
+
+impl ServerState {
+    /// A server for `policy` (its own adapters, if any, are not used: serve adapters by name), answering to
+    /// `base_name`; starts the sampling thread.
+    pub fn new(mut policy: Policy, base_name: impl Into<String>, config: ServeConfig) -> Arc<ServerState> {
+        policy.adapters = None;
+        let policy = Arc::new(policy);
+        let stats = Arc::new(Mutex::new(EngineStats::default()));
+        let engine = engine::start(policy.clone(), config, stats.clone());
+        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        Arc::new(ServerState {
+            policy,
+            base_name: base_name.into(),
+            adapters: RwLock::new(BTreeMap::new()),
+            engine,
+            stats,
+            created,
+            next_id: AtomicU64::new(0),
+        })
+    }
+
+    /// Serves the adapter at `path` (a PEFT directory, a dual `retain/` + `forget/` one, or a checkpoint
+    /// holding `adapters/`) as `name`. With `replace`, a loaded adapter of that name is swapped; otherwise a
+    /// taken name is an error.
+    pub fn add_adapter(&self, name: &str, path: &Path, replace: bool) -> Result<(), ServeError> {
+        if name == self.base_name || (!replace && self.adapters.read().expect("adapters lock").contains_key(name)) {
+            return Err(ServeError::DuplicateName(name.into()));
+        }
+        let dir = agentrt_policy::adapter_io::adapters_dir(path);
+        let set = AdapterSet::load_peft(&dir, self.policy.config(), self.policy.device()).map_err(|source| ServeError::Adapter {
+            name: name.into(),
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.adapters.write().expect("adapters lock").insert(name.into(), Arc::new(set));
+        Ok(())
+    }
+
+    /// The served names: the base model's, then the adapters'.
+    pub fn model_names(&self) -> Vec<String> {
+        std::iter::once(self.base_name.clone()).chain(self.adapters.read().expect("adapters lock").keys().cloned()).collect()
+    }
+
+    /// What the engine has done so far.
+    pub fn stats(&self) -> EngineStats {
+        self.stats.lock().expect("stats lock").clone()
+    }
+
+    fn adapter(&self, model: &str) -> Result<Option<Arc<AdapterSet>>, ApiError> {
+        if model == self.base_name {
+            return Ok(None);
+        }
+        match self.adapters.read().expect("adapters lock").get(model) {
+            Some(a) => Ok(Some(a.clone())),
+            None => Err(ApiError::not_found(format!("The model `{model}` does not exist. Served: {}.", self.model_names().join(", ")))),
+        }
+    }
+}
+
+/// The routes: `/v1/chat/completions`, `/v1/models`, `/v1/load_lora_adapter`, `/v1/unload_lora_adapter`,
+/// `/health`.
+pub fn router(state: Arc<ServerState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/v1/load_lora_adapter", post(load_adapter))
+        .route("/v1/unload_lora_adapter", post(unload_adapter))
+        .route("/health", get(health))
+        .with_state(state)
+}
+
+/// Serves `state` on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, state: Arc<ServerState>) -> Result<(), ServeError> {
+    axum::serve(listener, router(state)).await.map_err(ServeError::Serve)
+}
+
+fn error_response(e: ApiError) -> Response {
+    (StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(e.body())).into_response()
+}
+
+async fn health(State(s): State<Arc<ServerState>>) -> Json<Value> {
+    Json(json!({"status": "ok", "engine": s.stats()}))
+}
+
+async fn models(State(s): State<Arc<ServerState>>) -> Json<Value> {
+    let data: Vec<Value> = s
+        .model_names()
+        .into_iter()
+        .map(|id| {
+            let parent = if id == s.base_name { Value::Null } else { json!(s.base_name) };
+            json!({"id": id, "object": "model", "created": s.created, "owned_by": "agentrt", "root": s.base_name, "parent": parent})
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+fn field<'a>(body: &'a Value, key: &str) -> Result<&'a str, ApiError> {
+    body[key].as_str().filter(|v| !v.trim().is_empty()).ok_or_else(|| ApiError::bad_request(format!("`{key}` is required"), Some(key)))
+}
+
+async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
+    let run = async {
+        let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}"), None))?;
+        let name = field(&body, "lora_name")?.to_string();
+        let path = std::path::PathBuf::from(field(&body, "lora_path")?);
+        let replace = body["load_inplace"].as_bool().unwrap_or(false);
+        let state = s.clone();
+        let n = name.clone();
+        tokio::task::spawn_blocking(move || state.add_adapter(&n, &path, replace))
+            .await
+            .map_err(|e| ApiError::internal(format!("loading the adapter panicked: {e}")))?
+            .map_err(|e| match e {
+                ServeError::DuplicateName(n) => ApiError::bad_request(
+                    format!("The lora adapter '{n}' has already been loaded (pass \"load_inplace\": true to replace it)."),
+                    Some("lora_name"),
+                ),
+                other => ApiError::bad_request(error_chain(&other), Some("lora_path")),
+            })?;
+        Ok::<_, ApiError>(name)
+    };
+    match run.await {
+        Ok(name) => (StatusCode::OK, format!("Success: LoRA adapter '{name}' added successfully.")).into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+async fn unload_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
+    let run = || {
+        let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}"), None))?;
+        let name = field(&body, "lora_name")?;
+        match s.adapters.write().expect("adapters lock").remove(name) {
+            Some(_) => Ok(name.to_string()),
+            None => Err(ApiError::not_found(format!("The lora adapter '{name}' cannot be found."))),
+        }
+    };
+    match run() {
+        Ok(name) => (StatusCode::OK, format!("Success: LoRA adapter '{name}' removed successfully.")).into_response(),
+        Err(e) => error_response(e),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+/// A request checked, rendered and queued.
+struct Queued {
+    request: ChatRequest,
+    id: String,
+    prompt_tokens: usize,
+    events: UnboundedReceiver<Event>,
+}
+
+fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
+    let request = parse_chat_request(body)?;
+    let adapter = s.adapter(&request.model)?;
+    let prompt =
+        s.policy.chat_prompt(&request.messages).map_err(|e| ApiError::bad_request(format!("the chat template refused the messages: {e}"), Some("messages")))?;
+    let context = s.policy.config().max_position_embeddings;
+    if prompt.len() + request.params.max_tokens > context {
+        return Err(ApiError::bad_request(
+            format!(
+                "This model's maximum context length is {context} tokens. However, you requested {} tokens ({} in the messages, {} in the completion).",
+                prompt.len() + request.params.max_tokens,
+                prompt.len(),
+                request.params.max_tokens
+            ),
+            Some("messages"),
+        ));
+    }
+    let seed = request.seed.unwrap_or_else(|| agentrt_policy::rand::rng().random());
+    let rngs = (0..request.params.n).map(|c| StdRng::seed_from_u64(seed.wrapping_add(c as u64))).collect();
+    let (tx, events) = unbounded_channel();
+    let prompt_tokens = prompt.len();
+    let job = Job {
+        adapter_name: if adapter.is_some() { request.model.clone() } else { String::new() },
+        adapter,
+        prompt,
+        params: request.params.clone(),
+        rngs,
+        events: tx,
+    };
+    s.engine.send(job).map_err(|_| ApiError::internal("the sampling thread has stopped"))?;
+    let id = format!("chatcmpl-{}", s.next_id.fetch_add(1, Ordering::Relaxed));
+    Ok(Queued { request, id, prompt_tokens, events })
+}
+
+async fn chat(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
+    let queued = match enqueue(&s, &body) {
+        Ok(q) => q,
+        Err(e) => return error_response(e),
+    };
+    if queued.request.stream {
+        stream_reply(s, queued).into_response()
+    } else {
+        match whole_reply(&s, queued).await {
+            Ok(v) => Json(v).into_response(),
+            Err(e) => error_response(e),
+        }
+    }
+}
+
+fn logprobs_of(s: &ServerState, c: &Completion, tokens_as_ids: bool) -> Value {
+    let content: Vec<Value> = c
+        .token_ids
+        .iter()
+        .zip(&c.logprobs)
+        .map(|(&id, &lp)| logprob_entry(&s.policy.tokenizer.decode(&[id]).unwrap_or_default(), id, lp, tokens_as_ids))
+        .collect();
+    json!({"content": content})
+}
+
+fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
+    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens})
+}
+
+async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<Value, ApiError> {
+    let n = q.request.params.n;
+    let mut done: Vec<Option<Completion>> = vec![None; n];
+    while done.iter().any(Option::is_none) {
+        match q.events.recv().await {
+            Some(Event::Token { .. }) => {}
+            Some(Event::Done { choice, completion }) => done[choice] = Some(completion),
+            Some(Event::Failed(message)) => return Err(ApiError::internal(message)),
+            None => return Err(ApiError::internal("the sampling thread dropped the request")),
+        }
+    }
+    let done: Vec<Completion> = done.into_iter().map(|c| c.expect("every choice is done")).collect();
+    let completion_tokens = done.iter().map(|c| c.token_ids.len()).sum();
+    let choices: Vec<Value> = done
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let (finish, stop_reason) = finish_fields(&c.finish_reason);
+            json!({
+                "index": i,
+                "message": {"role": "assistant", "content": final_text(&c.text, &c.finish_reason, q.request.include_stop)},
+                "logprobs": if q.request.logprobs { logprobs_of(s, c, q.request.tokens_as_ids) } else { Value::Null },
+                "finish_reason": finish,
+                "stop_reason": stop_reason,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "id": q.id,
+        "object": "chat.completion",
+        "created": s.created,
+        "model": q.request.model,
+        "choices": choices,
+        "usage": usage(q.prompt_tokens, completion_tokens),
+    }))
+}
+
+/// Streams the reply as server-sent events: a first chunk per choice with the role, then text as it
+/// becomes safe to send (with each token's log-prob when asked), a last chunk per choice with its
+/// `finish_reason`, the usage when asked, and `[DONE]`. A client that goes away drops the stream, which
+/// closes the job's channel, which cancels its rows in the engine.
+fn stream_reply(s: Arc<ServerState>, mut q: Queued) -> Sse<impl futures::Stream<Item = Result<SseEvent, Infallible>>> {
+    let (tx, mut rx) = unbounded_channel::<SseEvent>();
+    tokio::spawn(async move {
+        let r = &q.request;
+        let n = r.params.n;
+        let chunk = |choices: Value| {
+            SseEvent::default()
+                .data(json!({"id": q.id, "object": "chat.completion.chunk", "created": s.created, "model": r.model, "choices": choices}).to_string())
+        };
+        let piece = |choice: usize, delta: Value, logprobs: Value| json!([{"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": null}]);
+        for c in 0..n {
+            if tx.send(chunk(piece(c, json!({"role": "assistant", "content": ""}), Value::Null))).is_err() {
+                return;
+            }
+        }
+        let mut texts: Vec<TextStream> = (0..n).map(|_| TextStream::new(r.params.stop.clone(), r.include_stop)).collect();
+        let (mut open, mut completion_tokens) = (n, 0);
+        while open > 0 {
+            let event = match q.events.recv().await {
+                Some(Event::Token { choice, id, logprob }) => {
+                    let delta = texts[choice].push(id, &s.policy.tokenizer);
+                    if r.logprobs {
+                        let token = s.policy.tokenizer.decode(&[id]).unwrap_or_default();
+                        let lp = json!({"content": [logprob_entry(&token, id, logprob, r.tokens_as_ids)]});
+                        Some(chunk(piece(choice, json!({"content": delta}), lp)))
+                    } else {
+                        (!delta.is_empty()).then(|| chunk(piece(choice, json!({"content": delta}), Value::Null)))
+                    }
+                }
+                Some(Event::Done { choice, completion }) => {
+                    open -= 1;
+                    completion_tokens += completion.token_ids.len();
+                    let rest = texts[choice].finish(&final_text(&completion.text, &completion.finish_reason, r.include_stop));
+                    if !rest.is_empty() && tx.send(chunk(piece(choice, json!({"content": rest}), Value::Null))).is_err() {
+                        return;
+                    }
+                    let (finish, stop_reason) = finish_fields(&completion.finish_reason);
+                    Some(chunk(json!([{"index": choice, "delta": {}, "logprobs": null, "finish_reason": finish, "stop_reason": stop_reason}])))
+                }
+                Some(Event::Failed(message)) => {
+                    let _ = tx.send(SseEvent::default().data(ApiError::internal(message).body().to_string()));
+                    return;
+                }
+                None => return,
+            };
+            if let Some(e) = event {
+                if tx.send(e).is_err() {
+                    return;
+                }
+            }
+        }
+        if r.stream_usage {
+            let u = json!({"id": q.id, "object": "chat.completion.chunk", "created": s.created, "model": r.model, "choices": [], "usage": usage(q.prompt_tokens, completion_tokens)});
+            let _ = tx.send(SseEvent::default().data(u.to_string()));
+        }
+        let _ = tx.send(SseEvent::default().data("[DONE]"));
+    });
+    Sse::new(futures::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|e| e.map(Ok)))).keep_alive(KeepAlive::default())
+}

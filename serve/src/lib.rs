@@ -1,0 +1,44 @@
+//! `agentrt serve`: the candle policy behind an OpenAI-compatible HTTP API, so that a trained agent is usable
+//! from any client that speaks it, and training can sample on servers that load each step's adapter.
+//!
+//! Design, in three parts:
+//!
+//! * **Who asks** ([`http`], [`protocol`]): axum routes `/v1/chat/completions` (streamed as server-sent
+//!   events or not, with `logprobs`), `/v1/models`, and vLLM's dynamic LoRA endpoints
+//!   `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. A request is checked and rendered with the
+//!   model's own chat template before anything is queued; a bad one gets an OpenAI-shaped error (`400` with a
+//!   message naming the field, `404` for an unknown model), never a panic.
+//! * **Who samples** ([`engine`]): one thread owns the model and runs every sampling step. It takes the
+//!   requests that arrive together (within `batch_window`), groups them by adapter, and samples each group in
+//!   one batch of rows ([`agentrt_policy::sampling::sample_rows`]), each row with its own settings and its own
+//!   seeded random stream, so a request's tokens do not depend on what it was batched with (up to float
+//!   rounding). A row whose client has gone is dropped at the next token, freeing its slot.
+//! * **Who receives** ([`text_stream`]): each choice's tokens become text as they come, holding back a
+//!   partial UTF-8 character and any tail that could still become a stop string, so that a streamed reply
+//!   concatenates to exactly the non-streamed one.
+//!
+//! Adapters are served by name, as vLLM names LoRA modules: the request's `model` is the base model's name
+//! or an adapter's. Nothing here knows about the sandbox, episodes or training.
+
+pub mod engine;
+pub mod http;
+pub mod protocol;
+pub mod text_stream;
+
+pub use engine::{EngineStats, ServeConfig};
+pub use http::{router, ServerState};
+
+use std::path::PathBuf;
+
+/// What can go wrong setting a server up.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("adapter `{name}` from {}", path.display())]
+    Adapter { name: String, path: PathBuf, source: agentrt_policy::PolicyError },
+    #[error("adapter name `{0}` is given twice (or is the base model's name)")]
+    DuplicateName(String),
+    #[error("listening on {addr}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("serving HTTP")]
+    Serve(#[source] std::io::Error),
+}

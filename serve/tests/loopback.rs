@@ -1,0 +1,197 @@
+//! `agentrt serve`'s HTTP API on loopback with a real client (reqwest) over tiny random models: the reply
+//! is the policy's own sample, streamed or not; requests batch; bad ones get OpenAI-shaped errors; a client
+//! that leaves mid-stream frees its slot; adapters load, answer and unload by name.
+
+use agentrt_policy::rand::SeedableRng;
+use agentrt_policy::testing::{tiny_config, tiny_policy, tiny_policy_with};
+use agentrt_policy::{Arch, LoraConfig, Message, ModelConfig, Policy, SamplingParams};
+use agentrt_serve::{ServeConfig, ServerState};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn start(policy: Policy, config: ServeConfig) -> (String, Arc<ServerState>) {
+    let state = ServerState::new(policy, "tiny", config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(agentrt_serve::http::serve(listener, state.clone()));
+    (url, state)
+}
+
+fn messages() -> Vec<Message> {
+    vec![Message::system("You answer."), Message::user("What is the capital of France?")]
+}
+
+fn body(model: &str, extra: Value) -> Value {
+    let mut b = json!({"model": model, "messages": messages(), "temperature": 0, "max_tokens": 12});
+    for (k, v) in extra.as_object().unwrap() {
+        b[k] = v.clone();
+    }
+    b
+}
+
+async fn post(url: &str, path: &str, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::new().post(format!("{url}{path}")).json(body).send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+fn ids_of(choice: &Value) -> Vec<u32> {
+    choice["logprobs"]["content"].as_array().unwrap().iter().map(|e| e["token"].as_str().unwrap().strip_prefix("token_id:").unwrap().parse().unwrap()).collect()
+}
+
+fn greedy(policy: &Policy, max_tokens: usize) -> agentrt_policy::Completion {
+    let prompt = policy.chat_prompt(&messages()).unwrap();
+    let params = SamplingParams { temperature: 0.0, max_tokens, ..SamplingParams::default() };
+    policy.sample(&[prompt], &params, &mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(0)).unwrap().remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_greedy_reply_is_the_policys_own_sample_with_exact_ids_and_logprobs() {
+    let expected = greedy(&tiny_policy(Arch::Llama, 3).unwrap(), 12);
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"logprobs": true, "return_tokens_as_token_ids": true}))).await;
+    assert_eq!(status, 200, "{v}");
+    let choice = &v["choices"][0];
+    assert_eq!(choice["message"]["content"].as_str().unwrap(), expected.text);
+    assert_eq!(ids_of(choice), expected.token_ids);
+    for (e, lp) in choice["logprobs"]["content"].as_array().unwrap().iter().zip(&expected.logprobs) {
+        assert!((e["logprob"].as_f64().unwrap() as f32 - lp).abs() < 1e-5);
+    }
+    assert_eq!(v["usage"]["completion_tokens"], expected.token_ids.len());
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(choice["finish_reason"], if expected.finish_reason == agentrt_policy::FinishReason::Length { "length" } else { "stop" });
+}
+
+/// Reads a server-sent-events body into its `data:` payloads.
+async fn events(r: reqwest::Response) -> Vec<String> {
+    let text = r.text().await.unwrap();
+    text.lines().filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:"))).map(str::to_string).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_reply_adds_up_to_the_whole_one() {
+    let (url, _) = start(tiny_policy(Arch::Qwen2, 5).unwrap(), ServeConfig::default()).await;
+    let extra = json!({"max_tokens": 24, "stop": ["a"], "logprobs": true});
+    let (_, whole) = post(&url, "/chat/completions", &body("tiny", extra.clone())).await;
+    let mut streamed = body("tiny", extra);
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let r = reqwest::Client::new().post(format!("{url}/chat/completions")).json(&streamed).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let data = events(r).await;
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(text, whole["choices"][0]["message"]["content"].as_str().unwrap());
+    let finish = chunks.iter().find(|c| !c["choices"][0]["finish_reason"].is_null()).expect("a chunk with finish_reason");
+    assert_eq!(finish["choices"][0]["finish_reason"], whole["choices"][0]["finish_reason"]);
+    let logprobs: usize = chunks.iter().filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array()).map(Vec::len).sum();
+    assert_eq!(logprobs, whole["usage"]["completion_tokens"].as_u64().unwrap() as usize);
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage, &whole["usage"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_requests_are_sampled_in_one_batch_and_each_keeps_its_seeded_tokens() {
+    let config = ServeConfig { max_batch: 8, batch_window: Duration::from_millis(300) };
+    let (url, state) = start(tiny_policy(Arch::Llama, 7).unwrap(), config).await;
+    let ask = |seed: u64| {
+        let url = url.clone();
+        async move {
+            post(&url, "/chat/completions", &body("tiny", json!({"temperature": 1.0, "seed": seed, "logprobs": true, "return_tokens_as_token_ids": true})))
+                .await
+        }
+    };
+    let together = futures::future::join_all((0..4).map(ask)).await;
+    assert!(state.stats().largest_batch >= 2, "{:?}", state.stats());
+    for (seed, (status, v)) in together.into_iter().enumerate() {
+        assert_eq!(status, 200, "{v}");
+        let (_, alone) = ask(seed as u64).await;
+        assert_eq!(ids_of(&v["choices"][0]), ids_of(&alone["choices"][0]), "seed {seed}: batched and alone differ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_openai_shaped_errors_and_the_server_goes_on() {
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let raw = reqwest::Client::new().post(format!("{url}/chat/completions")).body("{oops").header("content-type", "application/json").send().await.unwrap();
+    assert_eq!(raw.status(), 400);
+    let v: Value = raw.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("not a valid chat request"), "{v}");
+    let (status, v) = post(&url, "/chat/completions", &body("nope", json!({}))).await;
+    assert_eq!(status, 404);
+    assert!(v["error"]["message"].as_str().unwrap().contains("`nope` does not exist"), "{v}");
+    let mut long = body("tiny", json!({"max_tokens": 200}));
+    long["messages"][1]["content"] = json!("x".repeat(300));
+    let (status, v) = post(&url, "/chat/completions", &long).await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["message"].as_str().unwrap().contains("maximum context length is 256 tokens"), "{v}");
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"messages": [{"role": "user"}]}))).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("messages[0]")), "{v}");
+    let (status, _) = post(&url, "/chat/completions", &body("tiny", json!({}))).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_leaves_mid_stream_frees_its_slot() {
+    // Wide enough that 8,000 tokens take many seconds: the request can only end early by being cancelled.
+    let cfg = ModelConfig { hidden_size: 256, intermediate_size: 512, head_dim: 64, max_position_embeddings: 8192, ..tiny_config(Arch::Llama) };
+    let (url, state) = start(tiny_policy_with(cfg, 1).unwrap(), ServeConfig { max_batch: 1, batch_window: Duration::from_millis(1) }).await;
+    let mut long = body("tiny", json!({"max_tokens": 8000, "stream": true}));
+    long["messages"] = json!([{"role": "user", "content": "go"}]);
+    let mut r = reqwest::Client::new().post(format!("{url}/chat/completions")).json(&long).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let first = r.chunk().await.unwrap().expect("a first chunk");
+    assert!(String::from_utf8_lossy(&first).contains("chat.completion.chunk"));
+    drop(r);
+    let started = std::time::Instant::now();
+    while state.stats().cancelled == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the row was never cancelled: {:?}", state.stats());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(state.stats().cancelled, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adapters_load_answer_and_unload_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
+    trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
+    trained.adapters.as_ref().unwrap().randomize_b(0.5).unwrap();
+    trained.save_adapters(&dir.path().join("a")).unwrap();
+    let with_adapter = greedy(&trained, 12);
+    let base = greedy(&tiny_policy(Arch::Llama, 3).unwrap(), 12);
+    assert_ne!(with_adapter.logprobs, base.logprobs, "the adapter must change the model for this test to mean anything");
+
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let load = json!({"lora_name": "step-1", "lora_path": dir.path().join("a")});
+    let (status, v) = post(&url, "/load_lora_adapter", &load).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = post(&url, "/load_lora_adapter", &load).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("already been loaded"));
+    let models: Value = reqwest::get(format!("{url}/models")).await.unwrap().json().await.unwrap();
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["tiny", "step-1"]);
+
+    let logprobs = json!({"logprobs": true, "return_tokens_as_token_ids": true});
+    let (_, v) = post(&url, "/chat/completions", &body("step-1", logprobs.clone())).await;
+    assert_eq!(ids_of(&v["choices"][0]), with_adapter.token_ids);
+    let (_, v) = post(&url, "/chat/completions", &body("tiny", logprobs.clone())).await;
+    assert_eq!(ids_of(&v["choices"][0]), base.token_ids);
+
+    let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": "bad", "lora_path": dir.path().join("missing")})).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("missing"), "{v}");
+    let (status, _) = post(&url, "/unload_lora_adapter", &json!({"lora_name": "step-1"})).await;
+    assert_eq!(status, 200);
+    let (status, _) = post(&url, "/chat/completions", &body("step-1", logprobs)).await;
+    assert_eq!(status, 404);
+}
