@@ -65,7 +65,7 @@ impl ServerState {
         let set = AdapterSet::load_peft(&dir, self.policy.config(), self.policy.device()).map_err(|source| ServeError::Adapter {
             name: name.into(),
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         })?;
         self.adapters.write().expect("adapters lock").insert(name.into(), Arc::new(set));
         Ok(())

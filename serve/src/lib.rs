@@ -34,7 +34,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("adapter `{name}` from {}", path.display())]
-    Adapter { name: String, path: PathBuf, source: agentrt_policy::PolicyError },
+    Adapter { name: String, path: PathBuf, source: Box<agentrt_policy::PolicyError> },
     #[error("adapter name `{0}` is given twice (or is the base model's name)")]
     DuplicateName(String),
     #[error("listening on {addr}")]
