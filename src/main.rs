@@ -49,6 +49,8 @@ enum Command {
     Sweep(commands::sweep::Args),
     /// Sample a completion from the policy model (default: SmolLM2-135M-Instruct), optionally with a LoRA adapter.
     Generate(commands::generate::Args),
+    /// Serve the model and trained adapters over an OpenAI-compatible API (chat completions, streaming, logprobs, LoRA by name).
+    Serve(commands::serve::Args),
     /// Training conversations for fine-tuning: `synth` (played from the training data) or `sample` (rejection sampling of any policy).
     Trajectories(commands::trajectories::Args),
     /// Plug-in tools: `tool new NAME --lang rust|python|js` creates a project ready to build.
@@ -79,6 +81,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => commands::eval::run(args),
         Command::Judge(args) => commands::judge::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Train(args) => commands::train::run(args),
         Command::Sft(args) => commands::sft::run(args),
         Command::Plot(args) => commands::plot::run(args),

@@ -30,9 +30,20 @@ pub struct PolicyOptions {
     /// A baseline instead of the model: `zero-shot` (the model without adapter) or `random`.
     #[arg(long)]
     pub baseline: Option<String>,
-    /// Any OpenAI-compatible endpoint as the policy: `openai:MODEL@BASE_URL`.
+    /// Any OpenAI-compatible endpoint as the policy: `openai:MODEL@BASE_URL` (several servers:
+    /// `openai:MODEL@URL1,URL2`, conversations spread over them).
     #[arg(long, conflicts_with_all = ["baseline", "adapter"])]
     pub policy: Option<String>,
+    /// With --policy: play the endpoint the way this adapter was trained (its `agent.json`: prompt,
+    /// demonstration, turns, reply length), e.g. when the server serves that adapter (`agentrt serve`).
+    /// An adapter directory or an `agent.json` file.
+    #[arg(long, requires = "policy")]
+    pub agent_settings: Option<PathBuf>,
+    /// With --policy: send tool output as `tool` messages (rendered by the server with the model's own chat
+    /// template, as in training: vLLM, agentrt serve, Ollama, llama.cpp) or as `user` messages starting
+    /// `Tool output:` (APIs that take `tool` messages only after their own tool calls, like OpenAI's).
+    #[arg(long, default_value = "tool", value_parser = ["tool", "user"])]
+    pub tool_turns: String,
     /// Tokens per reply at most. Default: the adapter's `agent.json`, else 160.
     #[arg(long)]
     pub max_new_tokens: Option<usize>,
@@ -70,6 +81,13 @@ impl PolicyOptions {
         anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
         let settings = match (&self.policy, &self.baseline, &self.adapter) {
             (None, None, Some(dir)) => AgentSettings::read(dir)?,
+            (Some(_), _, _) => match &self.agent_settings {
+                Some(p) => {
+                    let dir = if p.is_file() { p.parent().unwrap_or(p.as_path()) } else { p.as_path() };
+                    Some(AgentSettings::read(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?)
+                }
+                None => None,
+            },
             _ => None,
         };
         let max_new_tokens = self.max_new_tokens.or(settings.as_ref().map(|s| s.max_new_tokens)).unwrap_or(160);
@@ -120,6 +138,7 @@ impl PolicyOptions {
                 c.temperature = temperature;
                 c.max_tokens = loaded.max_new_tokens;
                 c.stop = params.stop.clone();
+                c.tool_turns = agentrt_rollout::ToolTurns::parse(&self.tool_turns)?;
                 Box::new(OpenAiPolicy::new(c)?)
             }
             (None, Some(p)) => Box::new(LocalPolicy::new(p, params, seed)),

@@ -88,6 +88,10 @@ fn train_writes_a_run_and_resumes_exactly() {
     assert_eq!(m.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(m[2]["questions_seen"], 6);
     assert!(m.iter().any(|l| l["trained_samples"].as_u64().unwrap() > 0), "nothing was trained: {m:?}");
+    // Sampling (the fused decoder) and the update (the differentiable one) agree on every trained token.
+    for l in m.iter().filter(|l| l["logprob_gap_tokens"].as_u64().unwrap() > 0) {
+        assert!(l["logprob_gap_abs_mean"].as_f64().unwrap() < 1e-3, "sampler and learner disagree: {l}");
+    }
 
     // One step, then a resume to three: the same data order as the straight run. (Losses are not compared:
     // candle's multi-threaded CPU reductions are not bitwise reproducible, even between two straight runs.)

@@ -38,7 +38,7 @@ pub use conversation::{Conversation, TokenTrace};
 pub use episode::{Episode, EpisodeConfig, EpisodeOutcome, EpisodeRunner, PhaseTimes, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
 pub use error::RolloutError;
 pub use local_policy::LocalPolicy;
-pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig};
+pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig, ToolTurns};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
 pub use questions::{read_questions, Question};
 pub use synthetic::{check_visible, passages_program, SynthStyle, SynthesizingPolicy};

@@ -31,7 +31,7 @@ async fn serve(listener: tokio::net::TcpListener, bodies: Arc<Mutex<Vec<serde_js
                     }
                 }
             };
-            let saw_tool_output = body["messages"].as_array().unwrap().iter().any(|m| m["content"].as_str().unwrap_or("").starts_with("Tool output:"));
+            let saw_tool_output = body["messages"].as_array().unwrap().iter().any(|m| m["role"] == "tool");
             bodies.lock().unwrap().push(body);
             let content = if saw_tool_output { "<answer>Paris</answer>" } else { "```python\nprint(read_section(\"paris:summary\"))\n```" };
             let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}).to_string();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 async fn start(policy: Policy, config: ServeConfig) -> (String, Arc<ServerState>) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let state = ServerState::new(policy, "tiny", config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());

@@ -8,6 +8,7 @@ pub mod index;
 pub mod judge;
 pub mod plot;
 pub mod search;
+pub mod serve;
 pub mod sft;
 pub mod sweep;
 pub mod tool;

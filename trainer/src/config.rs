@@ -59,11 +59,19 @@ pub struct RolloutSection {
     /// Show the built-in worked episode (few-shot) before every question.
     pub demonstration: bool,
     pub sampler: String,
+    /// With an `openai:` sampler: take the sampled ids and log-probs from the server (vLLM, `agentrt serve`)
+    /// rather than re-tokenising its text; only then is the server-trainer log-prob gap measured.
+    #[serde(default = "exact_tokens_default")]
+    pub sampler_exact_tokens: bool,
     pub judge: String,
     pub fuel: u64,
     pub memory_mib: usize,
     pub timeout_ms: u64,
     pub max_host_calls: u32,
+}
+
+fn exact_tokens_default() -> bool {
+    true
 }
 
 /// How advantages are computed from a group's rewards.

@@ -1,16 +1,33 @@
-//! Sampling from an external OpenAI-compatible server while training stays in candle: the server's text
-//! replies are tokenised once, here, and the conversation's tokens are extended exactly as for local
-//! sampling. The sampled log-probs are unknown (zero), so the update is on-policy only while the server
-//! serves the same weights (push the adapters to it, e.g. vLLM's LoRA loading, after each checkpoint).
+//! Sampling on OpenAI-compatible servers while training stays in candle, and keeping those servers
+//! on-policy.
+//!
+//! Before each step, [`publish_adapter`] writes the adapters in PEFT form under the run's
+//! `served-adapters/step-N` and loads them on every server as `MODEL-step-N` (vLLM's
+//! `/v1/load_lora_adapter`, which `agentrt serve` implements), unloading the previous step's. The
+//! [`ExternalSampler`] then asks for replies by that name. With exact tokens, each reply carries the ids the
+//! server sampled and their log-probs (vLLM's `return_tokens_as_token_ids`), so the traces hold exactly what
+//! was sampled and the learner can measure how far the server's log-probs are from its own; otherwise the
+//! text is tokenised here, once.
 
+use crate::error::TrainError;
 use agentrt_policy::Policy;
 use agentrt_rollout::{Conversation, Finish, LocalPolicy, OpenAiPolicy, Reply, RolloutError, TurnPolicy};
 use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub struct ExternalSampler<'a> {
     pub remote: OpenAiPolicy,
     pub tokens: LocalPolicy<'a>,
     pub policy: &'a Policy,
+    /// Replies whose ids were not sent by the server and were tokenised here.
+    pub retokenised: AtomicUsize,
+}
+
+impl<'a> ExternalSampler<'a> {
+    pub fn new(remote: OpenAiPolicy, tokens: LocalPolicy<'a>, policy: &'a Policy) -> Self {
+        ExternalSampler { remote, tokens, policy, retokenised: AtomicUsize::new(0) }
+    }
 }
 
 #[async_trait]
@@ -27,6 +44,15 @@ impl TurnPolicy for ExternalSampler<'_> {
         let mut replies = self.remote.reply(conversations).await?;
         let eos = *self.policy.tokenizer.eos_ids.first().ok_or_else(|| RolloutError::Invalid("the tokenizer has no end-of-turn token".into()))?;
         for r in &mut replies {
+            if !r.token_ids.is_empty() {
+                // The server's own ids: its end-of-turn token is among them when it wrote one.
+                let closed = r.token_ids.last().is_some_and(|id| self.policy.tokenizer.eos_ids.contains(id));
+                if closed != (r.finish == Finish::EndOfTurn) && r.finish != Finish::Stop {
+                    return Err(RolloutError::Invalid(format!("the server's reply ended {:?} but its last sampled id is {:?}", r.finish, r.token_ids.last())));
+                }
+                continue;
+            }
+            self.retokenised.fetch_add(1, Ordering::Relaxed);
             r.token_ids = self.policy.tokenizer.encode(&r.text)?;
             if r.finish == Finish::EndOfTurn {
                 r.token_ids.push(eos);
@@ -43,4 +69,40 @@ impl TurnPolicy for ExternalSampler<'_> {
     fn push_tool_turn(&self, c: &mut Conversation, output: &str) -> Result<(), RolloutError> {
         self.tokens.push_tool_turn(c, output)
     }
+}
+
+/// The name step `step`'s adapter is served under.
+pub fn served_name(model: &str, step: usize) -> String {
+    format!("{model}-step-{step}")
+}
+
+/// Writes `policy`'s adapters for step `step` under `run_dir/served-adapters/` (assembled beside and
+/// renamed, so a server never reads half an adapter), loads them on every server of `remote` as
+/// [`served_name`], and unloads step `step - 1`'s. Keeps the last two steps' directories on disk.
+pub async fn publish_adapter(remote: &OpenAiPolicy, model: &str, policy: &Policy, run_dir: &Path, step: usize) -> Result<String, TrainError> {
+    let root = run_dir.join("served-adapters");
+    let dir = root.join(format!("step-{step}"));
+    let partial = root.join(format!(".step-{step}.partial"));
+    for d in [&dir, &partial] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|source| TrainError::Io { path: d.to_path_buf(), source })?;
+        }
+    }
+    std::fs::create_dir_all(&root).map_err(|source| TrainError::Io { path: root.clone(), source })?;
+    policy.save_adapters(&partial)?;
+    std::fs::rename(&partial, &dir).map_err(|source| TrainError::Io { path: dir.clone(), source })?;
+    let absolute: PathBuf = dir.canonicalize().map_err(|source| TrainError::Io { path: dir.clone(), source })?;
+    let name = served_name(model, step);
+    remote.load_lora_adapter(&name, &absolute).await?;
+    if step > 0 {
+        // A server restarted since the last step no longer has it: that is not this step's problem.
+        if let Err(e) = remote.unload_lora_adapter(&served_name(model, step - 1)).await {
+            eprintln!("note: unloading the previous step's adapter: {e}");
+        }
+        let old = root.join(format!("step-{}", step.saturating_sub(2)));
+        if step >= 2 && old.exists() {
+            std::fs::remove_dir_all(&old).map_err(|source| TrainError::Io { path: old.clone(), source })?;
+        }
+    }
+    Ok(name)
 }

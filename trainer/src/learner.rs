@@ -21,6 +21,9 @@ pub struct Sample {
     pub advantage: f32,
     /// Train only the forget adapter on this sample.
     pub routed: bool,
+    /// The sampler's log-prob of each id (0 off the model's tokens), when it reported them: the learner then
+    /// measures how far they are from its own ([`UpdateStats::logprob_gap`]). Empty: not known.
+    pub sampled_logprobs: Vec<f32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +44,52 @@ pub struct UpdateStats {
     pub model_tokens: usize,
     /// Samples that contributed a gradient (zero-advantage samples without a KL term are skipped).
     pub samples: usize,
+    /// Over the model tokens whose sampling log-prob is known: the sum of `sampled - learner` log-probs,
+    /// the sum of its absolute value, and how many tokens. The sampler and the learner compute the same
+    /// function on the same weights, so this is rounding (about 1e-5) when sampling is local, and measures
+    /// how off-policy a server's samples are when it is not.
+    pub logprob_gap: LogprobGap,
+}
+
+/// See [`UpdateStats::logprob_gap`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LogprobGap {
+    pub sum: f64,
+    pub abs_sum: f64,
+    pub tokens: usize,
+}
+
+impl LogprobGap {
+    /// Adds another pass's gap.
+    pub fn add(&mut self, other: LogprobGap) {
+        self.sum += other.sum;
+        self.abs_sum += other.abs_sum;
+        self.tokens += other.tokens;
+    }
+
+    /// Mean `sampled - learner` and mean absolute gap, when any token was measured.
+    pub fn means(&self) -> Option<(f64, f64)> {
+        (self.tokens > 0).then(|| (self.sum / self.tokens as f64, self.abs_sum / self.tokens as f64))
+    }
+}
+
+/// The gap between `s`'s sampled log-probs and the learner's `lp` (`[1, T-1]`: entry `t` is the log-prob
+/// of id `t + 1`) over its model tokens.
+fn gap(s: &Sample, lp: &Tensor) -> Result<LogprobGap, TrainError> {
+    if s.sampled_logprobs.len() != s.ids.len() {
+        return Err(TrainError::Run(format!("a sample has {} ids and {} sampled log-probs", s.ids.len(), s.sampled_logprobs.len())));
+    }
+    let learner: Vec<f32> = lp.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+    let mut g = LogprobGap::default();
+    for t in 1..s.ids.len() {
+        if s.model_mask[t] {
+            let d = (s.sampled_logprobs[t] - learner[t - 1]) as f64;
+            g.sum += d;
+            g.abs_sum += d.abs();
+            g.tokens += 1;
+        }
+    }
+    Ok(g)
 }
 
 /// The policy with its optimizer and the gradients gathered for the next step.
@@ -91,6 +140,9 @@ impl Learner {
             let routed: &[bool] = if s.routed { &[true] } else { &[] };
             let lp = self.policy.token_logprobs(seq, routed)?;
             let mask = Policy::target_mask(seq, std::slice::from_ref(&s.model_mask), lp.dim(1)?, self.policy.device())?;
+            if !s.sampled_logprobs.is_empty() {
+                stats.logprob_gap.add(gap(s, &lp)?);
+            }
             let weight = 1.0 / (normalizer as f64 * n_model as f64);
             let mut per_token = (&lp * (-(s.advantage as f64)))?;
             if let Some(r) = &reference {

@@ -451,7 +451,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
                     let e = &train_set[order.at(seen + i)];
                     tokens += e.ids.len();
                     routed += e.routed as usize;
-                    Sample { ids: e.ids.clone(), model_mask: e.model_mask.clone(), advantage: 1.0, routed: e.routed }
+                    Sample { ids: e.ids.clone(), model_mask: e.model_mask.clone(), advantage: 1.0, routed: e.routed, sampled_logprobs: Vec::new() }
                 })
                 .collect();
             seen += s.batch_size;

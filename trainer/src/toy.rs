@@ -150,7 +150,7 @@ pub fn train(learner: &mut Learner, cfg: &ToyConfig, route: bool) -> Result<Vec<
                 ids.extend(&c.token_ids);
                 let mut mask = vec![false; p.len()];
                 mask.extend(std::iter::repeat_n(true, c.token_ids.len()));
-                Sample { ids, model_mask: mask, advantage: a, routed: route && cfg.hack.held_by(&c.text, &c.token_ids) }
+                Sample { ids, model_mask: mask, advantage: a, routed: route && cfg.hack.held_by(&c.text, &c.token_ids), sampled_logprobs: Vec::new() }
             })
             .collect();
         learner.accumulate(&samples, samples.len())?;

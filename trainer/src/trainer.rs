@@ -4,7 +4,7 @@
 use crate::advantages::{advantages, skipped_samples};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::external::ExternalSampler;
+use crate::external::{publish_adapter, ExternalSampler};
 use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
@@ -202,6 +202,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             c.temperature = config.rollout.temperature;
             c.max_tokens = config.rollout.max_new_tokens;
             c.stop = STOP_STRINGS.iter().map(|s| s.to_string()).collect();
+            c.exact_tokens = config.rollout.sampler_exact_tokens;
             Some(c)
         }
         other => return Err(TrainError::Config(format!("rollout.sampler `{other}`: expected local or openai:MODEL@BASE_URL"))),
@@ -237,6 +238,14 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         let mut step_parts: Vec<RewardParts> = Vec::new();
         let mut routed = 0;
         let per_step = config.rollout.batch_size * group * config.algorithm.gradient_accumulation_steps;
+        // The servers sample with the adapters as they are now (after step - 1 updates).
+        let served = match &remote {
+            None => None,
+            Some(c) => {
+                let name = publish_adapter(&OpenAiPolicy::new(c.clone())?, &c.model, &learner.policy, &run.path, step - 1).await?;
+                Some(OpenAiPolicyConfig { model: name, ..c.clone() })
+            }
+        };
         for micro in 0..config.algorithm.gradient_accumulation_steps {
             let batch: Vec<Question> = (0..config.rollout.batch_size)
                 .flat_map(|i| {
@@ -247,11 +256,12 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             questions_seen += config.rollout.batch_size;
             let sample_seed = seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64);
             let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed);
-            let mut rollouts = match &remote {
-                None => runner.run(&local, &batch).await?,
+            let (mut rollouts, logprobs_known) = match &served {
+                None => (runner.run(&local, &batch).await?, true),
                 Some(c) => {
-                    let sampler = ExternalSampler { remote: OpenAiPolicy::new(c.clone())?, tokens: local, policy: &learner.policy };
-                    runner.run(&sampler as &dyn TurnPolicy, &batch).await?
+                    let sampler = ExternalSampler::new(OpenAiPolicy::new(c.clone())?, local, &learner.policy);
+                    let r = runner.run(&sampler as &dyn TurnPolicy, &batch).await?;
+                    (r, sampler.retokenised.load(std::sync::atomic::Ordering::Relaxed) == 0)
                 }
             };
             times.generate_s += rollouts.times.generate_s;
@@ -276,7 +286,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
                 if skip {
                     continue;
                 }
-                samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage: a, routed: flagged });
+                let sampled_logprobs = if logprobs_known { t.sampled_logprobs.clone() } else { Vec::new() };
+                samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage: a, routed: flagged, sampled_logprobs });
             }
             let started = Instant::now();
             let s = learner.accumulate(&samples, per_step)?;
@@ -285,6 +296,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             update.kl += s.kl * s.model_tokens as f64;
             update.model_tokens += s.model_tokens;
             update.samples += s.samples;
+            update.logprob_gap.add(s.logprob_gap);
             episodes.extend(rollouts.episodes);
         }
         let started = Instant::now();
@@ -416,6 +428,11 @@ fn step_metrics(
         "kl": update.kl,
         "grad_norm": grad_norm,
         "trained_samples": update.samples,
+        // Sampler minus learner log-prob per model token trained on: rounding when local, how off-policy a
+        // server's samples are otherwise; null when the sampler reported no log-probs.
+        "logprob_gap_mean": update.logprob_gap.means().map(|m| m.0),
+        "logprob_gap_abs_mean": update.logprob_gap.means().map(|m| m.1),
+        "logprob_gap_tokens": update.logprob_gap.tokens,
         "lr": lr,
         "beta": config.algorithm.beta,
         "seconds": {"generate": times.generate_s, "tools": times.tools_s, "judge": times.judge_s, "update": update_s, "step": step_s},

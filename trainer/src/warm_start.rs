@@ -4,7 +4,7 @@
 use crate::config::ModelSection;
 use crate::error::TrainError;
 use agentrt_policy::{AdapterSet, LoraConfig, Policy};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use agentrt_policy::adapter_io::adapters_dir;
 

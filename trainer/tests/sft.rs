@@ -252,7 +252,7 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     assert!(max_diff(&r0, &lp_trained) < 1e-5, "the KL reference is not the warm-started model");
     // One update: the policy moves, the reference stays where it was (a frozen copy, not the trained one).
     let mask: Vec<bool> = (0..seq.len()).map(|i| i > seq.len() / 2).collect();
-    let s = learner.accumulate(&[Sample { ids: seq.clone(), model_mask: mask, advantage: 1.0, routed: false }], 1).unwrap();
+    let s = learner.accumulate(&[Sample { ids: seq.clone(), model_mask: mask, advantage: 1.0, routed: false, sampled_logprobs: Vec::new() }], 1).unwrap();
     assert!(s.kl.abs() < 1e-5, "the first step's KL to the warm-started reference is {}", s.kl);
     learner.step().unwrap();
     let after = logprobs(&learner.policy, &seq);

@@ -1,0 +1,99 @@
+//! `agentrt serve`: a model and any number of adapters behind an OpenAI-compatible API (see the
+//! `agentrt-serve` crate).
+
+use agentrt_policy::{ModelSource, Policy};
+use agentrt_serve::{ServeConfig, ServerState};
+use anyhow::Context;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `agentrt serve`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    agentrt serve --adapter models/smollm2-135m-wiki-passages\n  \
+    agentrt serve --adapter wiki=models/smollm2-135m-wiki-passages --adapter step4=runs/x/checkpoint-4 --port 8001\n\n\
+    then, from any OpenAI client:\n  \
+    curl http://127.0.0.1:8000/v1/chat/completions -H 'content-type: application/json' \\\n    \
+    -d '{\"model\": \"smollm2-135m-wiki-passages\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"temperature\": 0}'\n  \
+    agentrt eval --policy openai:smollm2-135m-wiki-passages@http://127.0.0.1:8000/v1 --agent-settings models/smollm2-135m-wiki-passages\n\n\
+    A request's `model` picks the base model (--served-model-name) or an adapter by name, as vLLM names LoRA\n\
+    modules. Routes: /v1/chat/completions (stream, logprobs, n, seed, stop, top_k), /v1/models,\n\
+    /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's dynamic LoRA API: {\"lora_name\", \"lora_path\"}),\n\
+    /health (with the batching counters). Requests that arrive within --batch-window-ms of each other and use\n\
+    the same adapter are sampled in one batch. The server binds loopback unless --host says otherwise; it has\n\
+    no authentication.")]
+pub struct Args {
+    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory. Default: the first
+    /// adapter's base model (its `agent.json`), else smollm2-135m.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// An adapter to serve, `NAME=PATH` or `PATH` (named after its directory): a checkpoint of `agentrt
+    /// train` / `sft`, a copy of one (`models/...`), or a PEFT adapter directory. Repeat for several.
+    #[arg(long)]
+    pub adapter: Vec<String>,
+    /// The name the base model answers to. Default: the --model value.
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to bind (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// `cpu` or `cuda:N` (CUDA needs a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Rows (request choices) sampled in one batch at most.
+    #[arg(long, default_value_t = 16)]
+    pub max_batch: usize,
+    /// How long to wait after a request for others to batch with it.
+    #[arg(long, default_value_t = 5)]
+    pub batch_window_ms: u64,
+}
+
+/// `NAME=PATH` or `PATH` (named after the directory).
+fn named_adapter(spec: &str) -> anyhow::Result<(String, PathBuf)> {
+    if let Some((name, path)) = spec.split_once('=') {
+        anyhow::ensure!(!name.trim().is_empty() && !path.trim().is_empty(), "--adapter {spec:?}: expected NAME=PATH or PATH");
+        return Ok((name.trim().to_string(), PathBuf::from(path.trim())));
+    }
+    let path = PathBuf::from(spec);
+    let name = path
+        .canonicalize()
+        .with_context(|| format!("--adapter {spec:?}"))?
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| anyhow::anyhow!("--adapter {spec:?}: name it, NAME=PATH"))?;
+    Ok((name, path))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.max_batch >= 1, "--max-batch must be at least 1");
+    let adapters: Vec<(String, PathBuf)> = args.adapter.iter().map(|s| named_adapter(s)).collect::<anyhow::Result<_>>()?;
+    let first_settings = match adapters.first() {
+        Some((_, path)) => agentrt_rollout::AgentSettings::read(path)?,
+        None => None,
+    };
+    let model = args.model.clone().or(first_settings.map(|s| s.model)).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+    let device = agentrt_policy::parse_device(&args.device)?;
+    let policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
+    let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
+    let config = ServeConfig { max_batch: args.max_batch, batch_window: Duration::from_millis(args.batch_window_ms) };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let state = ServerState::new(policy, base_name.clone(), config);
+        for (name, path) in &adapters {
+            state.add_adapter(name, path, false)?;
+        }
+        let addr = format!("{}:{}", args.host, args.port);
+        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
+        let bound = listener.local_addr()?;
+        eprintln!("serving {} on http://{bound}/v1 (batches of up to {} rows; Ctrl-C stops)", state.model_names().join(", "), args.max_batch);
+        // The first line of stdout is the base URL, for scripts that start a server on port 0.
+        println!("http://{bound}/v1");
+        std::io::stdout().flush()?;
+        agentrt_serve::http::serve(listener, state).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,198 @@
+//! `agentrt serve` as users run it, on loopback with tiny random models: it answers with the same tokens as
+//! `agentrt generate` at temperature 0, streamed or not; `agentrt eval --policy openai:` against it plays
+//! the same episodes as `agentrt eval --adapter`; and `agentrt train` samples from two servers, loading
+//! each step's adapter on both and recording the server-trainer log-prob gap.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn agentrt() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_agentrt"))
+}
+
+/// A running `agentrt serve`, killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(model: &Path, adapters: &[String]) -> Server {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut cmd = agentrt();
+        cmd.args(["serve", "--model", model.to_str().unwrap(), "--served-model-name", "tiny", "--port", "0"]);
+        for a in adapters {
+            cmd.args(["--adapter", a]);
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("http://127.0.0.1:"), "serve printed {line:?}");
+        Server { child, url: line.trim().to_string() }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tiny model directory and a trained-looking adapter for it (random `B`, so it changes the model).
+fn model_and_adapter(dir: &Path) -> (PathBuf, PathBuf) {
+    let model = agentrt_policy::testing::tiny_model_dir(dir).unwrap();
+    let mut p = agentrt_policy::Policy::load(&agentrt_policy::ModelSource::Path(model.clone()), &agentrt_policy::Device::Cpu).unwrap();
+    p.init_adapters(agentrt_policy::LoraConfig { rank: 4, alpha: 8.0, ..Default::default() }, 3).unwrap();
+    p.adapters.as_ref().unwrap().randomize_b(0.3).unwrap();
+    let adapter = dir.join("adapter");
+    p.save_adapters(&adapter).unwrap();
+    (model, adapter)
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+async fn post(url: &str, body: serde_json::Value) -> String {
+    let r = reqwest::Client::new().post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_answers_with_the_tokens_of_generate_streamed_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, adapter) = model_and_adapter(dir.path());
+    let server = Server::start(&model, &[format!("trained={}", adapter.display())]);
+    let (system, prompt) = ("You answer questions.", "Who discovered oxygen?");
+    for (name, adapter_flag) in [("tiny", None), ("trained", Some(&adapter))] {
+        let mut generate = agentrt();
+        generate.args(["generate", "--model", model.to_str().unwrap(), "--system", system, "--prompt", prompt, "--max-tokens", "24"]);
+        if let Some(a) = adapter_flag {
+            generate.args(["--adapter", a.to_str().unwrap()]);
+        }
+        let expected = run_ok(&mut generate);
+        let expected = expected.strip_suffix('\n').unwrap();
+        let body = serde_json::json!({"model": name, "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+            "temperature": 0, "max_tokens": 24});
+        let whole: serde_json::Value = serde_json::from_str(&post(&server.url, body.clone()).await).unwrap();
+        assert_eq!(whole["choices"][0]["message"]["content"], expected, "{name}: serve and generate differ");
+        let mut streamed = body;
+        streamed["stream"] = true.into();
+        let text: String = post(&server.url, streamed)
+            .await
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).unwrap()["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(text, expected, "{name}: the stream adds up to something else");
+    }
+}
+
+fn questions(dir: &Path) -> PathBuf {
+    let p = dir.join("questions.jsonl");
+    let rows = [
+        r#"{"id": "q1", "question": "Who did the Broncos defeat in Super Bowl 50?", "answer": "Carolina Panthers", "page": "denver_broncos", "split": "train"}"#,
+        r#"{"id": "q2", "question": "What is the capital of France?", "answer": "Paris", "page": "paris", "split": "train"}"#,
+        r#"{"id": "q3", "question": "Who discovered oxygen?", "answer": "Carl Wilhelm Scheele", "page": "oxygen", "split": "train"}"#,
+    ];
+    std::fs::write(&p, rows.join("\n")).unwrap();
+    p
+}
+
+fn replies(eval_dir: &Path) -> Vec<(String, Vec<String>)> {
+    let mut r: Vec<(String, Vec<String>)> = std::fs::read_to_string(eval_dir.join("transcripts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let e = if v["episode"].is_null() { v } else { v["episode"].clone() };
+            let turns = e["turns"].as_array().unwrap().iter().map(|t| t["reply"].as_str().unwrap().to_string()).collect();
+            (e["question"]["id"].as_str().unwrap().to_string(), turns)
+        })
+        .collect();
+    r.sort();
+    r
+}
+
+#[test]
+fn eval_through_serve_plays_the_episodes_of_eval_with_the_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, adapter) = model_and_adapter(dir.path());
+    let qs = questions(dir.path());
+    let server = Server::start(&model, &[format!("trained={}", adapter.display())]);
+    let common = ["eval", "--fixture", "--questions", qs.to_str().unwrap(), "--split", "train", "--max-turns", "1", "--max-new-tokens", "24"];
+    let local = dir.path().join("local");
+    run_ok(agentrt().args(common).args(["--model", model.to_str().unwrap(), "--adapter", adapter.to_str().unwrap(), "--output-dir", local.to_str().unwrap()]));
+    let served = dir.path().join("served");
+    let spec = format!("openai:trained@{}", server.url);
+    run_ok(agentrt().args(common).args(["--policy", &spec, "--output-dir", served.to_str().unwrap()]));
+    let (l, s) = (replies(&local), replies(&served));
+    assert_eq!(l.len(), 3);
+    assert_eq!(l, s, "the served adapter replied differently from the local one");
+}
+
+#[test]
+fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = model_and_adapter(dir.path());
+    let qs = questions(dir.path());
+    let (a, b) = (Server::start(&model, &[]), Server::start(&model, &[]));
+    let out = dir.path().join("runs");
+    run_ok(agentrt().args([
+        "train",
+        "--fixture",
+        "--no-progress",
+        "--model",
+        model.to_str().unwrap(),
+        "--set",
+        &format!("data.questions={}", qs.display()),
+        "--set",
+        &format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url),
+        "--max-steps",
+        "2",
+        "--num-rollouts",
+        "2",
+        "--batch-size",
+        "2",
+        "--advantage",
+        "reinforce",
+        "--lr",
+        "1e-2",
+        "--set",
+        "rollout.max_new_tokens=16",
+        "--set",
+        "rollout.max_turns=2",
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--run-name",
+        "served",
+    ]));
+    let run = out.join("served");
+    let metrics: Vec<serde_json::Value> =
+        std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(metrics.len(), 2);
+    for m in &metrics {
+        assert!(m["logprob_gap_tokens"].as_u64().unwrap() > 0, "no gap measured: {m}");
+        assert!(m["logprob_gap_abs_mean"].as_f64().unwrap().is_finite(), "{m}");
+    }
+    // Step 2 sampled with the adapter after one update, on both servers; step 1's was unloaded.
+    assert!(run.join("served-adapters/step-1/adapter_config.json").is_file());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for s in [&a, &b] {
+        let (models, health): (serde_json::Value, serde_json::Value) = rt.block_on(async {
+            (
+                reqwest::get(format!("{}/models", s.url)).await.unwrap().json().await.unwrap(),
+                reqwest::get(s.url.replace("/v1", "/health")).await.unwrap().json().await.unwrap(),
+            )
+        });
+        let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["tiny", "tiny-step-1"], "{}", s.url);
+        assert!(health["engine"]["rows"].as_u64().unwrap() > 0, "server {} sampled nothing", s.url);
+    }
+}
