@@ -39,10 +39,10 @@ pub enum Source {
     /// Synthesised from the training data: each question played by a scripted program (`--style`) that
     /// uses only the question's words and ids and text the episode has seen (the gold page and answer only
     /// choose among them); episodes that miss the gold page or never read the answer are dropped.
-    Synth(SynthArgs),
+    Synth(Box<SynthArgs>),
     /// Rejection sampling: any policy (local model, adapter, endpoint) plays k episodes per question; the
     /// ones the judge marks correct are kept and the yield (kept / played) reported.
-    Sample(SampleArgs),
+    Sample(Box<SampleArgs>),
 }
 
 /// Settings both sources share.
@@ -114,8 +114,8 @@ pub struct SampleArgs {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.source {
-        Source::Synth(a) => synth(a),
-        Source::Sample(a) => sample(a),
+        Source::Synth(a) => synth(*a),
+        Source::Sample(a) => sample(*a),
     }
 }
 
