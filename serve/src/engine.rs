@@ -58,8 +58,7 @@ pub enum Event {
 
 /// One request's work: `rngs.len()` choices of one prompt under one adapter.
 pub struct Job {
-    /// The adapter's name (empty: the base model); jobs of one name batch together.
-    pub adapter_name: String,
+    /// The adapter (`None`: the base model); jobs of one adapter batch together.
     pub adapter: Option<Arc<AdapterSet>>,
     pub prompt: Vec<u32>,
     pub params: SamplingParams,
@@ -115,8 +114,13 @@ fn take_batch(waiting: &mut VecDeque<Job>, context: usize, max_batch: usize) -> 
     let mut batch = vec![first];
     let mut rest = VecDeque::new();
     while let Some(j) = waiting.pop_front() {
-        let fits =
-            j.adapter_name == batch[0].adapter_name && rows + j.rows() <= max_batch && longest.max(j.prompt.len()) + most.max(j.params.max_tokens) <= context;
+        // The same adapter, not only the same name: one replaced in place since is another model.
+        let same_adapter = match (&j.adapter, &batch[0].adapter) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let fits = same_adapter && rows + j.rows() <= max_batch && longest.max(j.prompt.len()) + most.max(j.params.max_tokens) <= context;
         if fits {
             rows += j.rows();
             longest = longest.max(j.prompt.len());

@@ -214,14 +214,7 @@ fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
     let rngs = (0..request.params.n).map(|c| StdRng::seed_from_u64(seed.wrapping_add(c as u64))).collect();
     let (tx, events) = unbounded_channel();
     let prompt_tokens = prompt.len();
-    let job = Job {
-        adapter_name: if adapter.is_some() { request.model.clone() } else { String::new() },
-        adapter,
-        prompt,
-        params: request.params.clone(),
-        rngs,
-        events: tx,
-    };
+    let job = Job { adapter, prompt, params: request.params.clone(), rngs, events: tx };
     s.engine.send(job).map_err(|_| ApiError::internal("the sampling thread has stopped"))?;
     let id = format!("chatcmpl-{}", s.next_id.fetch_add(1, Ordering::Relaxed));
     Ok(Queued { request, id, prompt_tokens, events })
