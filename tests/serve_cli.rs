@@ -196,3 +196,29 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
         assert!(health["engine"]["rows"].as_u64().unwrap() > 0, "server {} sampled nothing", s.url);
     }
 }
+
+#[test]
+fn the_llm_judge_reads_its_verdicts_from_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = model_and_adapter(dir.path());
+    let server = Server::start(&model, &[]);
+    let out = run_ok(agentrt().args([
+        "judge",
+        "--judge",
+        &format!("openai:tiny@{}", server.url),
+        "--question",
+        "What is the capital of France?",
+        "--answer",
+        "Paris",
+        "--response",
+        "<answer>Paris</answer>",
+        "--no-cache",
+        "--retries",
+        "0",
+    ]));
+    // The client (async-openai) parses the reply into OpenAI's own types: the shapes agree. A random model's
+    // verdict is rarely a clean yes or no, so only its form is checked.
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(["correct", "incorrect", "unparsable"].contains(&v["label"].as_str().unwrap()), "{v}");
+    assert!(v["raw"].is_string(), "{v}");
+}
