@@ -47,7 +47,8 @@ pub struct PolicyOptions {
     /// Tokens per reply at most. Default: the adapter's `agent.json`, else 160.
     #[arg(long)]
     pub max_new_tokens: Option<usize>,
-    /// Sample only among the k most likely tokens (0: all; transformers' default is 50).
+    /// Sample only among the k most likely tokens (0: all; transformers' default is 50). With --policy it is sent
+    /// as vLLM's `top_k` when sampling: pass 0 for APIs without it (OpenAI's).
     #[arg(long, default_value_t = 50)]
     pub top_k: usize,
     #[arg(long, default_value = "cpu")]
@@ -139,6 +140,7 @@ impl PolicyOptions {
                 c.max_tokens = loaded.max_new_tokens;
                 c.stop = params.stop.clone();
                 c.tool_turns = agentrt_rollout::ToolTurns::parse(&self.tool_turns)?;
+                c.top_k = self.top_k;
                 Box::new(OpenAiPolicy::new(c)?)
             }
             (None, Some(p)) => Box::new(LocalPolicy::new(p, params, seed)),

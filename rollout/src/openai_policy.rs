@@ -40,6 +40,11 @@ pub struct OpenAiPolicyConfig {
     pub base_urls: Vec<String>,
     pub api_key: Option<String>,
     pub temperature: f64,
+    /// Nucleus mass kept (1: all; sent only below 1).
+    pub top_p: f64,
+    /// Only the k most likely tokens (0: all). Sent only when sampling (temperature above 0) and above 0,
+    /// as vLLM's `top_k` (which `agentrt serve` reads too; OpenAI's API has no such field).
+    pub top_k: usize,
     pub max_tokens: usize,
     pub stop: Vec<String>,
     pub timeout: Duration,
@@ -65,6 +70,8 @@ impl OpenAiPolicyConfig {
             base_urls,
             api_key: agentrt_judge::api_key_from_env(),
             temperature: 0.7,
+            top_p: 1.0,
+            top_k: 0,
             max_tokens: 256,
             stop: vec![],
             timeout: Duration::from_secs(120),
@@ -156,6 +163,12 @@ impl OpenAiPolicy {
         });
         if !self.config.stop.is_empty() {
             body["stop"] = serde_json::json!(self.config.stop);
+        }
+        if self.config.top_p < 1.0 {
+            body["top_p"] = serde_json::json!(self.config.top_p);
+        }
+        if self.config.temperature > 0.0 && self.config.top_k > 0 {
+            body["top_k"] = serde_json::json!(self.config.top_k);
         }
         if self.config.exact_tokens {
             body["logprobs"] = serde_json::json!(true);

@@ -203,6 +203,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             c.max_tokens = config.rollout.max_new_tokens;
             c.stop = STOP_STRINGS.iter().map(|s| s.to_string()).collect();
             c.exact_tokens = config.rollout.sampler_exact_tokens;
+            c.top_p = config.rollout.top_p;
+            c.top_k = config.rollout.top_k;
             Some(c)
         }
         other => return Err(TrainError::Config(format!("rollout.sampler `{other}`: expected local or openai:MODEL@BASE_URL"))),
