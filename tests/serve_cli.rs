@@ -7,9 +7,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-fn agentrt() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agentrt"))
-}
+mod common;
+
+use common::{agentrt, questions, train_args};
 
 /// A running `agentrt serve`, killed when dropped.
 struct Server {
@@ -94,17 +94,6 @@ async fn serve_answers_with_the_tokens_of_generate_streamed_or_not() {
     }
 }
 
-fn questions(dir: &Path) -> PathBuf {
-    let p = dir.join("questions.jsonl");
-    let rows = [
-        r#"{"id": "q1", "question": "Who did the Broncos defeat in Super Bowl 50?", "answer": "Carolina Panthers", "page": "denver_broncos", "split": "train"}"#,
-        r#"{"id": "q2", "question": "What is the capital of France?", "answer": "Paris", "page": "paris", "split": "train"}"#,
-        r#"{"id": "q3", "question": "Who discovered oxygen?", "answer": "Carl Wilhelm Scheele", "page": "oxygen", "split": "train"}"#,
-    ];
-    std::fs::write(&p, rows.join("\n")).unwrap();
-    p
-}
-
 fn replies(eval_dir: &Path) -> Vec<(String, Vec<String>)> {
     let mut r: Vec<(String, Vec<String>)> = std::fs::read_to_string(eval_dir.join("transcripts.jsonl"))
         .unwrap()
@@ -144,35 +133,9 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
     let qs = questions(dir.path());
     let (a, b) = (Server::start(&model, &[]), Server::start(&model, &[]));
     let out = dir.path().join("runs");
-    run_ok(agentrt().args([
-        "train",
-        "--fixture",
-        "--no-progress",
-        "--model",
-        model.to_str().unwrap(),
-        "--set",
-        &format!("data.questions={}", qs.display()),
-        "--set",
-        &format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url),
-        "--max-steps",
-        "2",
-        "--num-rollouts",
-        "2",
-        "--batch-size",
-        "2",
-        "--advantage",
-        "reinforce",
-        "--lr",
-        "1e-2",
-        "--set",
-        "rollout.max_new_tokens=16",
-        "--set",
-        "rollout.max_turns=2",
-        "--output-dir",
-        out.to_str().unwrap(),
-        "--run-name",
-        "served",
-    ]));
+    let mut args = train_args(&model, &qs, &out, "served", 2);
+    args.extend(["--set".to_string(), format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url)]);
+    run_ok(agentrt().args(&args));
     let run = out.join("served");
     let metrics: Vec<serde_json::Value> =
         std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();

@@ -1,62 +1,11 @@
 //! `agentrt train` end to end on a tiny random model served from a safetensors directory and the fixture
 //! tools: the run directory's files, exact resumption, and a kill -9 in the middle of a run.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-fn agentrt() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agentrt"))
-}
+mod common;
 
-fn tiny_model(dir: &Path) -> PathBuf {
-    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
-}
-
-fn questions(dir: &Path) -> PathBuf {
-    let p = dir.join("questions.jsonl");
-    let rows = [
-        r#"{"id": "q1", "question": "Who did the Broncos defeat in Super Bowl 50?", "answer": "Carolina Panthers", "page": "denver_broncos", "split": "train"}"#,
-        r#"{"id": "q2", "question": "What is the capital of France?", "answer": "Paris", "page": "paris", "split": "train"}"#,
-        r#"{"id": "q3", "question": "Who discovered oxygen?", "answer": "Carl Wilhelm Scheele", "page": "oxygen", "split": "train"}"#,
-    ];
-    std::fs::write(&p, rows.join("\n")).unwrap();
-    p
-}
-
-fn train_args(model: &Path, questions: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
-    [
-        "train",
-        "--fixture",
-        "--no-progress",
-        "--model",
-        model.to_str().unwrap(),
-        "--set",
-        &format!("data.questions={}", questions.display()),
-        "--max-steps",
-        &steps.to_string(),
-        "--num-rollouts",
-        "2",
-        "--batch-size",
-        "2",
-        "--advantage",
-        "reinforce",
-        "--lr",
-        "1e-2",
-        "--set",
-        "run.save_steps=1",
-        "--set",
-        "rollout.max_new_tokens=16",
-        "--set",
-        "rollout.max_turns=2",
-        "--output-dir",
-        out.to_str().unwrap(),
-        "--run-name",
-        name,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
+use common::{agentrt, questions, tiny_model, train_args};
 
 fn metrics(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).expect("every metrics line parses")).collect()
