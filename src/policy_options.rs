@@ -2,11 +2,9 @@
 //! `trajectories sample`), how they become a [`TurnPolicy`], and the episode runner those commands build
 //! over a sandbox: one construction, so a policy plays the same wherever it is measured or sampled.
 
+use agentrt_environments::{EnvSection, Environment, WikiSettings};
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{
-    demonstration, system_prompt, system_prompt_template, AgentSettings, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig,
-    RandomPolicy, TurnPolicy,
-};
+use agentrt_rollout::{AgentSettings, EpisodeConfig, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
 use agentrt_runtime::Sandbox;
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
@@ -118,21 +116,15 @@ impl PolicyOptions {
         self.policy.is_none() && self.baseline.as_deref() == Some("random")
     }
 
-    /// The sampling settings these flags, the loaded adapter's settings and `temperature` describe (0 is
-    /// greedy).
-    pub fn sampling(&self, loaded: &LoadedPolicy, temperature: f64) -> SamplingParams {
-        SamplingParams {
-            temperature,
-            top_k: self.top_k,
-            max_tokens: loaded.max_new_tokens,
-            stop: agentrt_rollout::STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
-            ..SamplingParams::default()
-        }
+    /// The sampling settings these flags, the loaded adapter's settings, `temperature` (0 is greedy) and
+    /// the environment's `stop` strings describe.
+    pub fn sampling(&self, loaded: &LoadedPolicy, temperature: f64, stop: &[String]) -> SamplingParams {
+        SamplingParams { temperature, top_k: self.top_k, max_tokens: loaded.max_new_tokens, stop: stop.to_vec(), ..SamplingParams::default() }
     }
 
-    /// The policy that plays: the endpoint, the loaded model, or the random baseline.
-    pub fn turn_policy<'a>(&self, loaded: &'a LoadedPolicy, temperature: f64, seed: u64) -> anyhow::Result<Box<dyn TurnPolicy + 'a>> {
-        let params = self.sampling(loaded, temperature);
+    /// The policy that plays `plan`'s environment: the endpoint, the loaded model, or the random baseline.
+    pub fn turn_policy<'a>(&self, loaded: &'a LoadedPolicy, temperature: f64, seed: u64, plan: &EpisodePlan) -> anyhow::Result<Box<dyn TurnPolicy + 'a>> {
+        let params = self.sampling(loaded, temperature, &plan.env.stop_strings());
         Ok(match (&self.policy, &loaded.local) {
             (Some(spec), _) => {
                 let mut c = OpenAiPolicyConfig::parse(spec)?;
@@ -149,38 +141,54 @@ impl PolicyOptions {
     }
 }
 
-/// How a command's episodes run: the episode bounds (turns, observation size, sandbox limits), the system
-/// prompt and whether the worked demonstration is shown. Built from what `agentrt train` plays
-/// ([`EpisodePlan::of_training`]), then what an adapter was trained with, then the command's flags, so a
-/// policy is measured the way it was trained.
+/// How a command's episodes run: the environment, its episode bounds (turns, observation size, sandbox
+/// limits), the system prompt and whether the worked demonstration is shown. Built from what `agentrt
+/// train` plays ([`EpisodePlan::of_training`]), then what an adapter was trained with, then the command's
+/// flags, so a policy is measured the way it was trained.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodePlan {
+    /// The environment and its own keys (`[env]`).
+    pub env: EnvSection,
     pub config: EpisodeConfig,
     /// `short`, `full` or the prompt's own text.
     pub system_prompt: String,
     pub demonstration: bool,
+    /// `rule`, `rule:0.5` or `openai:MODEL@URL` (the wiki's).
+    pub judge: String,
 }
 
 impl EpisodePlan {
     /// What `agentrt train` plays with `config`.
     pub fn of_training(config: &TrainConfig) -> Self {
         EpisodePlan {
+            env: config.env.clone(),
             config: agentrt_trainer::episode_config(config),
             system_prompt: config.rollout.system_prompt.clone(),
             demonstration: config.rollout.demonstration,
+            judge: config.rollout.judge.clone(),
         }
+    }
+
+    /// The environment these settings describe, in `sandbox`: the one construction `agentrt train` uses
+    /// too ([`Environment::build`]).
+    pub fn environment(&self, sandbox: Arc<Sandbox>) -> anyhow::Result<Environment> {
+        let wiki = WikiSettings { system_prompt: self.system_prompt.clone(), demonstration: self.demonstration, judge: self.judge.clone() };
+        Ok(Environment::build(&self.env, &wiki, self.config.clone(), sandbox)?)
     }
 
     /// As the adapter whose `agent.json` this is was trained, where it says.
     pub fn with_agent(self, agent: Option<&AgentSettings>) -> Self {
         match agent {
             None => self,
-            Some(a) => EpisodePlan { config: a.episode_config(self.config), system_prompt: a.system_prompt.clone(), demonstration: a.demonstration },
+            Some(a) => EpisodePlan { config: a.episode_config(self.config), system_prompt: a.system_prompt.clone(), demonstration: a.demonstration, ..self },
         }
     }
 
     /// The command's flags, where given, over everything else.
-    pub fn with_flags(mut self, max_turns: Option<usize>, system_prompt: Option<&String>, demonstration: Option<bool>) -> Self {
+    pub fn with_flags(mut self, max_turns: Option<usize>, system_prompt: Option<&String>, demonstration: Option<bool>, judge: Option<&String>) -> Self {
+        if let Some(j) = judge {
+            self.judge = j.clone();
+        }
         if let Some(t) = max_turns {
             self.config.max_turns = t;
         }
@@ -192,17 +200,4 @@ impl EpisodePlan {
         }
         self
     }
-}
-
-/// The episode runner of `eval` and `trajectories`: `sandbox`, the judge `judge` (`rule`, `rule:0.5`,
-/// `openai:MODEL@URL`), and `plan`'s prompt (with the sandbox's plug-ins listed), demonstration and bounds.
-pub fn episode_runner(sandbox: Arc<Sandbox>, judge: &str, plan: &EpisodePlan) -> anyhow::Result<EpisodeRunner> {
-    let plugins = sandbox.plugins().signatures();
-    Ok(EpisodeRunner {
-        judge: agentrt_judge::judge_from_spec(judge).map_err(|e| anyhow::anyhow!("--judge {judge:?}: {e}"))?,
-        system_prompt: system_prompt(system_prompt_template(&plan.system_prompt), &plugins),
-        demonstration: if plan.demonstration { demonstration() } else { Vec::new() },
-        config: plan.config.clone(),
-        sandbox,
-    })
 }

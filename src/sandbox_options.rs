@@ -90,6 +90,15 @@ impl ToolOptions {
         self.build_with(limits, self.tool_host()?).await
     }
 
+    /// The sandbox of environment `env`: the wiki's tools over the index, or, for an environment without a
+    /// corpus (code), no wiki tools and no index needed.
+    pub async fn build_for(&self, env: agentrt_environments::EnvName, limits: Limits) -> anyhow::Result<Sandbox> {
+        match env {
+            agentrt_environments::EnvName::Wiki => self.build(limits).await,
+            agentrt_environments::EnvName::Code => self.build_with(limits, Arc::new(agentrt_runtime::NoWikiTools)).await,
+        }
+    }
+
     /// As [`ToolOptions::build`], over `host` (from [`ToolOptions::tool_host`]), which the caller keeps
     /// (`trajectories synth` looks ahead through the same tools its episodes call).
     pub async fn build_with(&self, limits: Limits, host: Arc<dyn ToolHost>) -> anyhow::Result<Sandbox> {

@@ -153,3 +153,66 @@ async fn every_canonical_solution_passes_except_the_named_gaps() {
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n\n"));
     assert_eq!(passed_default + passed_raised + gaps, 164);
 }
+
+/// The code environment's grader cuts each task's `check` into separate tests and runs each as its own
+/// program: every canonical solution passes every one of its tests (the known gaps aside, which fail some),
+/// and a wrong solution fails them as wrong answers, not as crashes of the harness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_code_grader_passes_every_canonical_solution_test_by_test() {
+    use agentrt_environments::code::grader::{TestGrader, TestReward};
+    use agentrt_environments::code::tasks::{question_of, read_tasks};
+    use agentrt_rollout::{FailureKind, Grader};
+
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data/humaneval/HumanEval.jsonl"));
+    let tasks = read_tasks(path, None).expect("the bundled tasks");
+    assert_eq!(tasks.len(), 164);
+    let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), Arc::new(agentrt_runtime::NoWikiTools)).await.expect("sandbox"));
+    let reward = TestReward { base_weight: 1.0, perfect_weight: 0.5, max_tests_per_problem: 0, reasoning_format: false };
+    let defaults = sandbox.limits();
+    let grader = TestGrader::new(sandbox.clone(), &tasks, defaults, reward).expect("every task's tests can be cut");
+    let mut problems = Vec::new();
+    let (mut tests, mut perfect) = (0, 0);
+    for task in &tasks {
+        let question = question_of(task);
+        let reply = format!("```python\n{}{}\n```", task.prompt, task.canonical_solution.as_deref().expect("HumanEval has solutions"));
+        let grade = match MORE_FUEL.iter().find(|(id, _, _)| *id == task.id) {
+            Some((_, fuel, _)) => {
+                let limits = Limits { fuel: *fuel, timeout: MORE_FUEL_TIMEOUT, ..defaults };
+                let heavy = TestGrader::new(sandbox.clone(), std::slice::from_ref(task), limits, reward).unwrap();
+                heavy.grade(&[(&question, reply.as_str())]).await
+            }
+            None => grader.grade(&[(&question, reply.as_str())]).await,
+        }
+        .expect("grading")
+        .remove(0);
+        let run = grade.tests.expect("tests ran");
+        tests += run.total();
+        let gap = KNOWN_GAPS.iter().any(|(id, _)| *id == task.id);
+        match (gap, run.all_passed()) {
+            (false, true) => {
+                perfect += 1;
+                assert_eq!(grade.reward, 1.5, "{}", task.id);
+            }
+            (false, false) => problems.push(format!("{}: {:?}", task.id, run.results.iter().filter_map(|r| r.failure.as_ref()).next())),
+            (true, true) => problems.push(format!("{} is a known gap but passed every test", task.id)),
+            (true, false) => {}
+        }
+    }
+    println!("HumanEval, test by test: {tests} tests over 164 tasks; {perfect} canonical solutions pass all of theirs");
+    assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
+    assert_eq!(perfect, 164 - KNOWN_GAPS.len());
+    assert!(tests > 3 * 164, "only {tests} tests: the asserts are not being separated");
+
+    // A wrong solution: each test fails as a wrong answer, and the reward is 0.
+    let task = tasks.iter().find(|t| t.id == "HumanEval/0").unwrap();
+    let wrong = format!("```python\n{}    return False\n```", task.prompt);
+    let grade = grader.grade(&[(&question_of(task), wrong.as_str())]).await.unwrap().remove(0);
+    let run = grade.tests.unwrap();
+    assert!(run.passed > 0 && run.passed < run.total(), "`return False` passes the False cases only: {run:?}");
+    assert!(run.results.iter().filter_map(|r| r.failure.as_ref()).all(|f| f.kind == FailureKind::WrongAnswer), "{run:?}");
+    assert!(!grade.correct && grade.reward < 1.0);
+    // An endless loop costs its own tests only, as a limit.
+    let looping = format!("```python\n{}    while True:\n        pass\n```", task.prompt);
+    let run = grader.grade(&[(&question_of(task), looping.as_str())]).await.unwrap().remove(0).tests.unwrap();
+    assert!(run.results.iter().all(|r| r.failure.as_ref().is_some_and(|f| f.kind == FailureKind::Limit)), "{run:?}");
+}

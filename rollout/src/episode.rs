@@ -2,9 +2,10 @@
 
 use crate::conversation::Conversation;
 use crate::error::RolloutError;
+use crate::grading::{Grade, Grader, TestRun};
 use crate::questions::Question;
 use crate::turn_policy::{Finish, TurnPolicy};
-use agentrt_judge::{Judge, JudgeInput, Verdict};
+use agentrt_judge::Verdict;
 use agentrt_policy::Message;
 use agentrt_runtime::reply::{parse_reply, ReplyAction};
 use agentrt_runtime::{Limits, RunReport, Sandbox};
@@ -23,14 +24,26 @@ pub struct EpisodeConfig {
     pub max_observation_chars: usize,
     /// The sandbox's limits for every program.
     pub limits: Limits,
-    /// At most this many judge calls in flight.
-    pub judge_concurrency: usize,
+    /// How a reply is read.
+    pub reply_format: ReplyFormat,
 }
 
 impl Default for EpisodeConfig {
     fn default() -> Self {
-        EpisodeConfig { max_turns: 4, max_observation_chars: 1500, limits: Limits::default(), judge_concurrency: 8 }
+        EpisodeConfig { max_turns: 4, max_observation_chars: 1500, limits: Limits::default(), reply_format: ReplyFormat::ToolPrograms }
     }
+}
+
+/// How an environment reads a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyFormat {
+    /// A program (```` ```python ```` or `<tool>`) runs in the sandbox and its output comes back as a
+    /// tool turn; an `<answer>` (or a reply with neither) ends the episode (the wiki environment).
+    ToolPrograms,
+    /// Every reply is the final answer, graded whole (the code environment: its code is run by the
+    /// grader against the task's tests, not as a tool program).
+    FinalAnswer,
 }
 
 /// What a reply did.
@@ -92,7 +105,12 @@ pub struct Episode {
     /// The graded text (the inside of `<answer>`, or the last reply when it had no tag).
     pub final_answer: Option<String>,
     pub reward: f32,
+    /// The parts `reward` adds up from, by name, as the grader gave them (training adds its shaping).
+    pub reward_components: Vec<(String, f32)>,
     pub verdict: Option<Verdict>,
+    /// Each test's result, when the environment grades with tests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestRun>,
     pub outcome: EpisodeOutcome,
     #[serde(skip)]
     pub conversation: Conversation,
@@ -138,10 +156,10 @@ pub struct RolloutBatch {
     pub times: PhaseTimes,
 }
 
-/// Runs episodes: policy replies, sandboxed programs, tool turns, judge.
+/// Runs episodes: policy replies, sandboxed programs, tool turns, grading.
 pub struct EpisodeRunner {
     pub sandbox: Arc<Sandbox>,
-    pub judge: Arc<dyn Judge>,
+    pub grader: Arc<dyn Grader>,
     pub system_prompt: String,
     /// Earlier turns shown after the system prompt and before every question (few-shot); may be empty.
     pub demonstration: Vec<Message>,
@@ -191,7 +209,10 @@ impl EpisodeRunner {
             for (&i, reply) in active.iter().zip(&replies) {
                 let l = &mut live[i];
                 policy.push_reply(&mut l.conversation, reply)?;
-                let action = parse_reply(&reply.text);
+                let action = match self.config.reply_format {
+                    ReplyFormat::ToolPrograms => parse_reply(&reply.text),
+                    ReplyFormat::FinalAnswer => ReplyAction::Answer(reply.text.clone()),
+                };
                 let record = |action, program| TurnRecord {
                     reply: reply.text.clone(),
                     finish: reply.finish.clone(),
@@ -249,39 +270,42 @@ impl EpisodeRunner {
         }
 
         let started = Instant::now();
-        let to_judge: Vec<(usize, JudgeInput)> = live
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| {
-                l.final_answer.as_ref().map(|(a, _)| (i, JudgeInput::new(questions[i].question.clone(), questions[i].answers.clone(), a.clone())))
-            })
-            .collect();
-        let inputs: Vec<JudgeInput> = to_judge.iter().map(|(_, x)| x.clone()).collect();
-        let verdicts = agentrt_judge::judge_batch(self.judge.as_ref(), &inputs, self.config.judge_concurrency).await;
+        let to_grade: Vec<(usize, (&Question, &str))> =
+            live.iter().enumerate().filter_map(|(i, l)| l.final_answer.as_ref().map(|(a, _)| (i, (&questions[i], a.as_str())))).collect();
+        let items: Vec<(&Question, &str)> = to_grade.iter().map(|(_, x)| *x).collect();
+        let grades = self.grader.grade(&items).await?;
+        if grades.len() != items.len() {
+            return Err(RolloutError::Invalid(format!("grader `{}` gave {} grades for {} answers", self.grader.name(), grades.len(), items.len())));
+        }
         times.judge_s += started.elapsed().as_secs_f64();
-        let mut by_episode: Vec<Option<Verdict>> = vec![None; live.len()];
-        for ((i, _), v) in to_judge.iter().zip(verdicts) {
-            by_episode[*i] = Some(v?);
+        let mut by_episode: Vec<Option<Grade>> = vec![None; live.len()];
+        for ((i, _), g) in to_grade.iter().zip(grades) {
+            by_episode[*i] = Some(g);
         }
 
         let episodes = live
             .into_iter()
             .zip(questions)
             .zip(by_episode)
-            .map(|((l, q), verdict)| {
-                let reward = verdict.as_ref().map_or(0.0, |v| v.reward);
-                let outcome = match (&l.final_answer, reward > 0.5) {
+            .map(|((l, q), grade)| {
+                let outcome = match (&l.final_answer, grade.as_ref().is_some_and(|g| g.correct)) {
                     (None, _) => EpisodeOutcome::MaxTurns,
                     (Some(_), true) => EpisodeOutcome::Correct,
                     (Some((_, true)), false) => EpisodeOutcome::WrongAnswer,
                     (Some((_, false)), false) => EpisodeOutcome::NoAnswer,
+                };
+                let (reward, reward_components, verdict, tests) = match grade {
+                    Some(g) => (g.reward, g.components, g.verdict, g.tests),
+                    None => (0.0, Vec::new(), None, None),
                 };
                 Episode {
                     question: q.clone(),
                     turns: l.turns,
                     final_answer: l.final_answer.map(|(a, _)| a),
                     reward,
+                    reward_components,
                     verdict,
+                    tests,
                     outcome,
                     conversation: l.conversation,
                 }

@@ -13,7 +13,7 @@ pub async fn fixture_runner(config: EpisodeConfig) -> EpisodeRunner {
         .expect("the sandbox over the fixture tools starts");
     EpisodeRunner {
         sandbox: Arc::new(sandbox),
-        judge: Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).expect("the default threshold is valid")),
+        grader: Arc::new(crate::JudgeGrader::new(Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).expect("the default threshold is valid")))),
         system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
         demonstration: vec![],
         config,

@@ -45,3 +45,23 @@ pub trait ToolHost: Send + Sync + 'static {
     /// The text of one section.
     async fn read_section(&self, section_id: &str) -> Result<String, ToolFailure>;
 }
+
+/// The tool host of an environment without a corpus (the code environment): every wiki tool fails with
+/// a message saying so, which a program sees as a RuntimeError.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoWikiTools;
+
+const NO_WIKI: &str = "this environment has no corpus: the wiki tools are not available";
+
+#[async_trait::async_trait]
+impl ToolHost for NoWikiTools {
+    async fn search_pages(&self, _query: &str, _k: usize) -> Result<Vec<PageHit>, ToolFailure> {
+        Err(ToolFailure::Failed(NO_WIKI.into()))
+    }
+    async fn view_sections(&self, _page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {
+        Err(ToolFailure::Failed(NO_WIKI.into()))
+    }
+    async fn read_section(&self, _section_id: &str) -> Result<String, ToolFailure> {
+        Err(ToolFailure::Failed(NO_WIKI.into()))
+    }
+}

@@ -2,8 +2,9 @@
 //! --split dev ...`); `agentrt eval retrieval` measures the search index alone; `agentrt eval compare`
 //! puts two evaluations side by side.
 
-use crate::policy_options::{episode_runner, EpisodePlan, PolicyOptions};
+use crate::policy_options::{EpisodePlan, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
+use agentrt_environments::EnvName;
 use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_rollout::AgentSettings;
@@ -69,20 +70,35 @@ pub struct TableArgs {
 /// Arguments of an episode evaluation.
 #[derive(clap::Args)]
 pub struct EpisodeArgs {
-    /// Which questions: train, dev or all.
-    #[arg(long, default_value = "dev")]
-    pub split: String,
-    /// Questions (JSON Lines or Parquet with question, answer or answers, page).
-    #[arg(long, default_value = "data/wiki/questions.jsonl")]
-    pub questions: PathBuf,
-    /// Questions to evaluate (a seeded random subset of the split; 0: all).
-    #[arg(long, default_value_t = 50)]
-    pub num_samples: usize,
+    /// The environment: `wiki` (questions about the corpus) or `code` (HumanEval-format tasks, graded by
+    /// their tests in the sandbox; reports pass@k). Default: the config's `env.name`, else wiki.
+    #[arg(long, value_name = "NAME")]
+    pub env: Option<String>,
+    /// Which questions: train, dev or all for the wiki (default dev); train, test or all for code
+    /// (default all: the whole of HumanEval, as published pass@k numbers use).
+    #[arg(long)]
+    pub split: Option<String>,
+    /// Questions (JSON Lines or Parquet with question, answer or answers, page), or code tasks with --env
+    /// code. Default: data/wiki/questions.jsonl, or the config's `env.tasks` (data/humaneval/HumanEval.jsonl).
+    #[arg(long)]
+    pub questions: Option<PathBuf>,
+    /// Questions to evaluate (a seeded random subset of the split; 0: all). Default: 50 for the wiki, all
+    /// tasks for code.
+    #[arg(long)]
+    pub num_samples: Option<usize>,
+    /// Code: samples per task (pass@k is reported for k = 1, 5, 10 up to this). More than 1 needs
+    /// --temperature above 0 (Chen et al.: 0.2 for pass@1, 0.8 for pass@10 and beyond).
+    #[arg(long, default_value_t = 1)]
+    pub num_generations: usize,
+    /// Code: go on with the tasks OUTPUT_DIR/tasks.jsonl does not hold yet (same settings), instead of
+    /// refusing to overwrite it.
+    #[arg(long)]
+    pub resume: bool,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
-    #[arg(long, default_value = "rule")]
-    pub judge: String,
+    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`. Default: the config's `rollout.judge`, else rule.
+    #[arg(long)]
+    pub judge: Option<String>,
     /// A training config (TOML, as `agentrt train --config`): its `[rollout]` turns, observation size,
     /// sandbox limits, system prompt and demonstration are played exactly as training plays them,
     /// instead of the adapter's `agent.json`.
@@ -167,25 +183,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
+/// A seeded random subset of `n` items (all when `n` is 0 or more than there are).
+pub(crate) fn seeded_subset<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
     use agentrt_policy::rand::seq::SliceRandom;
     use agentrt_policy::rand::SeedableRng;
-    let split = if args.split == "all" { None } else { Some(args.split.as_str()) };
-    let mut questions = agentrt_rollout::read_questions(&args.questions, split)?;
-    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", args.split, args.questions.display());
-    if args.num_samples > 0 && args.num_samples < questions.len() {
-        questions.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(args.seed));
-        questions.truncate(args.num_samples);
+    if n > 0 && n < items.len() {
+        items.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(seed));
+        items.truncate(n);
     }
+    items
+}
+
+fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     let loaded = args.policy.load()?;
     let plan = episode_plan(&args, loaded.settings.as_ref())?;
+    if plan.env.name == EnvName::Code {
+        return crate::commands::eval_code::run(&args, &loaded, &plan);
+    }
+    anyhow::ensure!(args.num_generations == 1 && !args.resume, "--num-generations and --resume are for --env code");
+    let split_name = args.split.clone().unwrap_or_else(|| "dev".into());
+    let questions_path = args.questions.clone().unwrap_or_else(|| PathBuf::from("data/wiki/questions.jsonl"));
+    let split = if split_name == "all" { None } else { Some(split_name.as_str()) };
+    let questions = agentrt_rollout::read_questions(&questions_path, split)?;
+    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", split_name, questions_path.display());
+    let questions = seeded_subset(questions, args.num_samples.unwrap_or(50), args.seed);
     let (demonstrate, max_turns) = (plan.demonstration, plan.config.max_turns);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let episodes = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build(plan.config.limits).await?);
-        let runner = episode_runner(sandbox, &args.judge, &plan)?;
-        let policy = args.policy.turn_policy(&loaded, args.temperature, args.seed)?;
+        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
+        let policy = args.policy.turn_policy(&loaded, args.temperature, args.seed, &plan)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
         let mut all = Vec::with_capacity(questions.len());
         for chunk in questions.chunks(args.batch_size.max(1)) {
@@ -204,8 +232,8 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
     let info = EvalInfo {
         policy: policy_name,
-        judge: args.judge.clone(),
-        questions: format!("{} split of {}", args.split, args.questions.display()),
+        judge: plan.judge.clone(),
+        questions: format!("{} split of {}", split_name, questions_path.display()),
         seed: args.seed,
         max_turns,
     };
@@ -236,7 +264,19 @@ fn episode_plan(args: &EpisodeArgs, agent: Option<&AgentSettings>) -> anyhow::Re
     } else {
         EpisodePlan::of_training(&TrainConfig::default()).with_agent(agent)
     };
-    Ok(plan.with_flags(args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false)))
+    let mut plan = plan.with_flags(args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false), args.judge.as_ref());
+    if let Some(name) = &args.env {
+        let name = EnvName::parse(name).map_err(|e| anyhow::anyhow!("--env: {e}"))?;
+        anyhow::ensure!(
+            name == plan.env.name || plan.env.name == EnvName::Wiki,
+            "--env {}: the config plays the {} environment",
+            name.as_str(),
+            plan.env.name.as_str()
+        );
+        plan.env.name = name;
+        plan.config = plan.env.episode_config(plan.config);
+    }
+    Ok(plan)
 }
 
 fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {

@@ -2,6 +2,7 @@
 pub mod bench;
 pub mod cache;
 pub mod eval;
+pub mod eval_code;
 pub mod exec;
 pub mod generate;
 pub mod index;

@@ -1,4 +1,4 @@
-//! `agentrt train`: RL on the wiki task (see the `agentrt-trainer` crate).
+//! `agentrt train`: RL in an environment, the wiki's or code's (see the `agentrt-trainer` crate).
 
 use crate::run_options::RunOptions;
 use crate::sandbox_options::ToolOptions;
@@ -13,7 +13,8 @@ use std::sync::Arc;
     agentrt train --set model.dual_lora=true --set routing.detector=tool:read_section --set routing.eval_routing_steps=5\n  \
     agentrt train --init-adapter runs/RUN_SFT/checkpoint-60   # RL from an `agentrt sft` adapter\n  \
     agentrt train --resume runs/smollm2-135m_lr1e-4_g4_beta0.02_s42 --max-steps 20\n  \
-    agentrt train --print-config > my.toml          # every key, with comments\n\n\
+    agentrt train --print-config > my.toml          # every key, with comments\n  \
+    agentrt train --env code --model qwen2.5-coder-0.5b --max-steps 2   # HumanEval's train split, tests as reward\n\n\
     The run directory (OUTPUT_DIR/RUN_NAME, named from the hyperparameters) gets config.toml, metrics.jsonl\n\
     (one line per step), transcripts.jsonl, checkpoint-N/ (PEFT adapters, optimizer, data position) and, at\n\
     the end, curves.png. A run killed at any point continues with --resume from its last checkpoint.\n\
@@ -43,6 +44,10 @@ pub struct Args {
     /// `local` or `openai:MODEL@BASE_URL`.
     #[arg(long)]
     pub sampler: Option<String>,
+    /// The environment: `wiki` (search and read the corpus) or `code` (write a function; its tests in the
+    /// sandbox are the reward). Sets `env.name`; the `[env]` section configures it.
+    #[arg(long, value_name = "NAME")]
+    pub env: Option<String>,
     #[command(flatten)]
     pub run: RunOptions,
     #[command(flatten)]
@@ -62,6 +67,7 @@ impl Args {
             ("algorithm.advantage", self.advantage.clone()),
             ("rollout.judge", self.judge.clone()),
             ("rollout.sampler", self.sampler.clone()),
+            ("env.name", self.env.clone()),
         ])
     }
 }
@@ -88,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let summary = runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build(limits_of(&config)).await?);
+        let sandbox = Arc::new(args.tools.build_for(config.env.name, limits_of(&config)).await?);
         anyhow::Ok(train(TrainRequest { config, run_dir, resume, progress: !args.run.no_progress }, sandbox).await?)
     })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;

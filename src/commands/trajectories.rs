@@ -4,7 +4,7 @@
 //! keeps those the judge marks correct (rejection sampling). Both go through the same `EpisodeRunner`,
 //! sandbox and judge as `agentrt eval`, and through one gate, `agentrt_rollout::TrajectorySet`.
 
-use crate::policy_options::{episode_runner, EpisodePlan, PolicyOptions};
+use crate::policy_options::{EpisodePlan, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
 use agentrt_progress::Progress;
 use agentrt_rollout::{check_visible, Episode, Offered, Question, SynthesizingPolicy, TrajectorySet, TurnPolicy};
@@ -210,13 +210,14 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
         Some(c.max_turns.unwrap_or(4)),
         Some(c.system_prompt.as_ref().unwrap_or(&full)),
         Some(c.demonstration.unwrap_or(false)),
+        Some(&c.judge),
     );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-synth.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
         let host = c.tools.tool_host()?;
         let sandbox = Arc::new(c.tools.build_with(plan.config.limits, host.clone()).await?);
-        let runner = episode_runner(sandbox, &c.judge, &plan)?;
+        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
         let policy = SynthesizingPolicy::new(args.style, host, &questions);
         let mut set = TrajectorySet::new("synth");
         play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
@@ -245,13 +246,14 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
         c.max_turns.or(loaded.settings.is_none().then_some(4)),
         c.system_prompt.as_ref(),
         c.demonstration.or(args.policy.is_random().then_some(false)),
+        Some(&c.judge),
     );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let set = runtime.block_on(async {
         let sandbox = Arc::new(c.tools.build(plan.config.limits).await?);
-        let runner = episode_runner(sandbox, &c.judge, &plan)?;
-        let policy = args.policy.turn_policy(&loaded, args.temperature, c.seed)?;
+        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
+        let policy = args.policy.turn_policy(&loaded, args.temperature, c.seed, &plan)?;
         let mut set = TrajectorySet::new("sample");
         play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
         anyhow::Ok(set)

@@ -2,6 +2,7 @@
 //! overrides, each checked (unknown keys are errors, not ignored).
 
 use crate::error::TrainError;
+use agentrt_environments::EnvSection;
 use agentrt_policy::{Routing, Target};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -18,6 +19,10 @@ pub struct TrainConfig {
     pub algorithm: AlgorithmSection,
     pub routing: RoutingSection,
     pub run: RunSection,
+    /// Which environment, and the code environment's keys (absent from configs saved before it had a
+    /// name: those ran the wiki).
+    #[serde(default)]
+    pub env: EnvSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -205,6 +210,7 @@ impl TrainConfig {
         if self.routing.eval_routing_steps > 0 && !self.model.dual_lora {
             return bad("routing.eval_routing_steps", "the three-mode evaluation needs model.dual_lora = true");
         }
+        self.env.validate().map_err(TrainError::Config)?;
         if self.run.max_steps == 0 || self.run.save_steps == 0 || self.run.logging_steps == 0 {
             return bad("run.max_steps / save_steps / logging_steps", "must be at least 1");
         }

@@ -26,8 +26,10 @@ impl RewardParts {
     /// The parts of `e`, whose `reward` is still the judge's alone.
     pub fn of(e: &Episode, algorithm: &AlgorithmSection) -> RewardParts {
         let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
-        let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer);
-        let f1 = if algorithm.f1_weight > 0.0 { e.answer_f1() } else { 0.0 };
+        // A code answer is well-formed when its tests could run (its code block, its reasoning format).
+        let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer) && e.tests.as_ref().is_none_or(|t| t.unrunnable.is_none());
+        // Token F1 against gold answers means something only where there are gold answers (not for code).
+        let f1 = if algorithm.f1_weight > 0.0 && e.tests.is_none() { e.answer_f1() } else { 0.0 };
         RewardParts {
             judge: e.reward,
             program: if ran { algorithm.program_bonus as f32 } else { 0.0 },
@@ -65,7 +67,9 @@ mod tests {
             turns,
             final_answer: answer.map(String::from),
             reward: judge,
+            reward_components: vec![],
             verdict: None,
+            tests: None,
             outcome: if judge > 0.0 { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer },
             conversation: Conversation::new("q", vec![]),
         }

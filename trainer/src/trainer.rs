@@ -9,14 +9,11 @@ use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
+use agentrt_environments::{EnvName, Environment, WikiSettings};
 use agentrt_eval::Metrics;
-use agentrt_judge::Judge;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
-use agentrt_rollout::{
-    demonstration, read_questions, system_prompt, system_prompt_template, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig,
-    Question, TurnPolicy, STOP_STRINGS,
-};
+use agentrt_rollout::{read_questions, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
 use agentrt_runtime::{Limits, Sandbox};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -59,12 +56,43 @@ pub fn limits_of(config: &TrainConfig) -> Limits {
 
 /// How a config's episodes run: the one construction `train` plays with and `eval` measures with.
 pub fn episode_config(config: &TrainConfig) -> EpisodeConfig {
+    config.env.episode_config(wiki_episode_config(config))
+}
+
+/// The wiki's episode bounds, from `[rollout]` (other environments adapt them).
+fn wiki_episode_config(config: &TrainConfig) -> EpisodeConfig {
     EpisodeConfig {
         max_turns: config.rollout.max_turns,
         max_observation_chars: config.rollout.max_observation_chars,
         limits: limits_of(config),
         ..EpisodeConfig::default()
     }
+}
+
+/// The wiki environment's settings of a config.
+pub fn wiki_settings(config: &TrainConfig) -> WikiSettings {
+    WikiSettings { system_prompt: config.rollout.system_prompt.clone(), demonstration: config.rollout.demonstration, judge: config.rollout.judge.clone() }
+}
+
+/// The environment a config plays (`[env]`), in `sandbox`: the one construction of `train`, and of
+/// `eval --config`.
+pub fn environment(config: &TrainConfig, sandbox: Arc<Sandbox>) -> Result<Environment, TrainError> {
+    Ok(Environment::build(&config.env, &wiki_settings(config), wiki_episode_config(config), sandbox)?)
+}
+
+/// The questions a config trains on: `[data]`'s for the wiki, `[env]`'s tasks of `env.split` for code.
+pub fn training_questions(config: &TrainConfig) -> Result<Vec<Question>, TrainError> {
+    let questions = match config.env.name {
+        EnvName::Wiki => read_questions(Path::new(&config.data.questions), Some(&config.data.split))?,
+        EnvName::Code => agentrt_environments::code_questions(&config.env, &config.env.split)?,
+    };
+    if questions.is_empty() {
+        return Err(TrainError::Config(match config.env.name {
+            EnvName::Wiki => format!("data: no questions of split `{}` in {}", config.data.split, config.data.questions),
+            EnvName::Code => format!("env: no tasks of split `{}` in {}", config.env.split, config.env.tasks),
+        }));
+    }
+    Ok(questions)
 }
 
 /// How an adapter trained with `config` is to be played (saved as `agent.json` in every checkpoint).
@@ -90,14 +118,9 @@ pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
         top_p: r.top_p,
         top_k: r.top_k,
         max_tokens: r.max_new_tokens,
-        stop: STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+        stop: config.env.stop_strings(),
         max_batch: 64,
     }
-}
-
-/// Builds the judge of `rollout.judge`.
-fn judge_of(spec: &str) -> Result<Arc<dyn Judge>, TrainError> {
-    agentrt_judge::judge_from_spec(spec).map_err(|e| TrainError::Config(format!("rollout.judge: {e}")))
 }
 
 /// A warm start from an adapter trained with other prompt settings (its `agent.json`) than `rollout.*`
@@ -136,10 +159,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     };
     let seed = config.run.seed;
 
-    let questions = read_questions(Path::new(&config.data.questions), Some(&config.data.split))?;
-    if questions.is_empty() {
-        return Err(TrainError::Config(format!("data: no questions of split `{}` in {}", config.data.split, config.data.questions)));
-    }
+    let questions = training_questions(&config)?;
     let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
         let dev = read_questions(Path::new(&config.data.questions), Some("dev"))?;
         let pool = if dev.is_empty() { &questions } else { &dev };
@@ -187,21 +207,14 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     }
 
     let detector = Detector::parse(&config.routing.detector)?;
-    let plugins = sandbox.plugins().signatures();
-    let runner = EpisodeRunner {
-        sandbox,
-        judge: judge_of(&config.rollout.judge)?,
-        system_prompt: system_prompt(system_prompt_template(&config.rollout.system_prompt), &plugins),
-        demonstration: if config.rollout.demonstration { demonstration() } else { Vec::new() },
-        config: episode_config(&config),
-    };
+    let runner = environment(&config, sandbox.clone())?.runner(sandbox);
     let remote = match config.rollout.sampler.as_str() {
         "local" => None,
         s if s.starts_with("openai:") => {
             let mut c = OpenAiPolicyConfig::parse(s)?;
             c.temperature = config.rollout.temperature;
             c.max_tokens = config.rollout.max_new_tokens;
-            c.stop = STOP_STRINGS.iter().map(|s| s.to_string()).collect();
+            c.stop = config.env.stop_strings();
             c.exact_tokens = config.rollout.sampler_exact_tokens;
             c.top_p = config.rollout.top_p;
             c.top_k = config.rollout.top_k;
@@ -215,10 +228,11 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let group = config.rollout.num_rollouts;
     eprintln!(
-        "training {} ({} questions of split {}, {} x {} rollouts per step, {} steps) into {}",
+        "training {} on the {} environment ({} questions of split {}, {} x {} rollouts per step, {} steps) into {}",
         learner.policy.base_name,
+        config.env.name.as_str(),
         questions.len(),
-        config.data.split,
+        if config.env.name == EnvName::Code { &config.env.split } else { &config.data.split },
         config.rollout.batch_size,
         group,
         config.run.max_steps,
@@ -401,7 +415,7 @@ fn step_metrics(
     let m = Metrics::from_episodes(episodes);
     let rm = m.mean_reward;
     let rs = mean(episodes.iter().map(|e| (e.reward as f64 - rm).powi(2))).sqrt();
-    json!({
+    let mut line = json!({
         "step": step,
         "questions_seen": questions_seen,
         "episodes": episodes.len(),
@@ -438,7 +452,16 @@ fn step_metrics(
         "lr": lr,
         "beta": config.algorithm.beta,
         "seconds": {"generate": times.generate_s, "tools": times.tools_s, "judge": times.judge_s, "update": update_s, "step": step_s},
-    })
+    });
+    // The grader's own parts (`judge` for the wiki; `tests` and `perfect` for code), each as reward_NAME.
+    let mut names: Vec<&str> = episodes.iter().flat_map(|e| e.reward_components.iter().map(|(n, _)| n.as_str())).collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let part = |e: &Episode| e.reward_components.iter().find(|(n, _)| n == name).map_or(0.0, |(_, v)| *v as f64);
+        line[format!("reward_{name}")] = json!(mean(episodes.iter().map(part)));
+    }
+    line
 }
 
 /// Evaluates with both adapters, retain only and forget only (greedy, one episode per question).

@@ -1,0 +1,156 @@
+//! `agentrt eval --env code`: pass@k on code tasks. Each task is played `--num-generations` times
+//! through the same episode loop as training; every sample's code runs against each of the task's tests
+//! in the sandbox. OUTPUT_DIR gets `tasks.jsonl` (a line per task as it finishes: its samples, how many
+//! passed, each one's first failure), `samples.jsonl` (every reply with its test results) and, at the
+//! end, `results.json` and `results.md`. A run stopped midway goes on with `--resume`.
+
+use crate::commands::eval::{seeded_subset, EpisodeArgs};
+use crate::policy_options::{EpisodePlan, LoadedPolicy};
+use agentrt_environments::EnvName;
+use agentrt_eval::{CodeMetrics, TaskResult};
+use agentrt_progress::Progress;
+use agentrt_rollout::{Episode, Question};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const TASKS: &str = "tasks.jsonl";
+const SAMPLES: &str = "samples.jsonl";
+const SETTINGS: &str = "settings.json";
+
+pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> anyhow::Result<()> {
+    let n = args.num_generations;
+    anyhow::ensure!(n >= 1, "--num-generations must be at least 1");
+    anyhow::ensure!(
+        n == 1 || args.temperature > 0.0,
+        "--num-generations {n} with --temperature 0 draws the same greedy sample {n} times: set a temperature (Chen et al. use 0.2 for pass@1, 0.8 for pass@10 and beyond)"
+    );
+    let mut env = plan.env.clone();
+    if let Some(q) = &args.questions {
+        env.tasks = q.display().to_string();
+    }
+    let split = args.split.clone().unwrap_or_else(|| "all".into());
+    let questions = agentrt_environments::code_questions(&env, &split)?;
+    anyhow::ensure!(!questions.is_empty(), "no tasks of split {split:?} in {}", env.tasks);
+    let mut questions = seeded_subset(questions, args.num_samples.unwrap_or(0), args.seed);
+    questions.sort_by_key(|q| task_number(&q.id));
+
+    // What decides the samples; a resumed run must match it.
+    let settings = serde_json::json!({
+        "policy": loaded.name,
+        "tasks": env.tasks,
+        "split": split,
+        "num_samples": args.num_samples.unwrap_or(0),
+        "num_generations": n,
+        "temperature": args.temperature,
+        "top_k": args.policy.top_k,
+        "max_new_tokens": loaded.max_new_tokens,
+        "seed": args.seed,
+        "reasoning_format": env.reasoning_format,
+        "limits": plan.config.limits,
+        "max_tests_per_problem": env.max_tests_per_problem,
+    });
+    let dir = &args.output_dir;
+    let done = prepare_output(dir, &settings, args.resume)?;
+    let todo: Vec<Question> = questions.iter().filter(|q| !done.contains(&q.id)).cloned().collect();
+    let mut plan = plan.clone();
+    plan.env = env.clone();
+    debug_assert_eq!(plan.env.name, EnvName::Code);
+
+    let tasks_per_batch = (args.batch_size / n).max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(EnvName::Code, plan.config.limits).await?);
+        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
+        let policy = args.policy.turn_policy(loaded, args.temperature, args.seed, &plan)?;
+        let progress = Progress::new("eval code", "tasks", questions.len() as u64, done.len() as u64);
+        let mut passed = 0usize;
+        for (b, chunk) in todo.chunks(tasks_per_batch).enumerate() {
+            let batch: Vec<Question> = chunk.iter().flat_map(|q| std::iter::repeat_n(q.clone(), n)).collect();
+            let played = runner.run(policy.as_ref(), &batch).await?;
+            let mut task_lines = String::new();
+            let mut sample_lines = String::new();
+            for (q, episodes) in chunk.iter().zip(played.episodes.chunks(n)) {
+                let refs: Vec<&Episode> = episodes.iter().collect();
+                let result = TaskResult::of(&q.id, &refs);
+                passed += result.correct;
+                task_lines.push_str(&serde_json::to_string(&result)?);
+                task_lines.push('\n');
+                for (i, e) in episodes.iter().enumerate() {
+                    let reply = e.turns.first().map_or("", |t| t.reply.as_str());
+                    sample_lines.push_str(&serde_json::to_string(
+                        &serde_json::json!({"task_id": q.id, "sample": i, "reply": reply, "reward": e.reward, "tests": e.tests}),
+                    )?);
+                    sample_lines.push('\n');
+                }
+            }
+            // Samples first: a task line promises its samples are written.
+            append(&dir.join(SAMPLES), &sample_lines)?;
+            append(&dir.join(TASKS), &task_lines)?;
+            let finished = done.len() + (b * tasks_per_batch + chunk.len()).min(todo.len());
+            progress.set(finished as u64, format!("{passed} of this run's samples passed"));
+        }
+        progress.finish_and_clear();
+        anyhow::Ok(())
+    })?;
+
+    let results = read_tasks(&dir.join(TASKS))?;
+    let wanted: BTreeSet<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+    let results: Vec<TaskResult> = results.into_iter().filter(|r| wanted.contains(r.task_id.as_str())).collect();
+    anyhow::ensure!(results.len() == questions.len(), "{} holds {} of the {} tasks", dir.join(TASKS).display(), results.len(), questions.len());
+    let metrics = CodeMetrics::of(&results).map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(TASKS).display()))?;
+    let what = format!("the {split} split of {}", env.tasks);
+    let json = serde_json::json!({ "env": "code", "settings": settings, "metrics": metrics });
+    agentrt_assets::write_atomic(&dir.join("results.json"), serde_json::to_string_pretty(&json)?.as_bytes())?;
+    let md = metrics.markdown(&loaded.name, &what);
+    agentrt_assets::write_atomic(&dir.join("results.md"), md.as_bytes())?;
+    print!("{md}");
+    println!("\nwritten to {}", dir.display());
+    Ok(())
+}
+
+/// `HumanEval/12` sorts as 12, so tasks run and are written in their order.
+fn task_number(id: &str) -> (u64, String) {
+    (id.rsplit('/').next().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX), id.to_string())
+}
+
+/// Makes `dir` ready and returns the tasks already done: none for a fresh run (an existing
+/// `tasks.jsonl` is refused unless resuming); with `resume`, those of `tasks.jsonl`, after checking that
+/// the saved settings are these.
+fn prepare_output(dir: &Path, settings: &serde_json::Value, resume: bool) -> anyhow::Result<BTreeSet<String>> {
+    std::fs::create_dir_all(dir)?;
+    let saved = dir.join(SETTINGS);
+    let tasks = dir.join(TASKS);
+    if resume && saved.exists() {
+        let old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved)?).map_err(|e| anyhow::anyhow!("{}: {e}", saved.display()))?;
+        anyhow::ensure!(&old == settings, "--resume: {} was written with other settings:\n  saved: {old}\n  now:   {settings}", saved.display());
+        let done = if tasks.exists() { read_tasks(&tasks)?.into_iter().map(|t| t.task_id).collect() } else { BTreeSet::new() };
+        // Samples of a task whose line was not written are dropped with the partial batch: they are drawn again.
+        eprintln!("resuming {}: {} tasks done", dir.display(), done.len());
+        return Ok(done);
+    }
+    anyhow::ensure!(!tasks.exists(), "{} exists: pass --resume to go on with it, or choose another --output-dir", tasks.display());
+    agentrt_assets::write_atomic(&saved, serde_json::to_string_pretty(settings)?.as_bytes())?;
+    for f in [SAMPLES, "results.json", "results.md"] {
+        let p = dir.join(f);
+        if p.exists() {
+            std::fs::remove_file(&p)?;
+        }
+    }
+    Ok(BTreeSet::new())
+}
+
+fn read_tasks(path: &PathBuf) -> anyhow::Result<Vec<TaskResult>> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1)))
+        .collect()
+}
+
+fn append(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    f.write_all(text.as_bytes()).and_then(|_| f.sync_data()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
