@@ -122,3 +122,21 @@ async fn what_the_guest_modules_cannot_do_is_refused_and_says_why() {
     let attribute = exception(sandbox.run("import string\nstring.capwords('a b')\n").await);
     assert!(attribute.starts_with("AttributeError") && attribute.contains("the sandbox's string has"), "{attribute}");
 }
+
+/// `from typing import *` and `from collections import *` (a habit of code models) bind what CPython's
+/// would, for the names the program uses; line numbers do not move.
+#[tokio::test]
+async fn wildcard_imports_of_monty_modules_bind_what_the_program_uses() {
+    let program = "from typing import *\nfrom collections import *\nfrom math import *\n\
+                   def mode(xs: List[int]) -> Optional[int]:\n    return Counter(xs).most_common(1)[0][0] if xs else None\n\
+                   print(mode([3, 1, 3]), mode([]), floor(pi))\nfrom itertools import *\nraise ValueError(str(list(islice(count(), 2))))";
+    let report = sandbox().await.run(program).await;
+    assert_eq!(report.stdout, "3 None 3\n");
+    match report.result {
+        Err(ProgramError::Exception { type_name, traceback, .. }) => {
+            assert_eq!(type_name, "ValueError");
+            assert!(traceback.contains("line 8") && traceback.contains("[0, 1]"), "{traceback}");
+        }
+        other => panic!("expected the ValueError of line 8, got {other:?}"),
+    }
+}

@@ -22,6 +22,24 @@ use std::borrow::Cow;
 pub const MONTY_MODULES: &[&str] =
     &["math", "re", "json", "collections", "itertools", "functools", "datetime", "typing", "dataclasses", "base64", "binascii", "unicodedata"];
 
+/// What `from M import *` binds for each of monty's modules: CPython 3.11's `__all__` (or public names)
+/// of M intersected with the names monty 0.0.23's M defines (read from both; monty itself refuses
+/// wildcard imports). Models write `from typing import *` and `from collections import *` out of habit.
+const MONTY_WILDCARD: &[(&str, &[&str])] = &[
+    ("math", &["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "comb", "copysign", "cos", "cosh", "degrees", "e", "erf", "erfc", "exp", "exp2", "expm1", "fabs", "factorial", "floor", "fmod", "frexp", "gamma", "gcd", "inf", "isclose", "isfinite", "isinf", "isnan", "isqrt", "lcm", "ldexp", "lgamma", "log", "log10", "log1p", "log2", "modf", "nan", "nextafter", "perm", "pi", "pow", "radians", "remainder", "sin", "sinh", "sqrt", "tan", "tanh", "tau", "trunc", "ulp"]),
+    ("re", &["A", "ASCII", "DOTALL", "I", "IGNORECASE", "M", "MULTILINE", "Match", "NOFLAG", "Pattern", "S", "compile", "error", "escape", "findall", "finditer", "fullmatch", "match", "search", "split", "sub"]),
+    ("json", &["JSONDecodeError", "dumps", "loads"]),
+    ("collections", &["Counter", "defaultdict", "deque", "namedtuple"]),
+    ("itertools", &["accumulate", "chain", "compress", "count", "cycle", "dropwhile", "filterfalse", "islice", "pairwise", "repeat", "starmap", "takewhile", "zip_longest"]),
+    ("functools", &["partial", "reduce"]),
+    ("datetime", &["date", "datetime", "time", "timedelta", "timezone"]),
+    ("typing", &["Annotated", "Any", "Callable", "ClassVar", "Dict", "Final", "FrozenSet", "Generator", "Generic", "Iterable", "Iterator", "List", "Literal", "Mapping", "Never", "NoReturn", "Optional", "Protocol", "Self", "Sequence", "Set", "TYPE_CHECKING", "Tuple", "Type", "TypeVar", "Union"]),
+    ("dataclasses", &["FrozenInstanceError", "dataclass", "is_dataclass"]),
+    ("base64", &["a85decode", "a85encode", "b16decode", "b16encode", "b32decode", "b32encode", "b32hexdecode", "b32hexencode", "b64decode", "b64encode", "b85decode", "b85encode", "decodebytes", "encodebytes", "standard_b64decode", "standard_b64encode", "urlsafe_b64decode", "urlsafe_b64encode"]),
+    ("binascii", &["Error", "a2b_base64", "a2b_hex", "b2a_base64", "b2a_hex", "crc32", "hexlify", "unhexlify"]),
+    ("unicodedata", &["category", "combining", "is_normalized", "lookup", "name", "normalize", "unidata_version"]),
+];
+
 /// Every module a program may import, for messages.
 pub fn allowed_modules() -> Vec<&'static str> {
     MONTY_MODULES.iter().copied().chain(modules::GUEST_MODULES.iter().map(|(name, _)| *name)).collect()
@@ -36,7 +54,8 @@ pub fn prepare(program: &str) -> Result<Cow<'_, str>, ProgramError> {
         return Ok(Cow::Borrowed(program));
     }
     let Ok(parsed) = ruff_python_parser::parse_module(program) else { return Ok(Cow::Borrowed(program)) };
-    let mut finder = ImportFinder { refused: None, edits: Vec::new() };
+    let words = program.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(String::from).collect();
+    let mut finder = ImportFinder { refused: None, edits: Vec::new(), words };
     for stmt in &parsed.syntax().body {
         finder.visit_stmt(stmt);
     }
@@ -67,6 +86,8 @@ struct ImportFinder {
     refused: Option<String>,
     /// (start, end, replacement) of each import statement that names a guest module, in source order.
     edits: Vec<(usize, usize, String)>,
+    /// Every identifier-like word of the program: a wildcard import binds only the names it uses.
+    words: std::collections::HashSet<String>,
 }
 
 enum Kind {
@@ -117,7 +138,18 @@ impl ImportFinder {
     }
 
     fn import_from(&mut self, start: usize, end: usize, module: &str, names: &[Alias]) {
-        let Some(Kind::Guest(exports)) = self.kind(module) else { return };
+        let exports = match self.kind(module) {
+            Some(Kind::Guest(exports)) => exports,
+            Some(Kind::Monty) if names.iter().any(|a| a.name.as_str() == "*") => {
+                // As CPython binds them, limited to the names the program mentions (the rest are unused).
+                let all = MONTY_WILDCARD.iter().find(|(m, _)| *m == module).map_or(&[][..], |(_, names)| *names);
+                let used: Vec<&str> = all.iter().copied().filter(|n| self.words.contains(*n)).collect();
+                let replacement = if used.is_empty() { "pass".to_string() } else { format!("from {module} import {}", used.join(", ")) };
+                self.edits.push((start, end, replacement));
+                return;
+            }
+            _ => return,
+        };
         let parts: Vec<String> = if module.contains('.') {
             vec![format!("raise ModuleNotFoundError({:?})", format!("No module named '{module}'"))]
         } else if names.iter().any(|a| a.name.as_str() == "*") {

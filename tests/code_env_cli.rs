@@ -1,0 +1,103 @@
+//! `agentrt train --env code` and `agentrt eval --env code` end to end, on a tiny random model and two
+//! small tasks: the commands run, log the reward's parts, and write pass@k and per-task results that a
+//! stopped evaluation resumes from.
+
+mod common;
+use common::{agentrt, tiny_model};
+use std::path::{Path, PathBuf};
+
+/// Two tasks in HumanEval's format, with their splits.
+fn tasks(dir: &Path) -> PathBuf {
+    let p = dir.join("tasks.jsonl");
+    let rows = [
+        serde_json::json!({"task_id": "T/1", "prompt": "def add(a, b):\n    \"\"\"Add two numbers.\"\"\"\n", "canonical_solution": "    return a + b\n",
+            "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-1, 1) == 0\n", "entry_point": "add", "split": "train"}),
+        serde_json::json!({"task_id": "T/2", "prompt": "def neg(a):\n    \"\"\"Negate.\"\"\"\n", "canonical_solution": "    return -a\n",
+            "test": "def check(candidate):\n    assert candidate(1) == -1\n", "entry_point": "neg", "split": "train"}),
+    ];
+    std::fs::write(&p, rows.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("\n")).unwrap();
+    p
+}
+
+#[test]
+fn train_env_code_logs_each_part_of_the_test_reward() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let tasks = tasks(dir.path());
+    let out = dir.path().join("runs");
+    let status = agentrt()
+        .args(["train", "--env", "code", "--no-progress", "--model", model.to_str().unwrap(), "--max-steps", "2", "--num-rollouts", "2", "--batch-size", "2"])
+        .args(["--advantage", "reinforce", "--set", "rollout.max_new_tokens=12", "--set", &format!("env.tasks={}", tasks.display())])
+        .args(["--output-dir", out.to_str().unwrap(), "--run-name", "code"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let metrics = std::fs::read_to_string(out.join("code/metrics.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = metrics.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    for line in &lines {
+        for key in ["reward_tests", "reward_perfect", "reward_mean", "accuracy"] {
+            assert!(line[key].is_number(), "{key} missing from {line}");
+        }
+        assert_eq!(line["turns"], 1.0, "a code episode is one reply");
+    }
+    let config = std::fs::read_to_string(out.join("code/config.toml")).unwrap();
+    assert!(config.contains("[env]") && config.contains("name = \"code\""), "{config}");
+    let transcript = std::fs::read_to_string(out.join("code/transcripts.jsonl")).unwrap();
+    assert!(transcript.contains("\"tests\""), "the transcript keeps each sample's test results");
+}
+
+#[test]
+fn eval_env_code_reports_pass_at_k_per_task_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let tasks = tasks(dir.path());
+    let out = dir.path().join("eval");
+    let eval = |extra: &[&str]| {
+        agentrt()
+            .args([
+                "eval",
+                "--env",
+                "code",
+                "--model",
+                model.to_str().unwrap(),
+                "--questions",
+                tasks.to_str().unwrap(),
+                "--num-generations",
+                "2",
+                "--temperature",
+                "1",
+            ])
+            .args(["--max-new-tokens", "8", "--output-dir", out.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = eval(&[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let m = &results["metrics"];
+    assert_eq!((m["num_tasks"].as_u64(), m["n"].as_u64()), (Some(2), Some(2)));
+    for k in ["1", "2"] {
+        let p = m["pass_at"][k].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p), "pass@{k} = {p}");
+    }
+    assert_eq!(m["outcomes"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum::<u64>(), 4, "{m}");
+    assert_eq!(std::fs::read_to_string(out.join("tasks.jsonl")).unwrap().lines().count(), 2);
+    assert_eq!(std::fs::read_to_string(out.join("samples.jsonl")).unwrap().lines().count(), 4);
+
+    // The same output again is refused; --resume finds every task done and reports the same numbers.
+    let again = eval(&[]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("--resume"));
+    let resumed = eval(&["--resume"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains("2 tasks done"));
+    let after: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(after["metrics"], results["metrics"]);
+    // Other settings do not resume silently.
+    let other = eval(&["--resume", "--seed", "9"]);
+    assert!(!other.status.success() && String::from_utf8_lossy(&other.stderr).contains("other settings"));
+    // Greedy sampling cannot give n different samples.
+    let greedy = agentrt().args(["eval", "--env", "code", "--num-generations", "3", "--model", model.to_str().unwrap()]).output().unwrap();
+    assert!(!greedy.status.success() && String::from_utf8_lossy(&greedy.stderr).contains("--temperature 0"));
+}
