@@ -357,4 +357,38 @@ mod tests {
         // Without a config or an adapter: the training defaults.
         assert_eq!(episode_plan(&parse(&[]), None).unwrap(), EpisodePlan::of_training(&TrainConfig::default()));
     }
+
+    /// The whole environment (prompt, demonstration, episode bounds, reply format, stop strings, grader) that
+    /// `eval --config` builds is the one `train` builds from the same config, for the wiki and for code.
+    #[test]
+    fn eval_and_train_build_the_same_environment_from_one_config() {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let sandbox = Arc::new(
+                agentrt_runtime::Sandbox::new(agentrt_runtime::SandboxConfig::default(), Arc::new(agentrt_runtime::FixtureTools::default())).await.unwrap(),
+            );
+            for set in [vec!["rollout.max_turns=2", "rollout.judge=rule:0.5"], vec!["env.name=code", "env.reasoning_format=true", "rollout.fuel=1234567"]] {
+                let set: Vec<String> = set.into_iter().map(String::from).collect();
+                let config = TrainConfig::from_layers(None, &set).unwrap();
+                let trained = agentrt_trainer::environment(&config, sandbox.clone()).unwrap().settings();
+                let mut flags = vec![];
+                for s in &set {
+                    flags.extend(["--set", s.as_str()]);
+                }
+                let evaluated = episode_plan(&parse(&flags), None).unwrap().environment(sandbox.clone()).unwrap().settings();
+                assert_eq!(evaluated, trained);
+                if config.env.name == EnvName::Code {
+                    assert_eq!((trained.episode.max_turns, trained.episode.reply_format), (1, agentrt_rollout::ReplyFormat::FinalAnswer));
+                    assert_eq!(trained.episode.limits.fuel, 1234567);
+                    assert!(trained.grader.contains("reasoning format") && trained.system_prompt.contains("<reasoning>"), "{trained:?}");
+                } else {
+                    assert_eq!(trained.grader, "rule(f1>=0.5)");
+                }
+                // `--env code` over the wiki defaults is the code environment of the defaults.
+                let by_flag = episode_plan(&parse(&["--env", "code"]), None).unwrap().environment(sandbox.clone()).unwrap().settings();
+                let code = TrainConfig::from_layers(None, &["env.name=code".to_string()]).unwrap();
+                assert_eq!(by_flag, agentrt_trainer::environment(&code, sandbox.clone()).unwrap().settings());
+            }
+        });
+    }
 }

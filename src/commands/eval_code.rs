@@ -6,6 +6,8 @@
 
 use crate::commands::eval::{seeded_subset, EpisodeArgs};
 use crate::policy_options::{EpisodePlan, LoadedPolicy};
+use agentrt_environments::code::answer::{extract_code, solution};
+use agentrt_environments::code::tasks::{read_tasks as read_tasks_file, CodeTask};
 use agentrt_environments::EnvName;
 use agentrt_eval::{CodeMetrics, TaskResult};
 use agentrt_progress::Progress;
@@ -54,6 +56,9 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
     let dir = &args.output_dir;
     let done = prepare_output(dir, &settings, args.resume)?;
     let todo: Vec<Question> = questions.iter().filter(|q| !done.contains(&q.id)).cloned().collect();
+    // The program each sample's tests run (for a reference run outside the sandbox: bench/humaneval_cpython.py).
+    let by_id: std::collections::HashMap<String, CodeTask> =
+        read_tasks_file(std::path::Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
     let mut plan = plan.clone();
     plan.env = env.clone();
     debug_assert_eq!(plan.env.name, EnvName::Code);
@@ -79,9 +84,9 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
                 task_lines.push('\n');
                 for (i, e) in episodes.iter().enumerate() {
                     let reply = e.turns.first().map_or("", |t| t.reply.as_str());
-                    sample_lines.push_str(&serde_json::to_string(
-                        &serde_json::json!({"task_id": q.id, "sample": i, "reply": reply, "reward": e.reward, "tests": e.tests}),
-                    )?);
+                    let solution = extract_code(reply, env.reasoning_format).ok().map(|code| solution(&by_id[&q.id], &code));
+                    let line = serde_json::json!({"task_id": q.id, "sample": i, "reply": reply, "solution": solution, "reward": e.reward, "tests": e.tests});
+                    sample_lines.push_str(&serde_json::to_string(&line)?);
                     sample_lines.push('\n');
                 }
             }
