@@ -33,8 +33,9 @@ enum Command {
     Index(commands::index::Args),
     /// Search the index as the search_pages tool does and print the hits.
     Search(commands::search::Args),
-    /// Evaluate a policy on questions (accuracy, tool use, search quality, failures); `eval retrieval`, `eval compare`.
-    Eval(commands::eval::Args),
+    /// Evaluate a policy: wiki questions (accuracy, tool use, search quality, failures) or code tasks
+    /// (`--env code`: pass@k); `eval retrieval`, `eval compare`.
+    Eval(Box<commands::eval::Args>),
     /// Judge one response (offline rule judge or any OpenAI-compatible LLM) and print the verdict as JSON.
     Judge(commands::judge::Args),
     /// Benchmarks that run agentrt and a peer side by side and report the ratio.
@@ -78,7 +79,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Exec(args) => commands::exec::run(args),
         Command::Index(args) => commands::index::run(args),
         Command::Search(args) => commands::search::run(args),
-        Command::Eval(args) => commands::eval::run(args),
+        Command::Eval(args) => commands::eval::run(*args),
         Command::Judge(args) => commands::judge::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Serve(args) => commands::serve::run(args),
