@@ -13,7 +13,9 @@ pub const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + messag
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
+    /// Who speaks: `system`, `user`, `assistant` (or a role the template knows, such as `tool`).
     pub role: String,
+    /// The message text, rendered verbatim into the template.
     pub content: String,
 }
 
@@ -39,8 +41,11 @@ impl Message {
 /// A model's chat template.
 #[derive(Debug, Clone)]
 pub struct ChatTemplate {
+    /// The Jinja source, kept so merge-and-export can write it back to `tokenizer_config.json`.
     pub source: String,
+    /// The text the template sees as `bos_token` (empty when the model names none).
     pub bos_token: String,
+    /// The text the template sees as `eos_token` (empty when the model names none).
     pub eos_token: String,
 }
 

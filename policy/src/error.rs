@@ -5,28 +5,75 @@ use std::path::PathBuf;
 /// Why a policy operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// Reading or writing a model, tokenizer or adapter file failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The model's architecture is not llama, qwen2 or qwen3.
     #[error("unsupported architecture `{found}` in {path}; supported: {}", crate::model::SUPPORTED_ARCHITECTURES.join(", "))]
-    UnsupportedArchitecture { path: PathBuf, found: String },
+    UnsupportedArchitecture {
+        /// The GGUF file or `config.json` that names it.
+        path: PathBuf,
+        /// The architecture (or `model_type`) found there.
+        found: String,
+    },
+    /// A GGUF or safetensors file cannot be parsed or ends before its tensors do (e.g. a cut-off download).
     #[error("{path} is truncated or corrupt: {what}")]
-    Truncated { path: PathBuf, what: String },
+    Truncated {
+        /// The damaged file.
+        path: PathBuf,
+        /// What could not be read.
+        what: String,
+    },
+    /// A model lacks a metadata key, a tensor or its weight files.
     #[error("{path}: missing {what}")]
-    Missing { path: PathBuf, what: String },
+    Missing {
+        /// The file or directory searched.
+        path: PathBuf,
+        /// What was expected there.
+        what: String,
+    },
+    /// A model file holds a value of the wrong type or a malformed `config.json`.
     #[error("{path}: {what}")]
-    BadModel { path: PathBuf, what: String },
+    BadModel {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// The tokenizer has more tokens than the model's embedding has rows.
     #[error("the tokenizer does not fit the model: tokenizer has {tokenizer_vocab} tokens, the model's embedding has {model_vocab} rows")]
-    VocabMismatch { tokenizer_vocab: usize, model_vocab: usize },
+    VocabMismatch {
+        /// Tokens the tokenizer knows.
+        tokenizer_vocab: usize,
+        /// Rows of the model's embedding.
+        model_vocab: usize,
+    },
+    /// The tokenizer cannot be loaded, rebuilt from GGUF metadata, or fails to encode or decode.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// The chat template fails to parse or to render (including the template's own `raise_exception`).
     #[error("chat template: {0}")]
     ChatTemplate(String),
+    /// A PEFT adapter directory cannot be read or written, or does not fit the model.
     #[error("adapter {path}: {what}")]
-    Adapter { path: PathBuf, what: String },
+    Adapter {
+        /// The adapter directory or file.
+        path: PathBuf,
+        /// What went wrong.
+        what: String,
+    },
+    /// Fetching or checking a named model asset failed.
     #[error("model asset: {0}")]
     Asset(#[from] agentrt_assets::AssetError),
+    /// A caller passed a bad argument (device name, mismatched masks, empty batch, no adapters to save...).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A tensor operation failed (shape mismatch, device error...).
     #[error("tensor op: {0}")]
     Candle(#[from] candle_core::Error),
 }

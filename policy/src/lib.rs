@@ -92,9 +92,13 @@ pub fn parse_device(s: &str) -> Result<Device> {
 
 /// A loaded model: decoder, tokenizer, chat template and (optionally) adapters.
 pub struct Policy {
+    /// The frozen base model both forwards run on.
     pub decoder: Decoder,
+    /// Turns templated prompts into ids and sampled ids back into text.
     pub tokenizer: PolicyTokenizer,
+    /// The model's own chat template, used to build prompts from messages.
     pub template: ChatTemplate,
+    /// The trainable LoRA adapters (retain, and forget when dual); `None` runs the base model alone.
     pub adapters: Option<AdapterSet>,
     /// The base model's name (hub id or path), written into saved adapters.
     pub base_name: String,

@@ -23,18 +23,25 @@ use std::collections::BTreeMap;
 /// One projection LoRA may attach to; the names are PEFT's `target_modules`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Target {
+    /// The attention query projection.
     #[serde(rename = "q_proj")]
     Q,
+    /// The attention key projection.
     #[serde(rename = "k_proj")]
     K,
+    /// The attention value projection.
     #[serde(rename = "v_proj")]
     V,
+    /// The attention output projection.
     #[serde(rename = "o_proj")]
     O,
+    /// The MLP's SwiGLU gate projection.
     #[serde(rename = "gate_proj")]
     Gate,
+    /// The MLP's up projection.
     #[serde(rename = "up_proj")]
     Up,
+    /// The MLP's down projection, back to the hidden size.
     #[serde(rename = "down_proj")]
     Down,
 }
@@ -91,8 +98,11 @@ impl Target {
 /// Rank, alpha, targets and whether a forget adapter rides along.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoraConfig {
+    /// LoRA rank `r`: rows of `A`, columns of `B`.
     pub rank: usize,
+    /// LoRA alpha; the delta is scaled by `alpha / r`.
     pub alpha: f64,
+    /// The projections that get a LoRA pair, in every layer.
     pub targets: Vec<Target>,
     /// Two adapters (retain, forget) with per-sample gradient routing.
     pub dual: bool,
@@ -107,7 +117,9 @@ impl Default for LoraConfig {
 /// Which of the two adapters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Which {
+    /// The adapter kept after training: it learns from unflagged samples.
     Retain,
+    /// The adapter that routed (flagged) samples train, ablated to remove what they taught.
     Forget,
 }
 
@@ -124,7 +136,9 @@ impl Which {
 /// One LoRA pair: `A: (r, in)`, `B: (out, r)`, trainable.
 #[derive(Debug, Clone)]
 pub struct LoraPair {
+    /// The down factor `A: (r, in)`, Kaiming-uniform at start.
     pub a: Var,
+    /// The up factor `B: (out, r)`, zero at start so a fresh adapter changes nothing.
     pub b: Var,
 }
 
@@ -134,6 +148,7 @@ pub type Site = (usize, Target);
 /// One adapter: a LoRA pair per adapted projection.
 #[derive(Debug, Clone, Default)]
 pub struct Adapter {
+    /// The LoRA pair of each adapted `(layer, projection)`.
     pub pairs: BTreeMap<Site, LoraPair>,
 }
 
@@ -168,8 +183,11 @@ impl Adapter {
 /// The adapters on a policy: retain always, forget when dual; with inference scales.
 #[derive(Debug, Clone)]
 pub struct AdapterSet {
+    /// Rank, alpha, targets and duality shared by both adapters.
     pub config: LoraConfig,
+    /// The retain adapter, always present (the only one when not dual).
     pub retain: Adapter,
+    /// The forget adapter, present when [`LoraConfig::dual`] is set.
     pub forget: Option<Adapter>,
     /// Multipliers on each adapter's `alpha/r`: `(1, 0)` ablates the forget adapter.
     pub scales: (f64, f64),
@@ -281,8 +299,11 @@ impl AdapterSet {
 /// dual adapters stack retain and forget (and detached copies) to `2r` or `4r`.
 #[derive(Debug, Clone)]
 pub struct LoraFactors {
+    /// The stacked `A` factors, `(R, in)`.
     pub a: Tensor,
+    /// The stacked `B` factors, `(out, R)`.
     pub b: Tensor,
+    /// Per-rank multipliers (`alpha/r` times the adapter's scale, or 0 to mask it), `(1, R)` or `(n, R)`.
     pub scales: Tensor,
 }
 

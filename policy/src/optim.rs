@@ -12,10 +12,15 @@ use std::path::Path;
 /// AdamW hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamWConfig {
+    /// Learning rate.
     pub lr: f64,
+    /// Decay of the first-moment (mean) estimate.
     pub beta1: f64,
+    /// Decay of the second-moment (squared gradient) estimate.
     pub beta2: f64,
+    /// Added to the root of the second moment, for numerical stability.
     pub eps: f64,
+    /// Decoupled weight decay, applied per step as `lr · weight_decay · θ`.
     pub weight_decay: f64,
 }
 
@@ -34,6 +39,7 @@ struct Slot {
 
 /// AdamW with per-parameter step counts.
 pub struct AdamW {
+    /// The hyper-parameters; may be changed between steps (e.g. a learning-rate schedule).
     pub config: AdamWConfig,
     slots: Vec<Slot>,
 }

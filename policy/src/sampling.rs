@@ -26,6 +26,7 @@ pub struct SamplingParams {
     pub top_p: f64,
     /// Keep only the k most likely tokens (0 keeps all).
     pub top_k: usize,
+    /// Most tokens sampled per completion; prompt plus completion must fit the model's context.
     pub max_tokens: usize,
     /// Generation stops once the decoded completion contains one of these.
     pub stop: Vec<String>,
@@ -63,6 +64,7 @@ pub struct Completion {
     pub logprobs: Vec<f32>,
     /// The decoded text, without a final end-of-turn token.
     pub text: String,
+    /// Why sampling stopped.
     pub finish_reason: FinishReason,
 }
 
@@ -123,7 +125,9 @@ pub fn pick(logits: &[f32], p: &SamplingParams, rng: &mut impl Rng) -> u32 {
 /// are ignored: a row is one completion).
 #[derive(Debug, Clone, Copy)]
 pub struct RowSpec<'a> {
+    /// The templated prompt's token ids.
     pub prompt: &'a [u32],
+    /// The row's own temperature, top-p/top-k, length and stop strings.
     pub params: &'a SamplingParams,
 }
 

@@ -24,10 +24,13 @@ const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{
 /// A tokenizer plus the ids that end a turn.
 #[derive(Clone)]
 pub struct PolicyTokenizer {
+    /// The Hugging Face tokenizer doing the encoding and decoding.
     pub inner: Tokenizer,
     /// Tokens that end generation (the model's eos, `<|im_end|>`, `<|endoftext|>` when present).
     pub eos_ids: Vec<u32>,
+    /// The model's beginning-of-sequence token text, handed to the chat template.
     pub bos_token: Option<String>,
+    /// The model's end-of-sequence token text, handed to the chat template.
     pub eos_token: Option<String>,
 }
 

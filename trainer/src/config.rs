@@ -10,14 +10,22 @@ use std::path::Path;
 /// The embedded defaults (`trainer/default.toml`).
 pub const DEFAULT_CONFIG: &str = include_str!("../default.toml");
 
+/// Every hyperparameter of an `agentrt train` run, one field per section of `trainer/default.toml`; saved as
+/// the run's config.toml.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
+    /// The base model and its LoRA adapters.
     pub model: ModelSection,
+    /// The wiki questions the run trains on.
     pub data: DataSection,
+    /// How each step's episodes are played: batch, sampling, prompt, sampler, judge and sandbox limits.
     pub rollout: RolloutSection,
+    /// How rewards become an update: advantages, the KL penalty, the optimizer and reward shaping.
     pub algorithm: AlgorithmSection,
+    /// Gradient routing: which samples train only the forget adapter, and its evaluation.
     pub routing: RoutingSection,
+    /// The run's length, seed and name, and how often it logs and saves checkpoints.
     pub run: RunSection,
     /// Which environment, and the code environment's keys (absent from configs saved before it had a
     /// name: those ran the wiki).
@@ -25,15 +33,23 @@ pub struct TrainConfig {
     pub env: EnvSection,
 }
 
+/// `[model]`: the base model and the LoRA adapters trained on it (shared by `train` and `sft`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
+    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
     pub name: String,
+    /// `cpu` or `cuda:N`: where the model runs and trains.
     pub device: String,
+    /// Rank of each fresh LoRA adapter (a warm start's own rank wins).
     pub lora_rank: usize,
+    /// LoRA alpha: the adapters' update is scaled by alpha / rank (a warm start's own alpha wins).
     pub lora_alpha: f64,
+    /// The projections of each layer that get adapters.
     pub lora_targets: Vec<Target>,
+    /// Two adapters per layer (retain, forget) for gradient routing; required by a routing detector.
     pub dual_lora: bool,
+    /// Recompute each block in the backward pass instead of keeping its activations (less memory, slower).
     pub recompute_layers: bool,
     /// Start from this adapter (a PEFT adapter directory or a run's `checkpoint-N`) instead of fresh ones;
     /// empty: fresh adapters. In RL it is also the KL reference (base + this adapter, frozen).
@@ -41,37 +57,56 @@ pub struct ModelSection {
     pub init_adapter: String,
 }
 
+/// `[data]`: where the wiki's training questions come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataSection {
+    /// The questions file (JSON Lines).
     pub questions: String,
+    /// The split of that file that trains.
     pub split: String,
 }
 
+/// `[rollout]`: how each step's episodes are sampled, run in the sandbox and judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutSection {
+    /// Questions per step.
     pub batch_size: usize,
+    /// Rollouts per question: the group that GRPO and RLOO compare.
     pub num_rollouts: usize,
+    /// Replies an episode may hold at most.
     pub max_turns: usize,
+    /// Tokens the model may write in one reply at most.
     pub max_new_tokens: usize,
+    /// Sampling temperature, in `[0, 2]` (1: the model's own distribution).
     pub temperature: f64,
+    /// Nucleus sampling: only the most likely tokens holding this much probability (1: all).
     pub top_p: f64,
+    /// Only the k most likely tokens are sampled (0: all).
     pub top_k: usize,
+    /// Characters of a tool's output the model sees per turn; a longer one is cut, with a note.
     pub max_observation_chars: usize,
     /// `short` (default), `full`, or the system prompt's own text (`{plugins}` lists plug-in tools).
     pub system_prompt: String,
     /// Show the built-in worked episode (few-shot) before every question.
     pub demonstration: bool,
+    /// `local` (in-process with candle) or `openai:MODEL@URL1,URL2,...` (OpenAI-compatible servers that load
+    /// each step's adapter, so they stay on-policy).
     pub sampler: String,
     /// With an `openai:` sampler: take the sampled ids and log-probs from the server (vLLM, `agentrt serve`)
     /// rather than re-tokenising its text; only then is the server-trainer log-prob gap measured.
     #[serde(default = "exact_tokens_default")]
     pub sampler_exact_tokens: bool,
+    /// How answers are scored: `rule` (offline, SQuAD F1), `rule:0.5`, or `openai:MODEL@BASE_URL`.
     pub judge: String,
+    /// Sandbox fuel per program (its instruction budget).
     pub fuel: u64,
+    /// Sandbox memory per program, in MiB.
     pub memory_mib: usize,
+    /// Wall-clock limit per program, in milliseconds.
     pub timeout_ms: u64,
+    /// Tool calls one program may make at most.
     pub max_host_calls: u32,
 }
 
@@ -83,21 +118,33 @@ fn exact_tokens_default() -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AdvantageKind {
+    /// The reward minus a constant baseline (`algorithm.baseline`); no group is skipped.
     Reinforce,
+    /// The reward minus the mean of the other rollouts of its question (leave-one-out).
     Rloo,
+    /// The reward minus its group's mean, divided by the group's std with `algorithm.scale_by_std`.
     Grpo,
 }
 
+/// `[algorithm]`: how rewards become advantages, the KL penalty, AdamW and reward shaping.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlgorithmSection {
+    /// How a group's rewards become advantages.
     pub advantage: AdvantageKind,
+    /// REINFORCE's constant baseline.
     pub baseline: f64,
+    /// GRPO: divide each group's advantages by its reward std.
     pub scale_by_std: bool,
+    /// Weight of the KL penalty to the reference (k3 per model token); 0 turns it off and saves a forward pass.
     pub beta: f64,
+    /// AdamW learning rate.
     pub lr: f64,
+    /// AdamW weight decay.
     pub weight_decay: f64,
+    /// Global gradient norm the update is clipped to (0: no clipping).
     pub max_grad_norm: f64,
+    /// Rollout batches whose gradients are summed before one optimizer step.
     pub gradient_accumulation_steps: usize,
     /// Added to an episode's reward when one of its programs ran without an error (0: the judge alone).
     pub program_bonus: f64,
@@ -107,25 +154,37 @@ pub struct AlgorithmSection {
     pub format_bonus: f64,
 }
 
+/// `[routing]`: which samples train only the forget adapter, and the three-mode evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingSection {
+    /// `none`, `contains:TEXT`, `regex:PATTERN` or `tool:NAME` (see [`crate::routing::Detector`]).
     pub detector: String,
     /// What unflagged samples train: both adapters (`shared`) or the retain adapter alone (`exclusive`).
     pub unflagged: Routing,
+    /// Every this many steps, evaluate with both adapters, retain only and forget only (0: off).
     pub eval_routing_steps: usize,
+    /// Questions each routing evaluation plays.
     pub eval_questions: usize,
 }
 
+/// `[run]`: the run's length, seed and name, and how often it logs and saves checkpoints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSection {
+    /// Optimizer steps the run takes.
     pub max_steps: usize,
+    /// Seeds the data order, the sampling and fresh adapters.
     pub seed: u64,
+    /// Where run directories are created.
     pub output_dir: String,
+    /// The run directory's name; empty: built from the hyperparameters.
     pub run_name: String,
+    /// Write sample transcripts every this many steps.
     pub logging_steps: usize,
+    /// Save a checkpoint every this many steps.
     pub save_steps: usize,
+    /// Checkpoints kept, oldest deleted first (0 keeps all).
     pub save_total_limit: usize,
 }
 
@@ -162,6 +221,7 @@ impl TrainConfig {
         Ok(c)
     }
 
+    /// The config as TOML, as saved in the run's config.toml.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a config always serialises")
     }

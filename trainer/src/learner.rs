@@ -15,9 +15,11 @@ use agentrt_policy::{AdamW, AdamWConfig, AdapterSet, GradStore, Policy, Tensor, 
 /// One sequence to learn from.
 #[derive(Debug, Clone)]
 pub struct Sample {
+    /// The token ids: prompt, replies and tool output.
     pub ids: Vec<u32>,
     /// True on the tokens the model wrote (the only ones in the loss).
     pub model_mask: Vec<bool>,
+    /// How much better than its group the sample did; scales its log-prob gradient.
     pub advantage: f32,
     /// Train only the forget adapter on this sample.
     pub routed: bool,
@@ -26,11 +28,14 @@ pub struct Sample {
     pub sampled_logprobs: Vec<f32>,
 }
 
+/// How the learner updates the adapters: the KL weight, gradient clipping and AdamW.
 #[derive(Debug, Clone, Copy)]
 pub struct LearnerConfig {
+    /// Weight of the KL penalty to the reference; 0 skips the reference's forward pass.
     pub beta: f64,
     /// 0 turns clipping off.
     pub max_grad_norm: f64,
+    /// AdamW's learning rate, weight decay and the rest.
     pub optimizer: AdamWConfig,
 }
 
@@ -41,6 +46,7 @@ pub struct UpdateStats {
     pub loss: f64,
     /// Mean over model tokens of `log p - log p_ref` (0 when beta is 0: not computed).
     pub kl: f64,
+    /// Model-written tokens in the loss (what the KL is averaged over).
     pub model_tokens: usize,
     /// Samples that contributed a gradient (zero-advantage samples without a KL term are skipped).
     pub samples: usize,
@@ -54,8 +60,11 @@ pub struct UpdateStats {
 /// See [`UpdateStats::logprob_gap`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LogprobGap {
+    /// Sum of `sampled - learner` log-probs.
     pub sum: f64,
+    /// Sum of their absolute values.
     pub abs_sum: f64,
+    /// Model tokens whose sampled log-prob was known.
     pub tokens: usize,
 }
 
@@ -94,8 +103,11 @@ fn gap(s: &Sample, lp: &Tensor) -> Result<LogprobGap, TrainError> {
 
 /// The policy with its optimizer and the gradients gathered for the next step.
 pub struct Learner {
+    /// The model being trained, carrying the trainable adapters.
     pub policy: Policy,
+    /// AdamW over the adapters' parameters (saved in every checkpoint).
     pub optimizer: AdamW,
+    /// The settings the learner was built with.
     pub config: LearnerConfig,
     vars: Vec<Var>,
     /// Summed gradients, one slot per entry of `vars` (`None`: no gradient yet, e.g. retain parameters

@@ -38,6 +38,7 @@ impl RewardParts {
         }
     }
 
+    /// The reward the advantages see: the judge's plus every shaped part.
     pub fn total(&self) -> f32 {
         self.judge + self.program + self.f1 + self.format
     }

@@ -6,6 +6,7 @@ use agentrt_rollout::Episode;
 /// A rule from the config (`routing.detector`).
 #[derive(Debug, Clone)]
 pub enum Detector {
+    /// Routing off: no sample is flagged.
     None,
     /// Some reply contains the text.
     Contains(String),
@@ -45,6 +46,7 @@ impl Detector {
         }
     }
 
+    /// Whether routing is off (`routing.detector = "none"`).
     pub fn is_none(&self) -> bool {
         matches!(self, Detector::None)
     }

@@ -17,13 +17,19 @@ pub struct TrainerState {
     pub step: usize,
     /// Questions consumed from the data order.
     pub questions_seen: usize,
+    /// The run's seed (`run.seed`), recorded with the checkpoint.
     pub seed: u64,
+    /// The run's name, recorded with the checkpoint.
     pub run_name: String,
 }
 
+/// The metrics log: one JSON line per step (what `plot` and `sweep` read).
 pub const METRICS: &str = "metrics.jsonl";
+/// Sample episodes, one JSON line each, written every `run.logging_steps` steps.
 pub const TRANSCRIPTS: &str = "transcripts.jsonl";
+/// The three-mode routing evaluations, one JSON line each (every `routing.eval_routing_steps` steps).
 pub const ROUTING_EVAL: &str = "routing_eval.jsonl";
+/// The run's resolved config, which `--resume` reads back.
 pub const CONFIG: &str = "config.toml";
 const STATE: &str = "trainer_state.json";
 const OPTIMIZER: &str = "optimizer.safetensors";
@@ -31,6 +37,7 @@ const ADAPTERS: &str = "adapters";
 
 /// An open run directory.
 pub struct RunDir {
+    /// The run directory itself.
     pub path: PathBuf,
 }
 
@@ -208,6 +215,7 @@ pub struct DataOrder {
 }
 
 impl DataOrder {
+    /// The order over `n` questions for `seed`, starting at epoch 0.
     pub fn new(n: usize, seed: u64) -> DataOrder {
         assert!(n > 0, "no questions");
         let mut d = DataOrder { n, seed, epoch: usize::MAX, permutation: vec![] };

@@ -38,54 +38,87 @@ pub const DEFAULT_SFT_CONFIG: &str = include_str!("../sft.toml");
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SftConfig {
+    /// The base model and adapters, as `[model]` of `agentrt train`.
     pub model: ModelSection,
+    /// The conversations to train and validate on.
     pub data: SftDataSection,
+    /// Batching, length, learning rate and validation cadence.
     pub sft: SftSection,
+    /// Which conversations train only the forget adapter.
     pub routing: SftRoutingSection,
+    /// The run's seed and name, and how often it saves checkpoints.
     pub run: SftRunSection,
 }
 
+/// `[data]` of an SFT run: the conversation files, the validation slice and how transcripts are prompted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SftDataSection {
+    /// JSON Lines files to train on: chat conversations, or `agentrt eval` / `agentrt train` transcripts.
     pub train: Vec<String>,
+    /// A separate validation file; empty: hold back a seeded slice of `train`.
     pub val: String,
+    /// The fraction of `train` held back for validation when `val_examples` is 0.
     pub val_fraction: f64,
+    /// Conversations held back for validation (0: `val_fraction` decides).
     pub val_examples: usize,
+    /// A conversation longer than this many tokens is dropped (counted, never truncated).
     pub max_seq_tokens: usize,
+    /// The system prompt transcripts get (`short`, `full` or the text), as the run that wrote them showed it.
     pub system_prompt: String,
+    /// Whether transcripts get the worked demonstration, as the run that wrote them showed it.
     pub demonstration: bool,
+    /// Keep only transcripts judged correct (rejection sampling); chat conversations are always kept.
     pub only_correct: bool,
 }
 
+/// `[sft]`: batching, length, AdamW and validation cadence of an SFT run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SftSection {
+    /// Conversations per micro-batch.
     pub batch_size: usize,
+    /// Micro-batches per optimizer step.
     pub gradient_accumulation_steps: usize,
+    /// Passes over the training conversations (a seeded new order each), unless `max_steps` is above 0.
     pub epochs: usize,
+    /// Optimizer steps, when above 0 (it then overrides `epochs`).
     pub max_steps: usize,
+    /// AdamW learning rate after the warm-up.
     pub lr: f64,
+    /// Steps of linear warm-up from 0 to `lr`.
     pub warmup_steps: usize,
+    /// AdamW weight decay.
     pub weight_decay: f64,
+    /// Global gradient norm the update is clipped to (0: no clipping).
     pub max_grad_norm: f64,
+    /// The validation loss every this many steps and at the end (0: only at the end).
     pub eval_steps: usize,
 }
 
+/// `[routing]` of an SFT run: which conversations train only the forget adapter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SftRoutingSection {
+    /// `none`, `contains:TEXT`, `regex:PATTERN` or `tool:NAME`; a conversation's own `"routed"` wins over it.
     pub detector: String,
+    /// What unflagged conversations train: both adapters (`shared`) or the retain adapter alone (`exclusive`).
     pub unflagged: Routing,
 }
 
+/// `[run]` of an SFT run: seed, name and checkpoints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SftRunSection {
+    /// Seeds the validation slice, the data order and fresh adapters.
     pub seed: u64,
+    /// Where run directories are created.
     pub output_dir: String,
+    /// The run directory's name; empty: built from the hyperparameters.
     pub run_name: String,
+    /// Save a checkpoint every this many steps (and at the end).
     pub save_steps: usize,
+    /// Checkpoints kept, oldest deleted first (0 keeps all).
     pub save_total_limit: usize,
 }
 
@@ -122,6 +155,7 @@ impl SftConfig {
         Ok(c)
     }
 
+    /// The config as TOML, as saved in the run's config.toml.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a config always serialises")
     }
@@ -187,25 +221,34 @@ impl SftConfig {
 
 /// Where to run and whether to continue.
 pub struct SftRequest {
+    /// The resolved settings, saved as the run's config.toml.
     pub config: SftConfig,
+    /// The run directory to create, or to continue with `resume`.
     pub run_dir: PathBuf,
     /// Continue the run in `run_dir` from its last checkpoint. `config` must then be its saved config but
     /// for `SftConfig::CHANGEABLE_ON_RESUME` (`SftConfig::resumed` makes one); the run's `config.toml` is
     /// updated to it.
     pub resume: bool,
+    /// Show a progress bar on a terminal (each step's metrics line is printed otherwise).
     pub progress: bool,
 }
 
 /// What a finished run reports.
 #[derive(Debug, Clone)]
 pub struct SftSummary {
+    /// Where the run's files are.
     pub run_dir: PathBuf,
+    /// Optimizer steps of the whole run.
     pub steps: usize,
+    /// The newest checkpoint written (or resumed from), if any.
     pub last_checkpoint: Option<PathBuf>,
+    /// Conversations trained on, after dropping and holding back.
     pub train_examples: usize,
+    /// Conversations held back for the validation loss.
     pub val_examples: usize,
     /// Conversations dropped for exceeding `data.max_seq_tokens`.
     pub dropped_too_long: usize,
+    /// The last validation loss measured (`None` without validation).
     pub final_val_loss: Option<f64>,
 }
 

@@ -15,12 +15,15 @@ pub const ROLES: &[&str] = &["system", "user", "assistant", "tool"];
 /// One conversation read from a file.
 #[derive(Debug, Clone)]
 pub struct Conversation {
+    /// The turns in order, as the chat template renders them.
     pub messages: Vec<Message>,
     /// An explicit `"routed": true/false` on the line (wins over the detector).
     pub routed: Option<bool>,
     /// Tools a transcript's episode called (for `tool:NAME` detectors).
     pub tools_called: Vec<String>,
+    /// The file it was read from, for error messages.
     pub path: PathBuf,
+    /// Its line in that file (1-based).
     pub line: usize,
 }
 
@@ -29,14 +32,18 @@ pub struct Conversation {
 pub struct TranscriptOptions {
     /// `short`, `full` or the prompt's text (no plug-in tools are listed).
     pub system_prompt: String,
+    /// Whether transcripts get the worked demonstration before their question.
     pub demonstration: bool,
+    /// Keep only transcripts whose episode was judged correct.
     pub only_correct: bool,
 }
 
 /// What reading skipped (not errors: reported).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReadStats {
+    /// Chat-form lines read.
     pub conversations: usize,
+    /// Transcript lines read (kept or not).
     pub transcripts: usize,
     /// Transcripts left out by `only_correct`.
     pub not_correct: usize,
@@ -184,11 +191,15 @@ fn transcript_messages(e: &Value, opts: &TranscriptOptions) -> Result<Transcript
 /// A conversation as the learner takes it.
 #[derive(Debug, Clone)]
 pub struct Example {
+    /// The rendered token ids.
     pub ids: Vec<u32>,
     /// True on each assistant reply's tokens and its end-of-turn token.
     pub model_mask: Vec<bool>,
+    /// Train only the forget adapter on it (its explicit flag, else the detector's).
     pub routed: bool,
+    /// The file it came from.
     pub path: PathBuf,
+    /// Its line in that file (1-based).
     pub line: usize,
 }
 

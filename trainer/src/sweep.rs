@@ -9,11 +9,14 @@ use std::path::Path;
 /// One axis of the grid: `section.key=v1,v2,...`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Axis {
+    /// The swept `section.key`.
     pub key: String,
+    /// The values it takes, one point of the grid each.
     pub values: Vec<String>,
 }
 
 impl Axis {
+    /// Parses `section.key=v1,v2,...`; an empty list or a key without a section is an error.
     pub fn parse(spec: &str) -> Result<Axis, TrainError> {
         let (key, values) = spec.split_once('=').ok_or_else(|| TrainError::Config(format!("grid `{spec}`: expected section.key=v1,v2")))?;
         let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
@@ -27,8 +30,11 @@ impl Axis {
 /// One point of the grid: its overrides, its config and its run name.
 #[derive(Debug, Clone)]
 pub struct Point {
+    /// The `--set` overrides of this point: the fixed ones, then its axis values.
     pub overrides: Vec<String>,
+    /// The resolved and checked config of its run.
     pub config: TrainConfig,
+    /// The name of its run directory.
     pub run_name: String,
 }
 

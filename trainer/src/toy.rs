@@ -46,18 +46,23 @@ impl TokenSet {
 /// One toy run's settings.
 #[derive(Debug, Clone)]
 pub struct ToyConfig {
+    /// Optimizer steps of the toy run.
     pub steps: usize,
     /// Groups per step (all on the same prompt) and rollouts per group.
     pub groups: usize,
+    /// Rollouts per group: the group the advantages compare.
     pub group_size: usize,
+    /// Tokens the model writes after the prompt.
     pub completion_tokens: usize,
     /// What does the task.
     pub task: TokenSet,
     /// What is the hack (see [`ToyConfig::hack_bonus`]); the routing detector flags exactly these samples.
     pub hack: TokenSet,
+    /// How a group's rewards become advantages.
     pub advantage: AdvantageKind,
     /// REINFORCE's constant baseline.
     pub baseline: f64,
+    /// AdamW learning rate.
     pub lr: f64,
     /// AdamW's epsilon (1e-8; see [`routing_config`] for why the routing experiment raises it).
     pub adam_eps: f64,
@@ -65,6 +70,7 @@ pub struct ToyConfig {
     pub hack_bonus: f32,
     /// What unflagged samples train in the routing experiment.
     pub routing: Routing,
+    /// Seeds the model, the adapters and every step's sampling.
     pub seed: u64,
 }
 
@@ -186,8 +192,11 @@ pub fn routing_policy(seed: u64) -> Result<Policy, TrainError> {
 /// One row of the routing table.
 #[derive(Debug, Clone)]
 pub struct RoutingRow {
+    /// Which model was trained: dual LoRA with routing, or plain LoRA of the same total rank.
     pub setup: String,
+    /// Which adapters were on when measuring: both, retain only, forget only, or the plain adapter.
     pub mode: String,
+    /// The task and hack rates measured in that mode.
     pub rates: ToyRates,
 }
 

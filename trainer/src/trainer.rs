@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 /// Where to run and whether to continue.
 pub struct TrainRequest {
+    /// The run's resolved config (saved as its config.toml).
     pub config: TrainConfig,
     /// The run directory (`output_dir/run_name` unless given).
     pub run_dir: PathBuf,
@@ -37,8 +38,11 @@ pub struct TrainRequest {
 /// What a finished (or stopped) run reports.
 #[derive(Debug, Clone)]
 pub struct TrainSummary {
+    /// Where the run's files are.
     pub run_dir: PathBuf,
+    /// The run's last step (`run.max_steps`).
     pub steps: usize,
+    /// The newest checkpoint written (or resumed from), if any.
     pub last_checkpoint: Option<PathBuf>,
 }
 

@@ -17,10 +17,15 @@ use std::sync::Arc;
 /// Shapes of one call.
 #[derive(Clone, Copy, Debug)]
 pub struct AttentionShape {
+    /// Sequences in the batch (`B`).
     pub batch: usize,
+    /// Tokens per sequence (`T`); the rows are `B·T`, token-major.
     pub seq: usize,
+    /// Query heads.
     pub heads: usize,
+    /// Key/value heads; each serves `heads / kv_heads` query heads (grouped-query attention).
     pub kv_heads: usize,
+    /// Width of one head (`hd`).
     pub head_dim: usize,
 }
 

@@ -77,7 +77,9 @@ fn parallelism() -> Parallelism {
 /// How a row-major operand is read: as stored, or transposed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Read {
+    /// The buffer is the operand as stored.
     AsIs,
+    /// The operand is the transpose of the stored buffer.
     Transposed,
 }
 

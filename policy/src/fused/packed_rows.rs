@@ -16,8 +16,11 @@ use candle_core::{DType, Tensor};
 /// A `(rows, cols)` matrix as row-major GGUF blocks.
 #[derive(Debug, Clone)]
 pub struct PackedRows {
+    /// The GGUF block format the bytes are in (Q4_1 or Q8_0).
     pub format: BlockFormat,
+    /// Output features: one row of blocks each.
     pub rows: usize,
+    /// Input features per row (a multiple of the block size).
     pub cols: usize,
     bytes: Vec<u8>,
 }

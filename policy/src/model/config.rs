@@ -6,8 +6,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
+    /// Llama (SmolLM2): no q/k/v biases, no q/k norms.
     Llama,
+    /// Qwen2 (Qwen2.5-Coder): biases on q, k and v.
     Qwen2,
+    /// Qwen3: per-head RMS norms on q and k.
     Qwen3,
 }
 
@@ -45,17 +48,29 @@ impl Arch {
 /// The shapes and constants of one decoder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
+    /// The decoder family, which decides biases and q/k norms.
     pub arch: Arch,
+    /// Rows of the embedding (may exceed the tokenizer's vocabulary).
     pub vocab_size: usize,
+    /// Width of the residual stream.
     pub hidden_size: usize,
+    /// Width of the MLP's gate and up projections.
     pub intermediate_size: usize,
+    /// Number of decoder blocks (HF `num_hidden_layers`).
     pub num_layers: usize,
+    /// Number of query heads (HF `num_attention_heads`).
     pub num_heads: usize,
+    /// Number of key/value heads, fewer than query heads under grouped-query attention.
     pub num_kv_heads: usize,
+    /// Width of one attention head.
     pub head_dim: usize,
+    /// Epsilon added to the mean square in every RMSNorm.
     pub rms_norm_eps: f64,
+    /// RoPE base frequency.
     pub rope_theta: f64,
+    /// Longest sequence (prompt plus completion) the RoPE tables cover.
     pub max_position_embeddings: usize,
+    /// Whether the output projection reuses the embedding matrix.
     pub tie_word_embeddings: bool,
 }
 

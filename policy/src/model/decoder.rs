@@ -19,7 +19,9 @@ use candle_core::{DType, Device, Tensor, Var};
 /// A decoder: configuration, frozen weights and RoPE tables.
 #[derive(Debug, Clone)]
 pub struct Decoder {
+    /// The model's shapes and constants.
     pub cfg: ModelConfig,
+    /// The frozen base weights; adapters are applied on top, never merged in.
     pub weights: ModelWeights,
     /// `(max_pos, hd/2)`, for the fused rope.
     cos: Tensor,
@@ -29,6 +31,7 @@ pub struct Decoder {
 /// The keys and values seen so far, per layer, `(B, kv, T, hd)`.
 #[derive(Debug, Clone, Default)]
 pub struct KvCache {
+    /// `(keys, values)` per decoder block; `None` before the block's first step.
     pub layers: Vec<Option<(Tensor, Tensor)>>,
 }
 

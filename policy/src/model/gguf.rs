@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 /// A parsed GGUF file: its metadata and an open reader for its tensors.
 pub struct GgufFile {
+    /// The file, named in errors.
     pub path: std::path::PathBuf,
+    /// The parsed header: metadata and tensor descriptors.
     pub content: Content,
     file: std::fs::File,
 }

@@ -12,27 +12,44 @@ use std::sync::Arc;
 /// The weights of one decoder block.
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
+    /// RMSNorm weight before attention.
     pub attn_norm: Tensor,
+    /// Query projection, `(heads·hd, hidden)`.
     pub q: Tensor,
+    /// Key projection, `(kv_heads·hd, hidden)`.
     pub k: Tensor,
+    /// Value projection, `(kv_heads·hd, hidden)`.
     pub v: Tensor,
+    /// Attention output projection, `(hidden, heads·hd)`.
     pub o: Tensor,
+    /// Query bias (Qwen2 only).
     pub q_bias: Option<Tensor>,
+    /// Key bias (Qwen2 only).
     pub k_bias: Option<Tensor>,
+    /// Value bias (Qwen2 only).
     pub v_bias: Option<Tensor>,
+    /// Per-head RMSNorm weight on queries before RoPE (Qwen3 only).
     pub q_norm: Option<Tensor>,
+    /// Per-head RMSNorm weight on keys before RoPE (Qwen3 only).
     pub k_norm: Option<Tensor>,
+    /// RMSNorm weight before the MLP.
     pub ffn_norm: Tensor,
+    /// SwiGLU gate projection, `(intermediate, hidden)`.
     pub gate: Tensor,
+    /// MLP up projection, `(intermediate, hidden)`.
     pub up: Tensor,
+    /// MLP down projection, `(hidden, intermediate)`.
     pub down: Tensor,
 }
 
 /// All weights of a decoder.
 #[derive(Debug, Clone)]
 pub struct ModelWeights {
+    /// Token embedding, `(vocab, hidden)`; also the output projection when tied.
     pub embed: Tensor,
+    /// The decoder blocks, in order.
     pub layers: Vec<LayerWeights>,
+    /// Final RMSNorm weight, before the output projection.
     pub norm: Tensor,
     /// `None` when the output projection is tied to the embedding.
     pub lm_head: Option<Tensor>,
