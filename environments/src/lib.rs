@@ -44,6 +44,7 @@ impl EnvName {
         }
     }
 
+    /// The name as `--env` and `env.name` spell it; the inverse of [`EnvName::parse`].
     pub fn as_str(self) -> &'static str {
         match self {
             EnvName::Wiki => "wiki",
@@ -57,6 +58,7 @@ impl EnvName {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvSection {
+    /// Which environment is played (`env.name`; default `wiki`).
     pub name: EnvName,
     /// Code tasks (JSON Lines in HumanEval's format).
     pub tasks: String,
@@ -135,12 +137,17 @@ impl EnvSection {
 /// A task definition, built once per command: what an [`EpisodeRunner`] needs, and the stop strings
 /// for the sampler.
 pub struct Environment {
+    /// Which environment this is.
     pub name: EnvName,
+    /// The system prompt every episode starts with, rendered (the wiki's lists the sandbox's plug-ins).
     pub system_prompt: String,
     /// Earlier turns shown before every question (few-shot); may be empty.
     pub demonstration: Vec<Message>,
+    /// The episode bounds and reply format, already adapted to this environment.
     pub episode: EpisodeConfig,
+    /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
+    /// Scores final answers: the judge for the wiki, the task's tests for code.
     pub grader: Arc<dyn Grader>,
 }
 
@@ -148,11 +155,17 @@ pub struct Environment {
 /// play the same episodes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EnvironmentSettings {
+    /// Which environment.
     pub name: EnvName,
+    /// The rendered system prompt.
     pub system_prompt: String,
+    /// The demonstration's turns, as `(role, content)`.
     pub demonstration: Vec<(String, String)>,
+    /// The episode bounds and reply format.
     pub episode: EpisodeConfig,
+    /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
+    /// The grader's description ([`Grader::name`]: `rule(f1>=0.80)`, `tests(base 1, perfect 0.5)`).
     pub grader: String,
 }
 
@@ -168,6 +181,7 @@ impl Environment {
         }
     }
 
+    /// Everything that decides how this environment's episodes play, as one comparable value.
     pub fn settings(&self) -> EnvironmentSettings {
         EnvironmentSettings {
             name: self.name,
@@ -185,6 +199,7 @@ impl Environment {
 pub struct WikiSettings {
     /// `short`, `full` or the prompt's own text (`{plugins}` lists the sandbox's plug-ins).
     pub system_prompt: String,
+    /// Show the worked demonstration before every question.
     pub demonstration: bool,
     /// `rule`, `rule:0.5` or `openai:MODEL@URL`.
     pub judge: String,

@@ -38,6 +38,7 @@ pub struct Diversity {
     pub mean_jaccard_within_question: Option<f64>,
     /// `mean_jaccard > max_jaccard` or `unique_samples < min_unique`.
     pub degenerate: bool,
+    /// The thresholds `degenerate` was judged by.
     pub thresholds: DegeneracyThresholds,
 }
 

@@ -27,13 +27,21 @@ pub enum EvalError {
     /// Reading or writing a file failed (the io error is the source).
     #[error("{path}")]
     Io {
+        /// The file or directory read or written.
         path: std::path::PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A results file was read but is not what it should be.
     #[error("{path}: {reason}")]
-    Malformed { path: std::path::PathBuf, reason: String },
+    Malformed {
+        /// The `results.json` read.
+        path: std::path::PathBuf,
+        /// What is wrong with it: not JSON, or which part (`info`, `metrics`) fails to parse.
+        reason: String,
+    },
+    /// Anything else: an episode that will not serialise, a chart that cannot be drawn, no evaluations to tabulate.
     #[error("{0}")]
     Invalid(String),
 }

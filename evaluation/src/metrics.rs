@@ -9,13 +9,18 @@ use std::collections::BTreeMap;
 /// A proportion with its 95% Wilson score interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rate {
+    /// `successes / total`, in [0, 1] (0 when `total` is 0).
     pub value: f64,
+    /// How many of `total` counted (were correct, found the page, ran...).
     pub successes: usize,
+    /// How many there were in all.
     pub total: usize,
+    /// The 95% Wilson interval of `value`, as `(low, high)`.
     pub ci95: (f64, f64),
 }
 
 impl Rate {
+    /// `successes` of `total`, with its interval.
     pub fn new(successes: usize, total: usize) -> Rate {
         let value = if total == 0 { 0.0 } else { successes as f64 / total as f64 };
         Rate { value, successes, total, ci95: wilson_interval(successes, total) }
@@ -50,12 +55,16 @@ pub fn difference_interval(a: &Rate, b: &Rate) -> (f64, f64) {
 /// A mean over episodes with its 95% interval (normal approximation, `mean ± 1.96·sd/√n`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Mean {
+    /// The mean (0 over no values).
     pub value: f64,
+    /// How many values were averaged.
     pub total: usize,
+    /// The 95% interval of `value`, as `(low, high)` (a zero-width one at 0 over no values).
     pub ci95: (f64, f64),
 }
 
 impl Mean {
+    /// The mean of `values`, with its interval.
     pub fn of(values: impl IntoIterator<Item = f64>) -> Mean {
         let v: Vec<f64> = values.into_iter().collect();
         let n = v.len();
@@ -72,8 +81,11 @@ impl Mean {
 /// Everything `agentrt eval` reports about a set of episodes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
+    /// Episodes measured (one per question).
     pub num_questions: usize,
+    /// Episodes that ended with a correct answer.
     pub accuracy: Rate,
+    /// Mean reward per episode.
     pub mean_reward: f64,
     /// The best SQuAD token F1 of the final answer against the gold answers (0 without an answer).
     pub answer_f1: Mean,
@@ -81,6 +93,7 @@ pub struct Metrics {
     pub tool_calls: Mean,
     /// Mean calls per episode, per tool.
     pub avg_tool_calls_by_tool: BTreeMap<String, f64>,
+    /// Turns (model replies) per episode.
     pub avg_turns: f64,
     /// Tokens the model wrote per episode (0 for text-only policies).
     pub avg_model_tokens: f64,

@@ -18,6 +18,7 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
 /// One task's samples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
+    /// The task's id.
     pub task_id: String,
     /// Samples drawn.
     pub n: usize,
@@ -32,6 +33,7 @@ pub struct TaskResult {
 /// What `agentrt eval --env code` reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CodeMetrics {
+    /// Tasks evaluated.
     pub num_tasks: usize,
     /// Samples per task.
     pub n: usize,

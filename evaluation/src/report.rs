@@ -7,9 +7,13 @@ use agentrt_rollout::Episode;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The file of an evaluation's info and metrics, which [`read_results`] and [`compare`] read back.
 pub const RESULTS_JSON: &str = "results.json";
+/// The file of the evaluation's markdown table.
 pub const RESULTS_MD: &str = "results.md";
+/// The file of the evaluation's bar chart (accuracy, search hits, runnable replies, failures).
 pub const RESULTS_PNG: &str = "results.png";
+/// The file of every episode, one JSON object a line.
 pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 
 /// What was evaluated, recorded beside the numbers.
@@ -17,10 +21,13 @@ pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 pub struct EvalInfo {
     /// The policy: a model (and adapter), a baseline, or an endpoint.
     pub policy: String,
+    /// The answer judge, as specified (`rule`, `rule:THRESHOLD`, `openai:MODEL@BASE_URL`...).
     pub judge: String,
     /// The questions: split and file.
     pub questions: String,
+    /// The seed that picked the questions and drove sampling.
     pub seed: u64,
+    /// The most turns an episode was allowed.
     pub max_turns: usize,
 }
 

@@ -16,6 +16,7 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// A count of `total` items resuming at `start`, its clock at zero.
     pub fn new(total: u64, start: u64) -> Self {
         Estimate { total, start, pos: start, last_change: Duration::ZERO, last_step: 1 }
     }
@@ -29,10 +30,12 @@ impl Estimate {
         }
     }
 
+    /// Items done now, counting the `start` it resumed from.
     pub fn pos(&self) -> u64 {
         self.pos
     }
 
+    /// Items in the whole count.
     pub fn total(&self) -> u64 {
         self.total
     }
@@ -42,6 +45,7 @@ impl Estimate {
         self.pos.saturating_sub(self.start)
     }
 
+    /// Items still to do (0 once `pos` reaches `total`).
     pub fn left(&self) -> u64 {
         self.total.saturating_sub(self.pos)
     }

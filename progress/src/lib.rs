@@ -156,10 +156,12 @@ impl Progress {
         self.update(Some(pos), Some(message.into()));
     }
 
+    /// Sets the count's position, keeping its message.
     pub fn set_position(&self, pos: u64) {
         self.update(Some(pos), None);
     }
 
+    /// Sets the message shown after the count, keeping its position.
     pub fn set_message(&self, message: impl Into<String>) {
         self.update(None, Some(message.into()));
     }

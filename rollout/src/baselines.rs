@@ -16,6 +16,7 @@ pub struct ScriptedPolicy {
 }
 
 impl ScriptedPolicy {
+    /// A policy that replays `scripts`, a list of replies per question id.
     pub fn new(scripts: HashMap<String, Vec<String>>) -> ScriptedPolicy {
         ScriptedPolicy { scripts }
     }
@@ -46,6 +47,7 @@ pub struct RandomPolicy {
 }
 
 impl RandomPolicy {
+    /// A random baseline whose choices are reproducible from `seed`.
     pub fn new(seed: u64) -> RandomPolicy {
         RandomPolicy { rng: Mutex::new(StdRng::seed_from_u64(seed)) }
     }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// The exact ids of a conversation and which of them the model wrote.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TokenTrace {
+    /// Every token id of the conversation, prompt and replies, in order.
     pub ids: Vec<u32>,
     /// True on the ids the model sampled; false on the prompt, the template's glue and tool output.
     pub model_mask: Vec<bool>,
@@ -40,6 +41,7 @@ impl TokenTrace {
 pub struct Conversation {
     /// The question this conversation answers (scripted policies look their replies up by it).
     pub question_id: String,
+    /// The chat so far: system prompt, any demonstrations, the question, then replies and tool output.
     pub messages: Vec<Message>,
     /// Present when the policy works on tokens ([`crate::LocalPolicy`]).
     pub tokens: Option<TokenTrace>,
@@ -50,6 +52,7 @@ pub struct Conversation {
 }
 
 impl Conversation {
+    /// A conversation for `question_id` starting from `messages`, with no replies yet and no token trace.
     pub fn new(question_id: impl Into<String>, messages: Vec<Message>) -> Conversation {
         Conversation { question_id: question_id.into(), messages, tokens: None, replies: 0, last_reply_closed: true }
     }

@@ -61,26 +61,37 @@ pub enum TurnAction {
 /// One tool call, as the transcript keeps it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolCallRecord {
+    /// The tool called: `search_pages`, `view_sections` or `read_section`.
     pub tool: String,
+    /// Its arguments, as JSON.
     pub args: serde_json::Value,
+    /// The tool's error, when the call failed.
     pub error: Option<String>,
+    /// The page ids (search_pages) or section ids (view_sections) it returned, in order; search quality is read from them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub returned_ids: Vec<String>,
+    /// How long the call took, in microseconds.
     pub micros: u64,
 }
 
 /// One reply and what came of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnRecord {
+    /// The reply's text as the policy wrote it.
     pub reply: String,
+    /// Why the reply ended.
     pub finish: Finish,
+    /// Whether it ran a program, answered, or neither.
     pub action: TurnAction,
     /// Tokens the model wrote in this reply (0 for text-only policies).
     pub reply_tokens: usize,
+    /// The program it held, when it held one.
     pub program: Option<String>,
+    /// What the program's run gave back (output, last value, error), cut at `max_observation_chars`.
     pub observation: Option<String>,
     /// The program's error kind (`syntax`, `exception:ValueError`, `limit-exceeded:fuel`, …) when it failed.
     pub program_error: Option<String>,
+    /// The tool calls the program made, in order.
     pub tool_calls: Vec<ToolCallRecord>,
 }
 
@@ -88,6 +99,7 @@ pub struct TurnRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EpisodeOutcome {
+    /// The final answer (tagged or not) was graded correct.
     Correct,
     /// An answer was given and judged wrong.
     WrongAnswer,
@@ -100,18 +112,24 @@ pub enum EpisodeOutcome {
 /// One finished episode.
 #[derive(Debug, Clone, Serialize)]
 pub struct Episode {
+    /// The question the episode answered.
     pub question: Question,
+    /// Every reply in order, with what came of it.
     pub turns: Vec<TurnRecord>,
     /// The graded text (the inside of `<answer>`, or the last reply when it had no tag).
     pub final_answer: Option<String>,
+    /// The grade's reward (0 when no answer was graded, i.e. on `max_turns`).
     pub reward: f32,
     /// The parts `reward` adds up from, by name, as the grader gave them (training adds its shaping).
     pub reward_components: Vec<(String, f32)>,
+    /// The judge's verdict, when a judge graded the answer.
     pub verdict: Option<Verdict>,
     /// Each test's result, when the environment grades with tests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests: Option<TestRun>,
+    /// How the episode ended.
     pub outcome: EpisodeOutcome,
+    /// The whole dialogue, with the token trace for a local policy: training and trajectory exports read it; reports skip it.
     #[serde(skip)]
     pub conversation: Conversation,
 }
@@ -144,25 +162,34 @@ impl Episode {
 /// Seconds spent per phase over a batch.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct PhaseTimes {
+    /// Seconds waiting for the policy's replies.
     pub generate_s: f64,
+    /// Seconds running the replies' programs in the sandbox.
     pub tools_s: f64,
+    /// Seconds grading the final answers (judge or tests).
     pub judge_s: f64,
 }
 
 /// Episodes in the order of the questions given, and where the time went.
 #[derive(Debug)]
 pub struct RolloutBatch {
+    /// One episode per question given, in that order.
     pub episodes: Vec<Episode>,
+    /// Seconds per phase over the whole batch.
     pub times: PhaseTimes,
 }
 
 /// Runs episodes: policy replies, sandboxed programs, tool turns, grading.
 pub struct EpisodeRunner {
+    /// Runs every program; shared by the concurrent episodes.
     pub sandbox: Arc<Sandbox>,
+    /// Turns each final answer into a reward.
     pub grader: Arc<dyn Grader>,
+    /// The first message of every conversation.
     pub system_prompt: String,
     /// Earlier turns shown after the system prompt and before every question (few-shot); may be empty.
     pub demonstration: Vec<Message>,
+    /// Turn budget, observation cut, sandbox limits and reply format.
     pub config: EpisodeConfig,
 }
 

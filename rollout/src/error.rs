@@ -4,26 +4,51 @@ use std::path::PathBuf;
 /// these are failures of the machinery or of the input.
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
+    /// A row of a questions (or tasks) file is unusable: malformed JSON, no question, no answer...
     #[error("{path}:{line}: {reason}")]
-    BadQuestion { path: PathBuf, line: usize, reason: String },
+    BadQuestion {
+        /// The questions (or tasks) file.
+        path: PathBuf,
+        /// The 1-based JSONL line or Parquet row of the question.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Reading or writing a file failed (the io error is the source).
     #[error("{path}")]
     Io {
+        /// The file involved.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A file was read but is not what it should be.
     #[error("{path}: {reason}")]
-    Malformed { path: PathBuf, reason: String },
+    Malformed {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The local model failed to build a prompt, tokenise or sample.
     #[error(transparent)]
     Policy(#[from] agentrt_policy::PolicyError),
+    /// The judge failed to grade an answer (transport, cache, bad input).
     #[error(transparent)]
     Judge(#[from] agentrt_judge::JudgeError),
+    /// An OpenAI-compatible policy server could not be reached or gave an unusable reply.
     #[error("policy endpoint {endpoint}: {message}")]
-    Endpoint { endpoint: String, message: String },
+    Endpoint {
+        /// The server's base URL.
+        endpoint: String,
+        /// What went wrong (transport error, HTTP status, malformed body).
+        message: String,
+    },
+    /// The chat template fails to render, or renders in a way that cannot extend a conversation's tokens.
     #[error("chat template: {0}")]
     Template(String),
+    /// A bad argument or setting, a policy or grader breaking its contract (wrong count, no token trace...), a failed task.
     #[error("{0}")]
     Invalid(String),
 }

@@ -39,11 +39,14 @@ pub trait Grader: Send + Sync {
 /// The wiki environment's grader: a [`Judge`] against the question's gold answers, `concurrency`
 /// verdicts in flight at once.
 pub struct JudgeGrader {
+    /// Judges each final answer against the question's gold answers.
     pub judge: Arc<dyn Judge>,
+    /// Verdicts in flight at once (at least 1 is used).
     pub concurrency: usize,
 }
 
 impl JudgeGrader {
+    /// A grader asking `judge`, 8 verdicts at a time.
     pub fn new(judge: Arc<dyn Judge>) -> Self {
         JudgeGrader { judge, concurrency: 8 }
     }
@@ -125,6 +128,7 @@ pub struct TestResult {
 /// Why a test failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TestFailure {
+    /// What kind of failure, for the tally.
     pub kind: FailureKind,
     /// The error as the sandbox reported it (cut to a few hundred characters).
     pub message: String,
@@ -147,8 +151,10 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind, in declaration order (for listing a full tally).
     pub const ALL: [FailureKind; 5] = [FailureKind::Format, FailureKind::Syntax, FailureKind::Exception, FailureKind::Limit, FailureKind::WrongAnswer];
 
+    /// The kind's snake_case name (`wrong_answer`), as serialised and reported.
     pub fn name(self) -> &'static str {
         match self {
             FailureKind::Format => "format",

@@ -35,19 +35,26 @@ impl ToolTurns {
 /// Where and how to ask.
 #[derive(Debug, Clone)]
 pub struct OpenAiPolicyConfig {
+    /// The model name sent in every request (a served model or a loaded LoRA adapter's name).
     pub model: String,
     /// One server or several (conversations are spread over them in turn), e.g. `http://localhost:8000/v1`.
     pub base_urls: Vec<String>,
+    /// Sent as a bearer token when present (`parse` takes it from `AGENTRT_JUDGE_API_KEY` or `OPENAI_API_KEY`).
     pub api_key: Option<String>,
+    /// Sampling temperature (0: greedy).
     pub temperature: f64,
     /// Nucleus mass kept (1: all; sent only below 1).
     pub top_p: f64,
     /// Only the k most likely tokens (0: all). Sent only when sampling (temperature above 0) and above 0,
     /// as vLLM's `top_k` (which `agentrt serve` reads too; OpenAI's API has no such field).
     pub top_k: usize,
+    /// Tokens per reply at most; a reply cut here finishes as `length`.
     pub max_tokens: usize,
+    /// Stop strings (e.g. `</tool>`), kept at the end of the reply's text; sent only when not empty.
     pub stop: Vec<String>,
+    /// How long one HTTP request may take.
     pub timeout: Duration,
+    /// How tool output is sent back to the server.
     pub tool_turns: ToolTurns,
     /// Ask for the sampled token ids and their log-probs (`logprobs` with vLLM's
     /// `return_tokens_as_token_ids`, which `agentrt serve` speaks too), so that training extends its traces
@@ -90,6 +97,7 @@ pub struct OpenAiPolicy {
 }
 
 impl OpenAiPolicy {
+    /// A policy asking the servers of `config`; fails when it names none or the HTTP client cannot be built.
     pub fn new(config: OpenAiPolicyConfig) -> Result<OpenAiPolicy, RolloutError> {
         if config.base_urls.is_empty() {
             return Err(RolloutError::Invalid("an OpenAI-compatible policy needs at least one server".into()));

@@ -8,12 +8,15 @@ use std::path::Path;
 /// One question with its accepted answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Question {
+    /// The file's `id` (a non-string id as its JSON text), or `line-N` when it has none; scripted policies and trajectories key on it.
     pub id: String,
+    /// The question text the agent must answer.
     pub question: String,
     /// Every accepted answer (the judge takes them as aliases); never empty.
     pub answers: Vec<String>,
     /// The gold page id, when known (search quality is measured against it).
     pub page: Option<String>,
+    /// The split it belongs to (`train`, `dev`...); [`read_questions`] can keep only one.
     pub split: Option<String>,
 }
 

@@ -139,6 +139,7 @@ pub struct SynthesizingPolicy {
 }
 
 impl SynthesizingPolicy {
+    /// A policy playing `questions` in `style`, looking ahead with `tools` (the same tools the sandbox serves).
     pub fn new(style: SynthStyle, tools: Arc<dyn ToolHost>, questions: &[Question]) -> SynthesizingPolicy {
         SynthesizingPolicy { style, tools, questions: questions.iter().map(|q| (q.id.clone(), q.clone())).collect(), plans: Mutex::new(HashMap::new()) }
     }

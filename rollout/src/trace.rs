@@ -32,6 +32,7 @@ struct RenderedReply {
 }
 
 impl<'a> TraceBuilder<'a> {
+    /// A builder using `policy`'s chat template and tokenizer.
     pub fn new(policy: &'a Policy) -> TraceBuilder<'a> {
         TraceBuilder { policy }
     }

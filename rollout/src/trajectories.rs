@@ -19,17 +19,22 @@ pub struct Trajectory {
     /// System prompt, demonstration (when shown), question, then every reply and tool turn, exactly as
     /// the episode's conversation holds them.
     pub messages: Vec<Message>,
+    /// The id of the question the conversation answers.
     pub question_id: String,
     /// `synth` or `sample`.
     pub source: String,
+    /// The episode's reward.
     pub reward: f32,
+    /// Tool calls the episode's programs made, over all turns.
     pub tool_calls: usize,
 }
 
 /// What happened to the episodes offered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrajectoryCounts {
+    /// Episodes offered.
     pub played: usize,
+    /// Episodes kept for the output.
     pub kept: usize,
     /// The judge did not mark them correct.
     pub rejected_by_judge: usize,
@@ -53,9 +58,13 @@ impl TrajectoryCounts {
 /// What [`TrajectorySet::offer`] did with an episode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Offered {
+    /// Added to the set.
     Kept,
+    /// The episode did not end correct (wrong answer, no answer, or out of turns).
     RejectedByJudge,
+    /// Correct, but the caller's check refused it, for the reason given.
     RejectedByCheck(String),
+    /// Correct and checked, but the same messages were kept already.
     Duplicate,
 }
 
@@ -68,6 +77,7 @@ pub struct TrajectorySet {
 }
 
 impl TrajectorySet {
+    /// An empty set whose trajectories are marked with `source` (`synth` or `sample`).
     pub fn new(source: impl Into<String>) -> TrajectorySet {
         TrajectorySet { source: source.into(), seen: HashSet::new(), kept: Vec::new(), counts: TrajectoryCounts::default() }
     }
@@ -100,10 +110,12 @@ impl TrajectorySet {
         Offered::Kept
     }
 
+    /// What happened to the episodes offered so far.
     pub fn counts(&self) -> TrajectoryCounts {
         self.counts
     }
 
+    /// The kept trajectories, in the order they were kept.
     pub fn trajectories(&self) -> &[Trajectory] {
         &self.kept
     }

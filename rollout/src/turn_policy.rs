@@ -21,9 +21,13 @@ pub enum Finish {
 /// One reply; the ids and log-probs are present when the policy samples tokens itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
+    /// The reply's text, the assistant turn the conversation records.
     pub text: String,
+    /// The ids the model sampled, in order (empty for text-only policies).
     pub token_ids: Vec<u32>,
+    /// The sampling log-prob of each of `token_ids`.
     pub logprobs: Vec<f32>,
+    /// Why the reply ended.
     pub finish: Finish,
 }
 

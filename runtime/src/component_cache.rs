@@ -35,7 +35,9 @@ pub struct ComponentCache {
 /// One precompiled component in the cache.
 #[derive(Debug, Clone)]
 pub struct CacheEntry {
+    /// The precompiled artefact (`<key>.cwasm`).
     pub path: PathBuf,
+    /// Its size on disk, in bytes.
     pub bytes: u64,
     /// When it was last stored or loaded.
     pub last_used: SystemTime,
@@ -71,10 +73,12 @@ impl ComponentCache {
         Self::new(agentrt_assets::cache_root().join("components"))
     }
 
+    /// The directory the artefacts live in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The bound on the artefacts' total size, in bytes; older entries are evicted beyond it.
     pub fn cap_bytes(&self) -> u64 {
         self.cap_bytes
     }

@@ -46,27 +46,64 @@ use std::path::PathBuf;
 /// Why a sandbox or a guest could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// Reading a guest `.wasm`, a plug-in or a tools directory failed.
     #[error("{path}")]
     Io {
+        /// The file or directory read.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// wasmtime cannot compile the bytes as a component.
     #[error("{origin} is not a valid WebAssembly component: {reason}")]
-    InvalidComponent { origin: String, reason: String },
+    InvalidComponent {
+        /// The component's file, or "the built-in Python interpreter".
+        origin: String,
+        /// wasmtime's compile error.
+        reason: String,
+    },
+    /// The component imports something our linker does not define.
     #[error("{origin} imports something the host does not provide: {detail}")]
-    UnsatisfiedImport { origin: String, detail: String },
+    UnsatisfiedImport {
+        /// The component's file, or "the built-in Python interpreter".
+        origin: String,
+        /// wasmtime's account of the missing import.
+        detail: String,
+    },
+    /// A guest does not export what the `tool-code` world requires.
     #[error("{origin} does not implement the agentrt:tools/tool-code world: {reason}")]
-    WrongWorld { origin: String, reason: String },
+    WrongWorld {
+        /// The guest's file, or "the built-in Python interpreter".
+        origin: String,
+        /// What wasmtime found missing or mistyped.
+        reason: String,
+    },
+    /// A plug-in lacks the metadata interface, fails to describe its tools, or has a function no tool can be.
     #[error("{origin} cannot be used as a plug-in: {reason}")]
-    UnusableTool { origin: String, reason: String },
+    UnusableTool {
+        /// The plug-in's file.
+        origin: String,
+        /// What makes it unusable.
+        reason: String,
+    },
+    /// A plug-in exports a tool whose name a wiki tool or an earlier plug-in already has.
     #[error(
         "{origin} exports a tool named `{name}`, which {owner} already provides: tool names are one namespace \
          across the wiki tools and every plug-in; rename the function in the plug-in's WIT, or load only one of the two"
     )]
-    ToolNameTaken { name: String, owner: String, origin: String },
+    ToolNameTaken {
+        /// The tool name, in snake case.
+        name: String,
+        /// Who has it already: "the built-in wiki tools" or the other plug-in's file.
+        owner: String,
+        /// The plug-in that exports it again.
+        origin: String,
+    },
+    /// A limit or setting is out of range (memory above the engine's ceiling, a bad `$AGENTRT_COMPONENT_CACHE_MB`).
     #[error("invalid sandbox configuration: {0}")]
     Config(String),
+    /// wasmtime failed to build the engine or to add the host's imports to a linker.
     #[error("wasmtime: {0}")]
     Engine(String),
 }

@@ -9,11 +9,17 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Limit {
+    /// Instructions, as wasmtime fuel ([`crate::Limits::fuel`]).
     Fuel,
+    /// Linear memory ([`crate::Limits::memory_bytes`]).
     Memory,
+    /// Wall time, tool calls included ([`crate::Limits::timeout`]).
     Time,
+    /// Bytes printed to stdout ([`crate::Limits::max_output_bytes`]).
     Output,
+    /// Tool calls per program ([`crate::Limits::max_host_calls`]).
     HostCalls,
+    /// Call depth: Python recursion or the wasm stack.
     Stack,
 }
 
@@ -34,9 +40,13 @@ impl fmt::Display for Limit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ToolErrorKind {
+    /// No tool has this name.
     UnknownTool,
+    /// An argument has the wrong type or an invalid value.
     BadArgument,
+    /// The page or section id asked for does not exist.
     NotFound,
+    /// The tool itself failed (an index error, a plug-in trap).
     Failed,
 }
 
@@ -45,21 +55,60 @@ pub enum ToolErrorKind {
 #[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
 #[serde(tag = "error", rename_all = "kebab-case")]
 pub enum ProgramError {
+    /// The program is not valid Python (of the interpreter's supported subset).
     #[error("syntax error at line {line}, column {column}: {message}")]
-    Syntax { message: String, line: u32, column: u32 },
+    Syntax {
+        /// The parser's message.
+        message: String,
+        /// The 1-based line where parsing failed.
+        line: u32,
+        /// The 1-based column where parsing failed.
+        column: u32,
+    },
+    /// The program called a name that is neither defined nor a tool.
     #[error("unknown tool or name `{name}`")]
-    UnknownTool { name: String },
+    UnknownTool {
+        /// The name called.
+        name: String,
+    },
+    /// A tool call failed and the program did not catch it.
     #[error("tool `{tool}` failed ({tool_error:?}): {message}")]
-    ToolFailed { tool: String, tool_error: ToolErrorKind, message: String },
+    ToolFailed {
+        /// The tool called.
+        tool: String,
+        /// Why it failed.
+        tool_error: ToolErrorKind,
+        /// The tool's message, meant for the model.
+        message: String,
+    },
+    /// The program tried to reach outside the sandbox: a file, a socket, the environment, a disallowed module.
     #[error("forbidden: {message}")]
-    Forbidden { message: String },
+    Forbidden {
+        /// What it tried.
+        message: String,
+    },
+    /// A Python exception nobody caught.
     #[error("uncaught {type_name}: {message}")]
-    Exception { type_name: String, message: String, traceback: String },
+    Exception {
+        /// The exception's type, e.g. `ZeroDivisionError`.
+        type_name: String,
+        /// The exception's message.
+        message: String,
+        /// The traceback as CPython formats it; what the model sees when it is not empty.
+        traceback: String,
+    },
+    /// The program ran out of a bounded resource.
     #[error("limit exceeded: {limit}")]
-    LimitExceeded { limit: Limit },
+    LimitExceeded {
+        /// The bound it hit.
+        limit: Limit,
+    },
     /// The guest component itself failed (a trap that no limit explains): a bug in the guest.
     #[error("the guest component trapped: {message}")]
-    GuestTrap { message: String },
+    GuestTrap {
+        /// wasmtime's trap, with the guest's stderr when it wrote any.
+        message: String,
+    },
 }
 
 impl ProgramError {
@@ -89,7 +138,9 @@ pub struct Outcome {
 /// One tool call the program made.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostCall {
+    /// The tool's name, as programs call it (`search_pages`, a plug-in's snake_case name).
     pub tool: String,
+    /// The arguments: an object of named ones for a wiki tool, the JSON array of positional ones for a plug-in.
     pub args: serde_json::Value,
     /// Serialised as `duration_us` (microseconds).
     #[serde(rename = "duration_us", serialize_with = "micros")]
@@ -105,10 +156,15 @@ pub struct HostCall {
 /// Everything a run produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// What the program returned, or why it did not complete.
     pub result: Result<Outcome, ProgramError>,
+    /// What the program printed, up to [`crate::Limits::max_output_bytes`].
     pub stdout: String,
+    /// Every tool call the program made (wiki and plug-in), in order.
     pub host_calls: Vec<HostCall>,
+    /// wasmtime fuel consumed (about one unit per wasm instruction).
     pub fuel_used: u64,
+    /// The most linear memory the guest held at once, in bytes.
     pub peak_memory_bytes: usize,
     /// Serialised as `wall_time_us` (microseconds).
     #[serde(rename = "wall_time_us", serialize_with = "micros")]

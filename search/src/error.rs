@@ -11,22 +11,48 @@ pub enum SearchError {
     /// A pages file could not be read at all.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The pages or questions file.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
     /// A line of a JSON Lines pages file is not a valid page record.
     #[error("{path}:{line}: {message}")]
-    BadRecord { path: PathBuf, line: usize, message: String },
+    BadRecord {
+        /// The pages or questions file.
+        path: PathBuf,
+        /// 1-based line (or Parquet row); 0 when the whole file is unreadable.
+        line: usize,
+        /// What is wrong with the record.
+        message: String,
+    },
     /// The pages file has an extension we do not read.
     #[error("{path}: unknown pages format (expected .jsonl, .json or .parquet)")]
-    UnknownFormat { path: PathBuf },
+    UnknownFormat {
+        /// The pages file.
+        path: PathBuf,
+    },
     /// Two pages share an id.
     #[error("{path}:{line}: duplicate page id {id:?} (first seen on line {first_line})")]
-    DuplicatePage { path: PathBuf, line: usize, first_line: usize, id: String },
+    DuplicatePage {
+        /// The pages file.
+        path: PathBuf,
+        /// 1-based line (or Parquet row) of the second occurrence.
+        line: usize,
+        /// 1-based line (or Parquet row) where the id first appeared.
+        first_line: usize,
+        /// The repeated page id.
+        id: String,
+    },
     /// The index directory is missing, partial or corrupt; the fix is always to rebuild it.
     #[error("the search index at {dir} is unusable: {reason}; re-run `agentrt index` to rebuild it")]
-    BadIndex { dir: PathBuf, reason: String },
+    BadIndex {
+        /// The index directory.
+        dir: PathBuf,
+        /// What is missing or does not check out.
+        reason: String,
+    },
     /// `view_sections` was asked for a page the corpus does not have.
     #[error("unknown page id {0:?}: use an id returned by search_pages")]
     UnknownPage(String),
@@ -42,7 +68,9 @@ pub enum SearchError {
     /// Writing the index failed.
     #[error("writing {path}: {source}")]
     Write {
+        /// The index file or directory being written.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },

@@ -27,9 +27,15 @@ pub enum SearchMode {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Fusion {
     /// Reciprocal rank fusion with constant `k`.
-    Rrf { k: f32 },
+    Rrf {
+        /// Added to each 1-based rank; larger flattens the weight of the top ranks.
+        k: f32,
+    },
     /// `bm25_weight · bm25/max + (1 − bm25_weight) · cosine`.
-    Weighted { bm25_weight: f32 },
+    Weighted {
+        /// Weight of the max-normalised BM25 score, from 0 to 1; the cosine gets the rest.
+        bm25_weight: f32,
+    },
 }
 
 /// The `k` of reciprocal rank fusion, for pages (`Fusion::DEFAULT`) and for each page's best section.

@@ -95,7 +95,12 @@ pub enum Progress {
     /// A new stage started (reading, splitting, full-text, writing).
     Stage(String),
     /// Embedding: `done` of `total` sections.
-    Embedding { done: usize, total: usize },
+    Embedding {
+        /// Sections embedded so far.
+        done: usize,
+        /// Sections to embed in all.
+        total: usize,
+    },
 }
 
 /// The search index, open: `Send + Sync`, cheap to share behind an `Arc`.

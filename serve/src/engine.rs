@@ -49,9 +49,21 @@ pub struct EngineStats {
 #[derive(Debug)]
 pub enum Event {
     /// Choice `choice` sampled `id` with `logprob`.
-    Token { choice: usize, id: u32, logprob: f32 },
+    Token {
+        /// Which of the job's choices (0-based).
+        choice: usize,
+        /// The sampled token id.
+        id: u32,
+        /// Its `log p` under the model at temperature 1, before top-p/top-k truncation.
+        logprob: f32,
+    },
     /// Choice `choice` ended.
-    Done { choice: usize, completion: Completion },
+    Done {
+        /// Which of the job's choices (0-based).
+        choice: usize,
+        /// Its token ids, log-probs, text and finish reason.
+        completion: Completion,
+    },
     /// The batch failed; the job gets no more events.
     Failed(String),
 }
@@ -60,10 +72,13 @@ pub enum Event {
 pub struct Job {
     /// The adapter (`None`: the base model); jobs of one adapter batch together.
     pub adapter: Option<Arc<AdapterSet>>,
+    /// The rendered prompt's token ids.
     pub prompt: Vec<u32>,
+    /// The request's sampling settings, shared by every choice.
     pub params: SamplingParams,
     /// One seeded stream per choice.
     pub rngs: Vec<StdRng>,
+    /// Where the job's tokens and endings go; closed when the client has gone, which cancels the job.
     pub events: UnboundedSender<Event>,
 }
 

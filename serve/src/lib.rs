@@ -33,12 +33,20 @@ use std::path::PathBuf;
 /// What can go wrong setting a server up.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// An adapter to serve could not be loaded, or does not fit the base model.
     #[error("adapter `{name}` from {}", path.display())]
-    Adapter { name: String, path: PathBuf, source: Box<agentrt_policy::PolicyError> },
+    Adapter {
+        /// The name it was to be served under.
+        name: String,
+        /// The path given: a PEFT directory, a dual `retain/` + `forget/` one, or a checkpoint.
+        path: PathBuf,
+        /// Why loading failed.
+        source: Box<agentrt_policy::PolicyError>,
+    },
+    /// An adapter's name is already served (and not to be replaced) or is the base model's.
     #[error("adapter name `{0}` is given twice (or is the base model's name)")]
     DuplicateName(String),
-    #[error("listening on {addr}")]
-    Bind { addr: String, source: std::io::Error },
+    /// The HTTP server stopped with an I/O error.
     #[error("serving HTTP")]
     Serve(#[source] std::io::Error),
 }

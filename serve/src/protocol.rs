@@ -14,8 +14,11 @@ use serde_json::{json, Value};
 /// An error as OpenAI shapes it: an HTTP status and `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
+    /// The HTTP status: 400, 404 or 500.
     pub status: u16,
+    /// What is wrong, for the client to read.
     pub message: String,
+    /// The request field at fault (`messages[2]`, `top_p`...), when there is one.
     pub param: Option<String>,
 }
 
@@ -97,15 +100,21 @@ struct RawRequest {
 pub struct ChatRequest {
     /// The base model's name or an adapter's.
     pub model: String,
+    /// The conversation, to be rendered with the model's chat template.
     pub messages: Vec<Message>,
     /// `n` is the number of choices; `max_batch` is unused.
     pub params: SamplingParams,
+    /// Reply as server-sent events, a chunk per piece of text.
     pub stream: bool,
     /// A final chunk with `usage` (`stream_options.include_usage`).
     pub stream_usage: bool,
+    /// Seeds choice `c`'s random stream with `seed + c`; `None`: a random seed.
     pub seed: Option<u64>,
+    /// Return each sampled token's log-prob.
     pub logprobs: bool,
+    /// Name log-prob tokens `token_id:N` (`return_tokens_as_token_ids`).
     pub tokens_as_ids: bool,
+    /// Keep the stop string that ended a choice in its text (`include_stop_str_in_output`).
     pub include_stop: bool,
 }
 

@@ -27,6 +27,7 @@ pub struct TextStream {
 }
 
 impl TextStream {
+    /// A new stream that cuts the text at the first of `stops` (kept when `include_stop`).
     pub fn new(stops: Vec<String>, include_stop: bool) -> TextStream {
         TextStream { ids: Vec::new(), sent: String::new(), stops, include_stop }
     }

@@ -137,11 +137,32 @@ pub fn crc32c(data: &[u8]) -> u32 {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// `file_version: "brain.Event:2"`, the first record of a file.
-    Version { wall_time: f64 },
+    Version {
+        /// When the file was started, in seconds since the Unix epoch.
+        wall_time: f64,
+    },
     /// A `Summary` with one `simple_value`.
-    Scalar { wall_time: f64, step: i64, tag: String, value: f32 },
+    Scalar {
+        /// When it was written, in seconds since the Unix epoch.
+        wall_time: f64,
+        /// The run's step, TensorBoard's x axis.
+        step: i64,
+        /// The metric's path in the metrics line, e.g. `seconds/generate`.
+        tag: String,
+        /// The metric's value.
+        value: f32,
+    },
     /// A `Summary` with one string tensor, for the text plugin.
-    Text { wall_time: f64, step: i64, tag: String, text: String },
+    Text {
+        /// When it was written, in seconds since the Unix epoch.
+        wall_time: f64,
+        /// The run's step it belongs to.
+        step: i64,
+        /// The name TensorBoard groups it under.
+        tag: String,
+        /// The text, shown as markdown.
+        text: String,
+    },
 }
 
 impl Event {

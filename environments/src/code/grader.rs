@@ -13,7 +13,9 @@ use std::sync::Arc;
 /// How answers are scored: `base_weight` × the fraction of tests passed + `perfect_weight` when all pass.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TestReward {
+    /// Reward for passing every test, paid pro rata to the fraction passed (logged as `tests`).
     pub base_weight: f32,
+    /// Bonus when every test passes (logged as `perfect`).
     pub perfect_weight: f32,
     /// Run at most this many of a task's tests (its first ones); 0: all.
     pub max_tests_per_problem: usize,

@@ -8,6 +8,7 @@ use std::path::Path;
 /// One task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeTask {
+    /// The file's `task_id` (`HumanEval/0`), also the id of the task's question.
     pub id: String,
     /// The function's signature and docstring (with its imports), as the model is shown it.
     pub prompt: String,

@@ -38,10 +38,15 @@ pub const TILE_OUT: usize = 64;
 /// The int8 kernel that runs: one per instruction set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Int8Kernel {
+    /// Portable Rust, one product at a time: the reference the others must match bit for bit.
     Generic,
+    /// AVX2 `vpmaddubsw` of `|w|` and the sign-adjusted activations, widened with `vpmaddwd`.
     Avx2,
+    /// AVX-512 VNNI `vpdpbusd`, minus `128 · Σ w` per output.
     Avx512Vnni,
+    /// AMX `tdpbusd` tiles (16 rows × 16 outputs × 64 inputs), minus `128 · Σ w` per output.
     Amx,
+    /// Arm NEON `smull` into i16, accumulated into i32 with `sadalp`.
     Neon,
 }
 
