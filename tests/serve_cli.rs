@@ -158,6 +158,18 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
         assert_eq!(ids, ["tiny", "tiny-step-1"], "{}", s.url);
         assert!(health["engine"]["rows"].as_u64().unwrap() > 0, "server {} sampled nothing", s.url);
     }
+
+    // GRPO skips a group whose rewards are all equal (the random model's are all 0): no sample reaches the
+    // update, and the gap is still measured, on the skipped samples.
+    let mut args = train_args(&model, &qs, &out, "skipped", 1);
+    let at = args.iter().position(|a| a == "--advantage").unwrap();
+    args[at + 1] = "grpo".into();
+    args.extend(["--set".to_string(), format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url)]);
+    run_ok(agentrt().args(&args));
+    let m: serde_json::Value = serde_json::from_str(std::fs::read_to_string(out.join("skipped/metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!((m["skipped_groups"].as_u64(), m["trained_samples"].as_u64()), (Some(2), Some(0)), "the premise (every group skipped) failed: {m}");
+    assert!(m["logprob_gap_tokens"].as_u64().unwrap() > 0, "no gap measured when every group was skipped: {m}");
+    assert!(m["logprob_gap_abs_mean"].as_f64().unwrap().is_finite(), "{m}");
 }
 
 #[test]

@@ -176,6 +176,22 @@ impl Learner {
         Ok(stats)
     }
 
+    /// The sampler-learner gap over `samples` that no update reads (their group was skipped): a forward
+    /// pass each, no gradient. Samples whose sampled log-probs are unknown are passed over.
+    pub fn measure_gap(&self, samples: &[Sample]) -> Result<LogprobGap, TrainError> {
+        let mut total = LogprobGap::default();
+        for s in samples.iter().filter(|s| !s.sampled_logprobs.is_empty()) {
+            if s.ids.len() != s.model_mask.len() {
+                return Err(TrainError::Run(format!("a sample has {} ids and {} mask entries", s.ids.len(), s.model_mask.len())));
+            }
+            if s.model_mask.iter().skip(1).any(|&m| m) {
+                let lp = self.policy.token_logprobs(std::slice::from_ref(&s.ids), &[])?.detach();
+                total.add(gap(s, &lp)?);
+            }
+        }
+        Ok(total)
+    }
+
     /// One optimizer step on what was accumulated; returns the gradient norm before clipping, or `None`
     /// when nothing was accumulated (no step is taken then).
     pub fn step(&mut self) -> Result<Option<f64>, TrainError> {
