@@ -19,6 +19,7 @@ pub mod fused;
 pub mod lora;
 pub mod model;
 pub mod optim;
+pub mod prefix_cache;
 pub mod sampling;
 pub mod testing;
 pub mod tokenizer;
@@ -28,6 +29,7 @@ pub use error::{PolicyError, Result};
 pub use lora::{AdapterSet, LoraConfig, LoraFactors, Routing, Target, Which};
 pub use model::{Arch, Decoder, ModelConfig, ModelWeights};
 pub use optim::{AdamW, AdamWConfig};
+pub use prefix_cache::{PrefixCache, TokenCounts};
 pub use sampling::{Completion, FinishReason, SamplingParams};
 pub use tokenizer::PolicyTokenizer;
 
@@ -219,7 +221,19 @@ impl Policy {
 
     /// Samples completions for templated prompts (see [`sampling`]).
     pub fn sample(&self, prompts: &[Vec<u32>], params: &SamplingParams, rng: &mut impl rand::Rng) -> Result<Vec<Completion>> {
-        sampling::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng)
+        sampling::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng, None)
+    }
+
+    /// [`Policy::sample`], starting each prompt from the longest prefix `prefixes` holds and leaving every
+    /// completed sequence there for the next turn. The cache must not outlive a change of the adapters.
+    pub fn sample_with_prefixes(
+        &self,
+        prompts: &[Vec<u32>],
+        params: &SamplingParams,
+        rng: &mut impl rand::Rng,
+        prefixes: &mut PrefixCache,
+    ) -> Result<Vec<Completion>> {
+        sampling::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng, Some(prefixes))
     }
 
     /// Differentiable per-token log-probs: entry `[b, t]` is `log p(seq_b[t+1] | seq_b[..=t])`, shape

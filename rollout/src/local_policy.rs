@@ -11,23 +11,35 @@ use crate::conversation::{Conversation, TokenTrace};
 use crate::error::RolloutError;
 use crate::trace::TraceBuilder;
 use crate::turn_policy::{Finish, Reply, TurnPolicy};
+use agentrt_policy::prefix_cache::DEFAULT_PREFIX_CACHE_BYTES;
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
-use agentrt_policy::{FinishReason, Message, Policy, SamplingParams};
+use agentrt_policy::{FinishReason, Message, Policy, PrefixCache, SamplingParams, TokenCounts};
 use async_trait::async_trait;
 use std::sync::Mutex;
 
 /// Samples from a loaded [`Policy`] (with whatever adapters and scales it has).
+///
+/// Every turn starts from the keys and values of the longest prefix read before (the system prompt and
+/// demonstration, the question of a group's rollouts, an episode's earlier turns): see [`PrefixCache`]. Those
+/// depend on the adapters, so a `LocalPolicy` must not outlive an update of them (the trainer makes one per
+/// sampling pass).
 pub struct LocalPolicy<'a> {
     policy: &'a Policy,
     params: SamplingParams,
     rng: Mutex<StdRng>,
+    prefixes: Mutex<PrefixCache>,
 }
 
 impl<'a> LocalPolicy<'a> {
     /// `params.n` is ignored (one reply per conversation: repeat a question for several rollouts).
     pub fn new(policy: &'a Policy, params: SamplingParams, seed: u64) -> LocalPolicy<'a> {
-        LocalPolicy { policy, params: SamplingParams { n: 1, ..params }, rng: Mutex::new(StdRng::seed_from_u64(seed)) }
+        LocalPolicy {
+            policy,
+            params: SamplingParams { n: 1, ..params },
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            prefixes: Mutex::new(PrefixCache::new(DEFAULT_PREFIX_CACHE_BYTES)),
+        }
     }
 
     fn trace<'c>(&self, c: &'c mut Conversation) -> Result<&'c mut TokenTrace, RolloutError> {
@@ -53,7 +65,8 @@ impl TurnPolicy for LocalPolicy<'_> {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| RolloutError::Invalid("a conversation has no token trace (begin() was not called)".into()))?;
         let mut rng = self.rng.lock().expect("rng lock");
-        let completions = self.policy.sample(&prompts, &self.params, &mut *rng)?;
+        let mut prefixes = self.prefixes.lock().expect("prefix cache lock");
+        let completions = self.policy.sample_with_prefixes(&prompts, &self.params, &mut *rng, &mut prefixes)?;
         let mut replies: Vec<Option<Reply>> = vec![None; prompts.len()];
         for c in completions {
             let finish = match c.finish_reason {
@@ -68,6 +81,10 @@ impl TurnPolicy for LocalPolicy<'_> {
             *slot = Some(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish });
         }
         replies.into_iter().enumerate().map(|(i, r)| r.ok_or_else(|| RolloutError::Invalid(format!("no completion for prompt {i}")))).collect()
+    }
+
+    fn token_counts(&self) -> Option<TokenCounts> {
+        Some(self.prefixes.lock().expect("prefix cache lock").counts())
     }
 
     fn push_reply(&self, c: &mut Conversation, reply: &Reply) -> Result<(), RolloutError> {

@@ -52,6 +52,12 @@ pub trait TurnPolicy: Send + Sync {
     /// One reply per conversation, in order.
     async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError>;
 
+    /// What this policy's sampling has prefilled, reused from shared prefixes and sampled so far, where it
+    /// reads tokens itself (a server's policy does not know).
+    fn token_counts(&self) -> Option<agentrt_policy::TokenCounts> {
+        None
+    }
+
     /// Appends `reply` as the assistant's turn.
     fn push_reply(&self, conversation: &mut Conversation, reply: &Reply) -> Result<(), RolloutError> {
         conversation.messages.push(Message::assistant(reply.text.clone()));

@@ -156,15 +156,23 @@ fn sample_batch(policy: &Policy, mut jobs: Vec<Job>, stats: &Mutex<EngineStats>)
     let specs: Vec<RowSpec> = owner.iter().map(|&(j, _)| RowSpec { prompt: &jobs[j].prompt, params: &jobs[j].params }).collect();
     let adapter = jobs[0].adapter.clone();
     let mut cancelled = 0u64;
-    let result = sample_rows(&policy.decoder, &policy.tokenizer, adapter.as_deref(), &specs, Draws::PerRow(&mut rngs), &mut |row, id, logprob| {
-        let (j, choice) = owner[row];
-        if jobs[j].events.send(Event::Token { choice, id, logprob }).is_ok() {
-            Heard::Continue
-        } else {
-            cancelled += 1;
-            Heard::Cancel
-        }
-    });
+    let result = sample_rows(
+        &policy.decoder,
+        &policy.tokenizer,
+        adapter.as_deref(),
+        &specs,
+        Draws::PerRow(&mut rngs),
+        &mut |row, id, logprob| {
+            let (j, choice) = owner[row];
+            if jobs[j].events.send(Event::Token { choice, id, logprob }).is_ok() {
+                Heard::Continue
+            } else {
+                cancelled += 1;
+                Heard::Cancel
+            }
+        },
+        None,
+    );
     {
         let mut s = stats.lock().expect("stats lock");
         s.batches += 1;

@@ -257,6 +257,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         let mut skipped_groups = 0;
         let mut step_parts: Vec<RewardParts> = Vec::new();
         let mut routed = 0;
+        // What local sampling read and reused (a server's sampling is not counted: its engine knows).
+        let mut tokens: Option<agentrt_policy::TokenCounts> = remote.is_none().then(Default::default);
         let per_step = config.rollout.batch_size * group * config.algorithm.gradient_accumulation_steps;
         // The servers sample with the adapters as they are now (after step - 1 updates).
         let served = match &remote {
@@ -277,7 +279,13 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             let sample_seed = seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64);
             let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed);
             let (mut rollouts, logprobs_known) = match &served {
-                None => (runner.run(&local, &batch).await?, true),
+                None => {
+                    let r = runner.run(&local, &batch).await?;
+                    if let (Some(t), Some(c)) = (tokens.as_mut(), local.token_counts()) {
+                        t.add(c);
+                    }
+                    (r, true)
+                }
                 Some(c) => {
                     let sampler = ExternalSampler::new(OpenAiPolicy::new(c.clone())?, local, &learner.policy);
                     let r = runner.run(&sampler as &dyn TurnPolicy, &batch).await?;
@@ -345,6 +353,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             routed,
             config.algorithm.lr,
             times,
+            tokens,
             update_s,
             step_started.elapsed().as_secs_f64(),
             &config,
@@ -418,6 +427,7 @@ fn step_metrics(
     routed: usize,
     lr: f64,
     times: agentrt_rollout::PhaseTimes,
+    tokens: Option<agentrt_policy::TokenCounts>,
     update_s: f64,
     step_s: f64,
     config: &TrainConfig,
@@ -464,6 +474,11 @@ fn step_metrics(
         "beta": config.algorithm.beta,
         "seconds": {"generate": times.generate_s, "tools": times.tools_s, "judge": times.judge_s, "update": update_s, "step": step_s},
     });
+    // Prompt tokens run through the model, prompt tokens whose keys and values came from a shared prefix
+    // instead, tokens sampled: the rollout engine's saving, step by step (null when servers sample).
+    line["tokens_prefilled"] = json!(tokens.map(|t| t.prefilled));
+    line["tokens_reused"] = json!(tokens.map(|t| t.reused));
+    line["tokens_sampled"] = json!(tokens.map(|t| t.sampled));
     // The grader's own parts (`judge` for the wiki; `tests` and `perfect` for code), each as reward_NAME.
     let mut names: Vec<&str> = episodes.iter().flat_map(|e| e.reward_components.iter().map(|(n, _)| n.as_str())).collect();
     names.sort_unstable();

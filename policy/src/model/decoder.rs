@@ -15,6 +15,7 @@ use super::weights::{LayerWeights, ModelWeights};
 use crate::fused;
 use crate::lora::{AdapterSet, Target};
 use candle_core::{DType, Device, Tensor, Var};
+use std::ops::Range;
 
 /// A decoder: configuration, frozen weights and RoPE tables.
 #[derive(Debug, Clone)]
@@ -115,9 +116,10 @@ impl Decoder {
         }
     }
 
-    /// One block. `x: (B·T, H)`; `offset`: position of the first new token; `mask`: additive, broadcastable to
-    /// `(B, kv, rep·T, T_total)`, for the fused path only (training attention is causal by construction);
-    /// `cache`: this layer's cache (sampling only).
+    /// One block. `x: (B·T, H)`; `rope`: the new tokens' cos and sin tables, `(T, hd/2)` or per row
+    /// `(B, T, hd/2)`, and `mask`: additive, broadcastable to `(B, kv, rep·T, T_total)`, both for the fused path
+    /// only (training attention is causal from position 0 by construction); `cache`: this layer's cache
+    /// (sampling only).
     #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
@@ -125,7 +127,7 @@ impl Decoder {
         l: &LayerWeights,
         x: &Tensor,
         (b, t): (usize, usize),
-        offset: usize,
+        rope: Option<(&Tensor, &Tensor)>,
         mask: Option<&Tensor>,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
@@ -149,10 +151,9 @@ impl Decoder {
                 q = self.rms(&q, qn, false)?;
                 k = self.rms(&k, kn, false)?;
             }
-            let cos = self.cos.narrow(0, offset, t)?;
-            let sin = self.sin.narrow(0, offset, t)?;
-            let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
+            let Some((cos, sin)) = rope else { candle_core::bail!("the fused attention needs its rope tables") };
+            let q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
+            let k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
             let (k, v) = match cache {
                 Some(slot) => {
                     let kv = match slot.take() {
@@ -219,7 +220,7 @@ impl Decoder {
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
-        self.block(li, &self.weights.layers[li], x, bt, 0, None, adapters, routed, None, true)
+        self.block(li, &self.weights.layers[li], x, bt, None, None, adapters, routed, None, true)
     }
 
     /// The differentiable forward up to the final norm: `tokens: (B, T)` u32, right-padded; `routed`:
@@ -240,7 +241,7 @@ impl Decoder {
         let checkpoint = checkpoint.filter(|_| self.device().is_cpu());
         for (li, l) in self.weights.layers.iter().enumerate() {
             let Some(side) = checkpoint else {
-                x = self.block(li, l, &x, (b, t), 0, None, adapters, rows.as_deref(), None, true)?;
+                x = self.block(li, l, &x, (b, t), None, None, adapters, rows.as_deref(), None, true)?;
                 continue;
             };
             // The values, computed with a graph that is dropped at once (detach keeps only the storage).
@@ -280,31 +281,46 @@ impl Decoder {
         fused::projection(&x, self.weights.lm_head(), None, None)?.reshape((b, t, ()))
     }
 
-    /// The fused forward with a KV cache: `tokens: (B, T_new)`, `pads[b]` left-padding of row `b` (its first
-    /// `pads[b]` cached+new positions are padding). Returns logits of the last position, `(B, V)`.
-    pub fn forward_cached(&self, tokens: &Tensor, pads: &[usize], cache: &mut KvCache, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+    /// The fused forward with a KV cache: `tokens: (B, T_new)` fill cache slots `cache.len()..+T_new`. Slots
+    /// `holes[b]` of row `b` are padding: masked out as keys, and skipped when counting positions, so a
+    /// row's tokens sit at positions 0, 1, 2, … whatever its layout (left padding is a hole at the start; a
+    /// row assembled from a shared prefix and its own tokens has the hole between them). Returns the logits
+    /// of the last slot, `(B, V)`.
+    pub fn forward_cached(&self, tokens: &Tensor, holes: &[Range<usize>], cache: &mut KvCache, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
+        if holes.len() != b {
+            candle_core::bail!("{} row layouts for a batch of {b}", holes.len());
+        }
         let offset = cache.len();
         if cache.layers.len() != self.cfg.num_layers {
             cache.layers = vec![None; self.cfg.num_layers];
         }
         let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
         let tk = offset + t;
-        // Row i (query position offset+i) may see key j when j <= offset+i and j is not padding; a padding
+        // Row i (query slot offset+i) may see key j when j <= offset+i and j is not padding; a padding
         // query sees itself, so that no row is all -inf (a NaN there would poison later layers' keys).
         let mut m = Vec::with_capacity(b * rep * t * tk);
-        for &pad in pads.iter().take(b) {
+        let mut positions = Vec::with_capacity(b * t);
+        for hole in holes {
+            if hole.end > tk || hole.start > hole.end {
+                candle_core::bail!("padding slots {hole:?} outside the {tk} slots of this forward");
+            }
             for _ in 0..rep {
                 for i in 0..t {
                     let qi = offset + i;
-                    m.extend((0..tk).map(|j| if j <= qi && (j >= pad || j == qi) { 0f32 } else { f32::NEG_INFINITY }));
+                    m.extend((0..tk).map(|j| if j <= qi && (!hole.contains(&j) || j == qi) { 0f32 } else { f32::NEG_INFINITY }));
                 }
             }
+            positions.extend((offset..tk).map(|j| if j >= hole.end { j - hole.len() } else { j.min(hole.start) } as u32));
         }
         let mask = Tensor::from_vec(m, (b, 1, rep * t, tk), self.device())?;
+        let positions = Tensor::from_vec(positions, b * t, self.device())?;
+        let half = self.cfg.head_dim / 2;
+        let cos = self.cos.index_select(&positions, 0)?.reshape((b, t, half))?;
+        let sin = self.sin.index_select(&positions, 0)?.reshape((b, t, half))?;
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), offset, Some(&mask), adapters, None, Some(&mut cache.layers[li]), false)?;
+            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, Some(&mut cache.layers[li]), false)?;
         }
         let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
@@ -320,9 +336,10 @@ impl Decoder {
     pub fn forward_fused_all(&self, tokens: &Tensor, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let mask = self.causal_mask(t)?;
+        let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), 0, Some(&mask), adapters, None, None, false)?;
+            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, None, false)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
         x.matmul(&self.weights.lm_head().t()?)?.reshape((b, t, ()))

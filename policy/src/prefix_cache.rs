@@ -1,0 +1,185 @@
+//! Keys and values computed once, reused by every sequence that starts with the same tokens.
+//!
+//! The rollouts of a step all begin with the same system prompt and demonstration, the G rollouts of a
+//! question with the same question too, and each later turn of an episode with everything the episode has
+//! said so far. [`crate::sampling`] looks every prompt up here, prefills only what follows the longest cached
+//! prefix, and stores each finished row's keys and values for the episode's next turn.
+//!
+//! An entry serves any prompt that shares a prefix with it, not only prompts that extend all of it (the keys
+//! and values at position i depend on tokens 0..=i alone), so no tree is needed: an entry whose tokens are a
+//! prefix of a newer entry's serves nothing the newer one does not, and is dropped when that one is stored.
+//! Past `max_bytes` the least recently used entries go.
+//!
+//! Keys and values depend on the adapters' weights: a cache must not outlive an update (the trainer makes
+//! one per sampling pass, inside the rollout policy).
+
+use candle_core::Tensor;
+use serde::{Deserialize, Serialize};
+
+/// Where a sampling pass's prompt tokens came from, and how many tokens it sampled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCounts {
+    /// Prompt tokens run through the model (padding not counted).
+    pub prefilled: usize,
+    /// Prompt tokens whose keys and values came from a shared prefix instead: a cached entry, or another row
+    /// of the same batch with the same prompt. `prefilled + reused` is every row's prompt length summed.
+    pub reused: usize,
+    /// Tokens sampled.
+    pub sampled: usize,
+}
+
+impl TokenCounts {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: TokenCounts) {
+        self.prefilled += other.prefilled;
+        self.reused += other.reused;
+        self.sampled += other.sampled;
+    }
+}
+
+struct Entry {
+    ids: Vec<u32>,
+    /// `(keys, values)` per decoder block, `(1, kv_heads, ids.len(), head_dim)`.
+    layers: Vec<(Tensor, Tensor)>,
+    bytes: usize,
+    last_used: u64,
+}
+
+/// A bounded set of computed prefixes (see the module's page).
+pub struct PrefixCache {
+    entries: Vec<Entry>,
+    max_bytes: usize,
+    clock: u64,
+    counts: TokenCounts,
+}
+
+/// The default bound: room for the live episodes of a default training step many times over.
+pub const DEFAULT_PREFIX_CACHE_BYTES: usize = 2 << 30;
+
+/// A cached prefix of a prompt: which entry, and how many of its leading tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PrefixMatch {
+    pub entry: usize,
+    pub len: usize,
+}
+
+/// How many leading tokens `a` and `b` share.
+pub(crate) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl PrefixCache {
+    /// An empty cache holding at most `max_bytes` of keys and values.
+    pub fn new(max_bytes: usize) -> PrefixCache {
+        PrefixCache { entries: Vec::new(), max_bytes, clock: 0, counts: TokenCounts::default() }
+    }
+
+    /// What the sampling passes that used this cache prefilled, reused and sampled, in all.
+    pub fn counts(&self) -> TokenCounts {
+        self.counts
+    }
+
+    pub(crate) fn count(&mut self, c: TokenCounts) {
+        self.counts.add(c);
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes of keys and values held.
+    pub fn bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.bytes).sum()
+    }
+
+    /// The longest cached prefix of `prompt[..at_most]`, if any token of it is cached.
+    pub(crate) fn longest(&mut self, prompt: &[u32], at_most: usize) -> Option<PrefixMatch> {
+        let want = &prompt[..at_most.min(prompt.len())];
+        let best = self.entries.iter().enumerate().map(|(i, e)| PrefixMatch { entry: i, len: common_prefix(&e.ids, want) }).max_by_key(|m| m.len)?;
+        if best.len == 0 {
+            return None;
+        }
+        self.clock += 1;
+        self.entries[best.entry].last_used = self.clock;
+        Some(best)
+    }
+
+    /// Layer `layer`'s keys and values for the first `len` tokens of entry `m.entry`.
+    pub(crate) fn layer(&self, m: PrefixMatch, layer: usize) -> candle_core::Result<(Tensor, Tensor)> {
+        let (k, v) = &self.entries[m.entry].layers[layer];
+        Ok((k.narrow(2, 0, m.len)?, v.narrow(2, 0, m.len)?))
+    }
+
+    /// Stores the keys and values of `ids` (`(1, kv_heads, ids.len(), head_dim)` per layer, not views of a
+    /// larger tensor), dropping the entries it makes redundant, then the oldest while over the bound.
+    pub(crate) fn insert(&mut self, ids: Vec<u32>, layers: Vec<(Tensor, Tensor)>) -> candle_core::Result<()> {
+        for (k, v) in &layers {
+            if k.dim(2)? != ids.len() || v.dim(2)? != ids.len() || k.dim(0)? != 1 {
+                candle_core::bail!("a prefix of {} tokens stored with keys {:?} and values {:?}", ids.len(), k.shape(), v.shape());
+            }
+        }
+        if ids.is_empty() || self.entries.iter().any(|e| e.ids.starts_with(&ids)) {
+            return Ok(());
+        }
+        self.entries.retain(|e| !ids.starts_with(&e.ids));
+        let bytes = layers.iter().map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()).sum();
+        self.clock += 1;
+        self.entries.push(Entry { ids, layers, bytes, last_used: self.clock });
+        while self.bytes() > self.max_bytes && !self.entries.is_empty() {
+            let oldest = self.entries.iter().enumerate().min_by_key(|(_, e)| e.last_used).map(|(i, _)| i).expect("not empty");
+            self.entries.swap_remove(oldest);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn kv(n: usize) -> Vec<(Tensor, Tensor)> {
+        let t = Tensor::zeros((1, 1, n, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        vec![(t.clone(), t)]
+    }
+
+    #[test]
+    fn the_longest_shared_prefix_wins_and_a_prefix_of_a_newer_entry_is_dropped() {
+        let mut c = PrefixCache::new(1 << 20);
+        c.insert(vec![1, 2, 3], kv(3)).unwrap();
+        c.insert(vec![1, 2, 9, 9], kv(4)).unwrap();
+        assert_eq!(c.longest(&[1, 2, 9, 5], 4).map(|m| m.len), Some(3));
+        assert_eq!(c.longest(&[1, 2, 3, 4], 4).map(|m| m.len), Some(3));
+        assert_eq!(c.longest(&[1, 2, 3, 4], 2).map(|m| m.len), Some(2), "capped");
+        assert_eq!(c.longest(&[7], 1), None);
+        c.insert(vec![1, 2, 3, 4, 5], kv(5)).unwrap();
+        assert_eq!(c.len(), 2, "[1,2,3] is a prefix of the new entry");
+        c.insert(vec![1, 2], kv(2)).unwrap();
+        assert_eq!(c.len(), 2, "[1,2] is already served");
+    }
+
+    #[test]
+    fn past_the_bound_the_least_recently_used_go() {
+        let one = 3 * 2 * 2 * 4; // an entry of 3 tokens: keys and values, 2 floats a token
+        let mut c = PrefixCache::new(2 * one);
+        c.insert(vec![1, 1, 1], kv(3)).unwrap();
+        c.insert(vec![2, 2, 2], kv(3)).unwrap();
+        c.longest(&[1, 1, 1], 3).unwrap();
+        c.insert(vec![3, 3, 3], kv(3)).unwrap();
+        assert_eq!(c.len(), 2);
+        assert!(c.longest(&[2, 2, 2], 3).is_none(), "the least recently used entry went");
+        assert_eq!(c.longest(&[1, 1, 1], 3).map(|m| m.len), Some(3));
+    }
+
+    #[test]
+    fn keys_of_the_wrong_length_are_refused() {
+        let mut c = PrefixCache::new(1 << 20);
+        assert!(c.insert(vec![1, 2], kv(3)).is_err());
+    }
+}
