@@ -209,7 +209,7 @@ fn prefill(
     let mut cache = KvCache::default();
     if c_max > 0 {
         let prefixes = prefixes.ok_or_else(|| crate::PolicyError::Invalid("a cached prefix without its cache".into()))?;
-        cache.layers = (0..decoder.cfg.num_layers)
+        let layers = (0..decoder.cfg.num_layers)
             .map(|li| {
                 let (mut ks, mut vs) = (Vec::with_capacity(prompts.len()), Vec::with_capacity(prompts.len()));
                 for (m, &c) in from.iter().zip(&cached) {
@@ -226,9 +226,10 @@ fn prefill(
                     ks.push(k);
                     vs.push(v);
                 }
-                Ok(Some((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?)))
+                Ok((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
+        cache = KvCache::from_layers(layers)?;
     }
     let mut flat = Vec::with_capacity(prompts.len() * n_max);
     let mut holes = Vec::with_capacity(prompts.len());
@@ -258,10 +259,11 @@ fn row_keys_values(cache: &KvCache, row: usize, hole: &Range<usize>) -> candle_c
             _ => Tensor::cat(&parts, 2),
         }
     };
-    cache
-        .layers
-        .iter()
-        .map(|l| l.as_ref().map(|(k, v)| Ok((own(k)?, own(v)?))).unwrap_or_else(|| candle_core::bail!("an empty layer in a used cache")))
+    (0..cache.num_layers())
+        .map(|li| match cache.layer(li)? {
+            Some((k, v)) => Ok((own(&k)?, own(&v)?)),
+            None => candle_core::bail!("block {li} of a used cache is empty"),
+        })
         .collect()
 }
 

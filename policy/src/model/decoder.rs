@@ -29,17 +29,71 @@ pub struct Decoder {
     sin: Tensor,
 }
 
-/// The keys and values seen so far, per layer, `(B, kv, T, hd)`.
-#[derive(Debug, Clone, Default)]
+/// The keys and values seen so far, per layer, `(B, kv, T, hd)`, in buffers with room to grow: a decoding
+/// step writes its one new position in place instead of copying the whole cache into a longer tensor (30
+/// layers' keys and values of 8 rows x 900 positions are ~330 MB a step that way). Not `Clone`: two caches
+/// sharing a buffer would write over each other.
+#[derive(Debug, Default)]
 pub struct KvCache {
-    /// `(keys, values)` per decoder block; `None` before the block's first step.
-    pub layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<Option<LayerCache>>,
+}
+
+#[derive(Debug)]
+struct LayerCache {
+    /// `(B, kv, capacity, hd)`; positions `len..` are not written yet.
+    k: Tensor,
+    v: Tensor,
+    len: usize,
+}
+
+impl LayerCache {
+    /// Writes `k, v: (B, kv, t, hd)` after the cached positions; returns views of everything cached.
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        let t = k.dim(2)?;
+        let need = self.len + t;
+        if need > self.k.dim(2)? {
+            // Grow by half (at least 128 positions), so a long reply reallocates a handful of times.
+            let cap = need.max(self.k.dim(2)? * 3 / 2).max(self.len + 128);
+            let grow = |old: &Tensor| -> candle_core::Result<Tensor> {
+                let (b, h, _, d) = old.dims4()?;
+                let new = Tensor::zeros((b, h, cap, d), old.dtype(), old.device())?;
+                if self.len > 0 {
+                    new.slice_set(&old.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                }
+                Ok(new)
+            };
+            self.k = grow(&self.k)?;
+            self.v = grow(&self.v)?;
+        }
+        self.k.slice_set(&k.contiguous()?, 2, self.len)?;
+        self.v.slice_set(&v.contiguous()?, 2, self.len)?;
+        self.len = need;
+        Ok((self.k.narrow(2, 0, need)?, self.v.narrow(2, 0, need)?))
+    }
 }
 
 impl KvCache {
+    /// A cache holding `(keys, values)` per decoder block, `(B, kv, T, hd)` each, all of one length.
+    pub fn from_layers(layers: Vec<(Tensor, Tensor)>) -> candle_core::Result<KvCache> {
+        let len = layers.first().map(|(k, _)| k.dim(2)).transpose()?.unwrap_or(0);
+        let mut out = Vec::with_capacity(layers.len());
+        for (k, v) in layers {
+            if k.dim(2)? != len || v.dims() != k.dims() {
+                candle_core::bail!("cached layers of different shapes: keys {:?}, values {:?}, {len} positions", k.shape(), v.shape());
+            }
+            out.push(Some(LayerCache { k: k.contiguous()?, v: v.contiguous()?, len }));
+        }
+        Ok(KvCache { layers: out })
+    }
+
+    /// Decoder blocks the cache has room for (0 before the first forward).
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
     /// Cached length.
     pub fn len(&self) -> usize {
-        self.layers.first().and_then(|l| l.as_ref()).map(|(k, _)| k.dim(2).unwrap_or(0)).unwrap_or(0)
+        self.layers.first().and_then(|l| l.as_ref()).map_or(0, |l| l.len)
     }
 
     /// Whether nothing is cached.
@@ -47,11 +101,20 @@ impl KvCache {
         self.len() == 0
     }
 
-    /// Keeps only the given batch rows (finished sequences leave the batch).
+    /// Block `layer`'s cached keys and values, `(B, kv, len, hd)` views (`None` before its first step).
+    pub fn layer(&self, layer: usize) -> candle_core::Result<Option<(Tensor, Tensor)>> {
+        match self.layers.get(layer).and_then(|l| l.as_ref()) {
+            Some(l) => Ok(Some((l.k.narrow(2, 0, l.len)?, l.v.narrow(2, 0, l.len)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Keeps only the given batch rows, in that order (finished sequences leave the batch; a row may be
+    /// repeated, to start several sequences from one prefill).
     pub fn select_rows(&mut self, rows: &Tensor) -> candle_core::Result<()> {
-        for (k, v) in self.layers.iter_mut().flatten() {
-            *k = k.index_select(rows, 0)?;
-            *v = v.index_select(rows, 0)?;
+        for l in self.layers.iter_mut().flatten() {
+            l.k = l.k.index_select(rows, 0)?;
+            l.v = l.v.index_select(rows, 0)?;
         }
         Ok(())
     }
@@ -131,7 +194,7 @@ impl Decoder {
         mask: Option<&Tensor>,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        cache: Option<&mut Option<LayerCache>>,
         train: bool,
     ) -> candle_core::Result<Tensor> {
         let c = &self.cfg;
@@ -155,14 +218,13 @@ impl Decoder {
             let q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
             let k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
             let (k, v) = match cache {
-                Some(slot) => {
-                    let kv = match slot.take() {
-                        Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?),
-                        None => (k, v),
-                    };
-                    *slot = Some(kv.clone());
-                    kv
-                }
+                Some(slot) => match slot {
+                    Some(l) => l.append(&k, &v)?,
+                    None => {
+                        *slot = Some(LayerCache { k: k.clone(), v: v.clone(), len: t });
+                        (k, v)
+                    }
+                },
                 None => (k, v),
             };
             // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
@@ -293,7 +355,7 @@ impl Decoder {
         }
         let offset = cache.len();
         if cache.layers.len() != self.cfg.num_layers {
-            cache.layers = vec![None; self.cfg.num_layers];
+            cache.layers = (0..self.cfg.num_layers).map(|_| None).collect();
         }
         let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
         let tk = offset + t;
