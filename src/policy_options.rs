@@ -42,7 +42,8 @@ pub struct PolicyOptions {
     /// `Tool output:` (APIs that take `tool` messages only after their own tool calls, like OpenAI's).
     #[arg(long, default_value = "tool", value_parser = ["tool", "user"])]
     pub tool_turns: String,
-    /// Tokens per reply at most. Default: the adapter's `agent.json`, else 160.
+    /// Tokens per reply at most. Default: the adapter's `agent.json`, else the environment's (wiki 160,
+    /// code 512).
     #[arg(long)]
     pub max_new_tokens: Option<usize>,
     /// Sample only among the k most likely tokens (0: all; transformers' default is 50). With --policy it is sent
@@ -58,7 +59,8 @@ pub struct LoadedPolicy {
     pub local: Option<Policy>,
     /// The adapter's `agent.json`, when an adapter with one plays.
     pub settings: Option<AgentSettings>,
-    /// Tokens per reply at most: the flag, else the adapter's settings, else 160.
+    /// Tokens per reply at most: the flag, else the adapter's settings, else the wiki's default (`eval --env
+    /// code` replaces that with the code environment's).
     pub max_new_tokens: usize,
     /// `smollm2-135m zero-shot`, `MODEL + ADAPTER (scales r,f)`, `random baseline` or the endpoint spec.
     pub name: String,
@@ -89,7 +91,7 @@ impl PolicyOptions {
             },
             _ => None,
         };
-        let max_new_tokens = self.max_new_tokens.or(settings.as_ref().map(|s| s.max_new_tokens)).unwrap_or(160);
+        let max_new_tokens = self.max_new_tokens.or(settings.as_ref().map(|s| s.max_new_tokens)).unwrap_or(agentrt_environments::WIKI_MAX_NEW_TOKENS);
         let model = self.model.clone().or(settings.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
         Ok(match (&self.policy, self.baseline.as_deref()) {
             (Some(p), _) => LoadedPolicy { local: None, settings, max_new_tokens, name: p.clone() },

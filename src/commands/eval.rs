@@ -195,8 +195,11 @@ pub(crate) fn seeded_subset<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T>
 }
 
 fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
-    let loaded = args.policy.load()?;
+    let mut loaded = args.policy.load()?;
     let plan = episode_plan(&args, loaded.settings.as_ref())?;
+    if args.policy.max_new_tokens.is_none() && loaded.settings.is_none() {
+        loaded.max_new_tokens = plan.env.default_max_new_tokens();
+    }
     if plan.env.name == EnvName::Code {
         return crate::commands::eval_code::run(&args, &loaded, &plan);
     }
