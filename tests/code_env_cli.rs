@@ -101,3 +101,47 @@ fn eval_env_code_reports_pass_at_k_per_task_and_resumes() {
     let greedy = agentrt().args(["eval", "--env", "code", "--num-generations", "3", "--model", model.to_str().unwrap()]).output().unwrap();
     assert!(!greedy.status.success() && String::from_utf8_lossy(&greedy.stderr).contains("--temperature 0"));
 }
+
+/// `--regrade` grades stored replies again under the code tests' own limits, with no model: a slow but
+/// correct answer fails under a small `env.test_fuel` and passes under the default.
+#[test]
+fn eval_env_code_regrade_grades_stored_replies_under_new_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = tasks(dir.path());
+    let from = dir.path().join("sampled");
+    std::fs::create_dir_all(&from).unwrap();
+    let settings =
+        serde_json::json!({"policy": "hand-written", "tasks": tasks.display().to_string(), "split": "all", "num_generations": 2, "reasoning_format": false});
+    std::fs::write(from.join("settings.json"), settings.to_string()).unwrap();
+    // T/1: a correct answer that loops before returning, and a wrong one; T/2: correct, and no code at all.
+    let slow_add = "```python\ndef add(a, b):\n    s = 0\n    for i in range(200000):\n        s += i\n    return a + b\n```";
+    let replies = [
+        ("T/1", slow_add),
+        ("T/1", "```python\ndef add(a, b):\n    return a - b\n```"),
+        ("T/2", "```python\ndef neg(a):\n    return -a\n```"),
+        ("T/2", "no code"),
+    ];
+    let mut lines = String::new();
+    for (i, (id, reply)) in replies.iter().enumerate() {
+        lines.push_str(&serde_json::json!({"task_id": id, "sample": i % 2, "reply": reply}).to_string());
+        lines.push('\n');
+    }
+    std::fs::write(from.join("samples.jsonl"), lines).unwrap();
+    let regrade = |out: &str, extra: &[&str]| {
+        let out = dir.path().join(out);
+        let o =
+            agentrt().args(["eval", "--env", "code", "--regrade", from.to_str().unwrap(), "--output-dir", out.to_str().unwrap()]).args(extra).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+        results
+    };
+    let roomy = regrade("roomy", &[]);
+    assert_eq!(roomy["metrics"]["outcomes"], serde_json::json!({"passed": 2, "wrong_answer": 1, "format": 1}), "{roomy}");
+    assert_eq!(roomy["settings"]["limits"]["fuel"], 2_000_000_000u64);
+    assert_eq!(roomy["settings"]["regraded_from"], from.display().to_string());
+    let tight = regrade("tight", &["--set", "env.test_fuel=1000000"]);
+    assert_eq!(tight["metrics"]["outcomes"], serde_json::json!({"passed": 1, "wrong_answer": 1, "format": 1, "limit": 1}), "{tight}");
+    // The replies' own directory is not overwritten.
+    let o = agentrt().args(["eval", "--env", "code", "--regrade", from.to_str().unwrap(), "--output-dir", from.to_str().unwrap()]).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("another --output-dir"));
+}

@@ -56,6 +56,14 @@ impl EnvName {
 /// The wiki environment's reply length when nothing else sets it (see [`EnvSection::default_max_new_tokens`]).
 pub const WIKI_MAX_NEW_TOKENS: usize = 160;
 
+/// Fuel a code test may burn when `env.test_fuel` does not say (ten times `rollout.fuel`'s default, so a
+/// correct but plain solution of a HumanEval task is not cut short: at 200 million, 18 of 1,640
+/// Qwen2.5-Coder samples that CPython passes failed on fuel alone).
+pub const CODE_TEST_FUEL: u64 = 2_000_000_000;
+
+/// A code test's wall time when `env.test_timeout_ms` does not say: HumanEval's harness allows 3 s.
+pub const CODE_TEST_TIMEOUT_MS: u64 = 3_000;
+
 /// The `[env]` section of a training config: which environment, and the code environment's own keys
 /// (the wiki's live in `[data]` and `[rollout]`, where they were before environments had a name).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +83,22 @@ pub struct EnvSection {
     pub perfect_weight: f64,
     /// Tests run per task at most (its first ones); 0: all.
     pub max_tests_per_problem: usize,
+    /// Fuel each test program may burn. A test calls the candidate on real inputs (HumanEval/147 loops
+    /// over 10^6 triples: 0.75 billion fuel, about 0.1 s), far more work than a wiki program's tool calls.
+    #[serde(default = "default_test_fuel")]
+    pub test_fuel: u64,
+    /// Wall time each test program may take, in milliseconds (HumanEval's own harness gives a task 3 s).
+    #[serde(default = "default_test_timeout_ms")]
+    pub test_timeout_ms: u64,
+}
+
+// Configs saved before the code tests had their own limits load with the defaults.
+fn default_test_fuel() -> u64 {
+    CODE_TEST_FUEL
+}
+
+fn default_test_timeout_ms() -> u64 {
+    CODE_TEST_TIMEOUT_MS
 }
 
 impl Default for EnvSection {
@@ -87,6 +111,8 @@ impl Default for EnvSection {
             base_weight: 1.0,
             perfect_weight: 0.5,
             max_tests_per_problem: 0,
+            test_fuel: CODE_TEST_FUEL,
+            test_timeout_ms: CODE_TEST_TIMEOUT_MS,
         }
     }
 }
@@ -102,6 +128,9 @@ impl EnvSection {
         if self.name == EnvName::Code && self.base_weight + self.perfect_weight == 0.0 {
             return Err("env.base_weight / env.perfect_weight: both 0 would reward nothing".into());
         }
+        if self.test_fuel == 0 || self.test_timeout_ms == 0 {
+            return Err("env.test_fuel / env.test_timeout_ms: must be at least 1".into());
+        }
         if !["train", "test", "all"].contains(&self.split.as_str()) {
             return Err(format!("env.split: `{}`: expected train, test or all", self.split));
         }
@@ -109,11 +138,17 @@ impl EnvSection {
     }
 
     /// The episode bounds of this environment over `wiki` (the wiki's, from `[rollout]`): the code
-    /// environment plays one reply, read whole as the answer, with the same sandbox limits per test.
+    /// environment plays one reply, read whole as the answer, and runs each test under `test_fuel` and
+    /// `test_timeout_ms` (memory and output bounds are `[rollout]`'s).
     pub fn episode_config(&self, wiki: EpisodeConfig) -> EpisodeConfig {
         match self.name {
             EnvName::Wiki => wiki,
-            EnvName::Code => EpisodeConfig { max_turns: 1, reply_format: ReplyFormat::FinalAnswer, ..wiki },
+            EnvName::Code => EpisodeConfig {
+                max_turns: 1,
+                reply_format: ReplyFormat::FinalAnswer,
+                limits: agentrt_runtime::Limits { fuel: self.test_fuel, timeout: std::time::Duration::from_millis(self.test_timeout_ms), ..wiki.limits },
+                ..wiki
+            },
         }
     }
 

@@ -49,13 +49,18 @@ impl TaskResult {
     /// The result of one task from its episodes (all of the same task).
     pub fn of(task_id: &str, episodes: &[&Episode]) -> TaskResult {
         let runs: Vec<_> = episodes.iter().map(|e| e.tests.as_ref()).collect();
+        TaskResult::of_runs(task_id, &runs)
+    }
+
+    /// The result of one task from each sample's test run (`None`: the sample's code was not run).
+    pub fn of_runs(task_id: &str, runs: &[Option<&agentrt_rollout::TestRun>]) -> TaskResult {
         let correct = runs.iter().filter(|r| r.is_some_and(|r| r.all_passed())).count();
         let fraction = |r: Option<&agentrt_rollout::TestRun>| r.map_or(0.0, |r| if r.total() == 0 { 0.0 } else { r.passed as f64 / r.total() as f64 });
         TaskResult {
             task_id: task_id.to_string(),
-            n: episodes.len(),
+            n: runs.len(),
             correct,
-            tests_passed: runs.iter().map(|r| fraction(*r)).sum::<f64>() / episodes.len().max(1) as f64,
+            tests_passed: runs.iter().map(|r| fraction(*r)).sum::<f64>() / runs.len().max(1) as f64,
             failures: runs
                 .iter()
                 .map(|r| if r.is_some_and(|r| r.all_passed()) { None } else { Some(r.and_then(|r| r.first_failure()).unwrap_or(FailureKind::Format)) })

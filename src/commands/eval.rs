@@ -18,6 +18,8 @@ use std::sync::Arc;
 #[command(args_conflicts_with_subcommands = true)]
 #[command(after_help = "Examples:\n  agentrt eval --split dev --num-samples 50 --output-dir eval/zero-shot\n  \
     agentrt eval --split dev --num-samples 50 --baseline random --output-dir eval/random\n  \
+    agentrt eval --env code --model qwen2.5-coder-0.5b --num-generations 10 --temperature 0.2 --output-dir eval/he\n  \
+    agentrt eval --env code --regrade eval/he --set env.test_fuel=4000000000 --output-dir eval/he-more-fuel\n  \
     agentrt eval --adapter runs/RUN/checkpoint-10 --output-dir eval/trained\n  \
     agentrt eval --adapter runs/RUN/checkpoint-10 --adapter-scales 1,0 --output-dir eval/retain-only\n  \
     agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \
@@ -94,6 +96,11 @@ pub struct EpisodeArgs {
     /// refusing to overwrite it.
     #[arg(long)]
     pub resume: bool,
+    /// Code: grade the replies of an earlier run (its OUTPUT_DIR) again under this run's test limits
+    /// (`env.test_fuel`, `env.test_timeout_ms`) and reward, without loading a model; the new grades go to
+    /// --output-dir. Tasks, split, reply format and sampling settings are the earlier run's.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "questions", "num_samples", "split"])]
+    pub regrade: Option<PathBuf>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`. Default: the config's `rollout.judge`, else rule.
@@ -195,6 +202,11 @@ pub(crate) fn seeded_subset<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T>
 }
 
 fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
+    if let Some(from) = &args.regrade {
+        let plan = episode_plan(&args, None)?;
+        anyhow::ensure!(args.env.as_deref().unwrap_or(plan.env.name.as_str()) == "code", "--regrade is for --env code");
+        return crate::commands::eval_code::regrade(&args, from, &plan);
+    }
     let mut loaded = args.policy.load()?;
     let plan = episode_plan(&args, loaded.settings.as_ref())?;
     if args.policy.max_new_tokens.is_none() && loaded.settings.is_none() {
@@ -370,7 +382,10 @@ mod tests {
             let sandbox = Arc::new(
                 agentrt_runtime::Sandbox::new(agentrt_runtime::SandboxConfig::default(), Arc::new(agentrt_runtime::FixtureTools::default())).await.unwrap(),
             );
-            for set in [vec!["rollout.max_turns=2", "rollout.judge=rule:0.5"], vec!["env.name=code", "env.reasoning_format=true", "rollout.fuel=1234567"]] {
+            for set in [
+                vec!["rollout.max_turns=2", "rollout.judge=rule:0.5"],
+                vec!["env.name=code", "env.reasoning_format=true", "env.test_fuel=1234567", "env.test_timeout_ms=2500", "rollout.memory_mib=48"],
+            ] {
                 let set: Vec<String> = set.into_iter().map(String::from).collect();
                 let config = TrainConfig::from_layers(None, &set).unwrap();
                 let trained = agentrt_trainer::environment(&config, sandbox.clone()).unwrap().settings();
@@ -383,6 +398,8 @@ mod tests {
                 if config.env.name == EnvName::Code {
                     assert_eq!((trained.episode.max_turns, trained.episode.reply_format), (1, agentrt_rollout::ReplyFormat::FinalAnswer));
                     assert_eq!(trained.episode.limits.fuel, 1234567);
+                    assert_eq!(trained.episode.limits.timeout, std::time::Duration::from_millis(2500));
+                    assert_eq!(trained.episode.limits.memory_bytes, 48 << 20);
                     assert!(trained.grader.contains("reasoning format") && trained.system_prompt.contains("<reasoning>"), "{trained:?}");
                 } else {
                     assert_eq!(trained.grader, "rule(f1>=0.5)");

@@ -2,7 +2,9 @@
 //! through the same episode loop as training; every sample's code runs against each of the task's tests
 //! in the sandbox. OUTPUT_DIR gets `tasks.jsonl` (a line per task as it finishes: its samples, how many
 //! passed, each one's first failure), `samples.jsonl` (every reply with its test results) and, at the
-//! end, `results.json` and `results.md`. A run stopped midway goes on with `--resume`.
+//! end, `results.json` and `results.md`. A run stopped midway goes on with `--resume`. `--regrade DIR`
+//! grades an earlier run's replies again, under this run's test limits, without sampling (as HumanEval's
+//! `evaluate_functional_correctness` grades a samples file).
 
 use crate::commands::eval::{seeded_subset, EpisodeArgs};
 use crate::policy_options::{EpisodePlan, LoadedPolicy};
@@ -50,7 +52,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
         "max_new_tokens": loaded.max_new_tokens,
         "seed": args.seed,
         "reasoning_format": env.reasoning_format,
-        "limits": plan.config.limits,
+        "limits": env.episode_config(plan.config.clone()).limits,
         "max_tests_per_problem": env.max_tests_per_problem,
     });
     let dir = &args.output_dir;
@@ -66,7 +68,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
     let tasks_per_batch = (args.batch_size / n).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(EnvName::Code, plan.config.limits).await?);
+        let sandbox = Arc::new(args.tools.build_for(EnvName::Code, env.episode_config(plan.config.clone()).limits).await?);
         let runner = plan.environment(sandbox.clone())?.runner(sandbox);
         let policy = args.policy.turn_policy(loaded, args.temperature, args.seed, &plan)?;
         let progress = Progress::new("eval code", "tasks", questions.len() as u64, done.len() as u64);
@@ -100,19 +102,122 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
         anyhow::Ok(())
     })?;
 
+    let ids: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
+    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.tasks))
+}
+
+/// `results.json` and `results.md` of the tasks `ids` from `dir`'s `tasks.jsonl`, printed too.
+fn write_results(dir: &Path, ids: &[String], settings: &serde_json::Value, policy: &str, what: &str) -> anyhow::Result<()> {
     let results = read_tasks(&dir.join(TASKS))?;
-    let wanted: BTreeSet<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+    let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
     let results: Vec<TaskResult> = results.into_iter().filter(|r| wanted.contains(r.task_id.as_str())).collect();
-    anyhow::ensure!(results.len() == questions.len(), "{} holds {} of the {} tasks", dir.join(TASKS).display(), results.len(), questions.len());
+    anyhow::ensure!(results.len() == ids.len(), "{} holds {} of the {} tasks", dir.join(TASKS).display(), results.len(), ids.len());
     let metrics = CodeMetrics::of(&results).map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(TASKS).display()))?;
-    let what = format!("the {split} split of {}", env.tasks);
     let json = serde_json::json!({ "env": "code", "settings": settings, "metrics": metrics });
     agentrt_assets::write_atomic(&dir.join("results.json"), serde_json::to_string_pretty(&json)?.as_bytes())?;
-    let md = metrics.markdown(&loaded.name, &what);
+    let md = metrics.markdown(policy, what);
     agentrt_assets::write_atomic(&dir.join("results.md"), md.as_bytes())?;
     print!("{md}");
     println!("\nwritten to {}", dir.display());
     Ok(())
+}
+
+/// A reply of an earlier run, as its `samples.jsonl` holds it.
+#[derive(serde::Deserialize)]
+struct StoredSample {
+    task_id: String,
+    sample: usize,
+    reply: String,
+}
+
+/// `--regrade FROM`: every reply of FROM/samples.jsonl graded again under `plan`'s test limits and
+/// reward; the tasks, split, reply format and sampling settings are FROM's.
+pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::Result<()> {
+    let dir = &args.output_dir;
+    anyhow::ensure!(
+        std::fs::canonicalize(from).ok() != std::fs::canonicalize(dir).ok(),
+        "--regrade {}: write the new grades to another --output-dir (the replies stay where they are)",
+        from.display()
+    );
+    let saved = from.join(SETTINGS);
+    let source: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved).map_err(|e| anyhow::anyhow!("{}: {e}", saved.display()))?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", saved.display()))?;
+    let text = |key: &str| source[key].as_str().map(String::from).ok_or_else(|| anyhow::anyhow!("{}: no string `{key}`", saved.display()));
+    let mut env = plan.env.clone();
+    env.name = EnvName::Code;
+    env.tasks = text("tasks")?;
+    env.reasoning_format = source["reasoning_format"].as_bool().ok_or_else(|| anyhow::anyhow!("{}: no bool `reasoning_format`", saved.display()))?;
+    let limits = env.episode_config(plan.config.clone()).limits;
+
+    // The replies, by task in the source's order; every task must have samples 0..n.
+    let path = from.join(SAMPLES);
+    let mut by_task: Vec<(String, Vec<String>)> = Vec::new();
+    for (i, line) in std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?.lines().enumerate() {
+        let s: StoredSample = serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1))?;
+        match by_task.last_mut() {
+            Some((id, replies)) if *id == s.task_id => {
+                anyhow::ensure!(
+                    s.sample == replies.len(),
+                    "{}:{}: sample {} of {} after {} samples",
+                    path.display(),
+                    i + 1,
+                    s.sample,
+                    s.task_id,
+                    replies.len()
+                );
+                replies.push(s.reply);
+            }
+            _ => {
+                anyhow::ensure!(s.sample == 0, "{}:{}: {} starts at sample {}", path.display(), i + 1, s.task_id, s.sample);
+                anyhow::ensure!(!by_task.iter().any(|(id, _)| *id == s.task_id), "{}:{}: {} appears twice", path.display(), i + 1, s.task_id);
+                by_task.push((s.task_id, vec![s.reply]));
+            }
+        }
+    }
+    anyhow::ensure!(!by_task.is_empty(), "{}: no samples", path.display());
+
+    let mut settings = source.clone();
+    settings["limits"] = serde_json::to_value(limits)?;
+    settings["max_tests_per_problem"] = env.max_tests_per_problem.into();
+    settings["regraded_from"] = from.display().to_string().into();
+    prepare_output(dir, &settings, false)?;
+    let questions: std::collections::HashMap<String, Question> =
+        agentrt_environments::code_questions(&env, "all")?.into_iter().map(|q| (q.id.clone(), q)).collect();
+    let by_id: std::collections::HashMap<String, CodeTask> = read_tasks_file(Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
+    let mut plan = plan.clone();
+    plan.env = env.clone();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(EnvName::Code, limits).await?);
+        let grader = plan.environment(sandbox)?.grader;
+        let progress = Progress::new("regrade", "tasks", by_task.len() as u64, 0);
+        let mut passed = 0usize;
+        for (done, (id, replies)) in by_task.iter().enumerate() {
+            let question = questions.get(id).ok_or_else(|| anyhow::anyhow!("{}: task {id} is not in {}", path.display(), env.tasks))?;
+            let items: Vec<(&Question, &str)> = replies.iter().map(|r| (question, r.as_str())).collect();
+            let grades = grader.grade(&items).await?;
+            let runs: Vec<_> = grades.iter().map(|g| g.tests.as_ref()).collect();
+            let result = TaskResult::of_runs(id, &runs);
+            passed += result.correct;
+            let mut sample_lines = String::new();
+            for (i, (reply, grade)) in replies.iter().zip(&grades).enumerate() {
+                let solution = extract_code(reply, env.reasoning_format).ok().map(|code| solution(&by_id[id], &code));
+                let line = serde_json::json!({"task_id": id, "sample": i, "reply": reply, "solution": solution, "reward": grade.reward, "tests": grade.tests});
+                sample_lines.push_str(&serde_json::to_string(&line)?);
+                sample_lines.push('\n');
+            }
+            append(&dir.join(SAMPLES), &sample_lines)?;
+            append(&dir.join(TASKS), &format!("{}\n", serde_json::to_string(&result)?))?;
+            progress.set(done as u64 + 1, format!("{passed} samples passed"));
+        }
+        progress.finish_and_clear();
+        anyhow::Ok(())
+    })?;
+    let ids: Vec<String> = by_task.into_iter().map(|(id, _)| id).collect();
+    let policy = text("policy")?;
+    let split = text("split")?;
+    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.tasks))
 }
 
 /// `HumanEval/12` sorts as 12, so tasks run and are written in their order.
