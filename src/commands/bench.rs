@@ -1,6 +1,7 @@
 //! `agentrt bench`: measurements that put agentrt side by side with a peer, in one run.
 
 pub mod plugins;
+pub mod rollout;
 pub mod sandbox;
 
 use serde::Serialize;
@@ -22,12 +23,16 @@ pub enum Bench {
     /// Per-call cost of plug-in tools (Rust, Python, JavaScript, ...), reusing warm instances against
     /// a fresh instance per call.
     Plugins(plugins::Args),
+    /// A training step's rollouts (questions x G rollouts, multi-turn, the real sandbox and index) sampled
+    /// by agentrt and by transformers' `generate`, side by side: tokens/s and episodes/minute.
+    Rollout(rollout::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         Bench::Sandbox(args) => sandbox::run(args),
         Bench::Plugins(args) => plugins::run(args),
+        Bench::Rollout(args) => rollout::run(args),
     }
 }
 
