@@ -268,6 +268,79 @@ impl Policy {
         Ok((lp * valid)?)
     }
 
+    /// [`Policy::token_logprobs`] for sequences that share their first `prefix` tokens, with that prefix
+    /// forwarded once (see [`Decoder::hidden_train_shared`]): the same `(B, T-1)` tensor, except that the
+    /// targets inside the prefix (entries `..prefix`) are not computed and read 0, so the caller's mask must
+    /// leave them out. Every sequence must be longer than `prefix`; `routed`: empty, or one flag for all
+    /// (the prefix's rows cannot be routed two ways).
+    pub fn token_logprobs_shared(&self, seqs: &[Vec<u32>], prefix: usize, routed: &[bool]) -> Result<Tensor> {
+        let t = seqs.iter().map(Vec::len).max().unwrap_or(0);
+        let Some(first) = seqs.first() else {
+            return Err(PolicyError::Invalid("no sequences".into()));
+        };
+        if t < 2 || prefix == 0 {
+            return Err(PolicyError::Invalid(format!("a shared prefix of {prefix} tokens over sequences of at most {t}")));
+        }
+        if let Some((i, s)) = seqs.iter().enumerate().find(|(_, s)| s.len() <= prefix || s[..prefix] != first[..prefix]) {
+            return Err(PolicyError::Invalid(format!("sequence {i} ({} tokens) does not start with the {prefix}-token shared prefix", s.len())));
+        }
+        if !routed.is_empty() && (routed.len() != seqs.len() || routed.iter().any(|&r| r != routed[0])) {
+            return Err(PolicyError::Invalid(format!(
+                "{} routing flags for {} sequences sharing a prefix: one flag for all is needed",
+                routed.len(),
+                seqs.len()
+            )));
+        }
+        let c = &self.decoder.cfg;
+        let shape = fused::SharedPrefixShape {
+            prefix,
+            segments: seqs.iter().map(|s| s.len() - prefix).collect(),
+            heads: c.num_heads,
+            kv_heads: c.num_kv_heads,
+            head_dim: c.head_dim,
+        };
+        let rows = shape.rows();
+        let mut tokens = first[..prefix].to_vec();
+        for s in seqs {
+            tokens.extend_from_slice(&s[prefix..]);
+        }
+        let flags = routed.first().filter(|&&r| r).map(|_| vec![true; rows]);
+        let hidden = self.decoder.hidden_train_shared(&tokens, &shape, self.adapters.as_ref(), flags.as_deref())?;
+        // Only segment rows with a next token are scored: row j of segment b predicts seqs[b][prefix + j + 1].
+        let (mut picked, mut targets) = (Vec::new(), Vec::new());
+        let mut start = prefix;
+        for s in seqs {
+            let len = s.len() - prefix;
+            picked.extend((start..start + len - 1).map(|r| r as u32));
+            targets.extend_from_slice(&s[prefix + 1..]);
+            start += len;
+        }
+        let dev = self.device();
+        let scored = if picked.is_empty() {
+            None
+        } else {
+            let n = picked.len();
+            let h = hidden.index_select(&Tensor::from_vec(picked, n, dev)?, 0)?;
+            Some(fused::head_log_probs(&h, self.decoder.weights.lm_head(), &Tensor::from_vec(targets, n, dev)?)?)
+        };
+        // Back to the (B, T-1) layout of token_logprobs: entry prefix + j of row b is target j + 1 of its segment.
+        let mut rows_out = Vec::with_capacity(seqs.len());
+        let mut at = 0;
+        for s in seqs {
+            let n = s.len() - prefix - 1;
+            let mut parts = vec![Tensor::zeros(prefix, DType::F32, dev)?];
+            if let (Some(lp), true) = (&scored, n > 0) {
+                parts.push(lp.narrow(0, at, n)?);
+            }
+            if t - 1 > prefix + n {
+                parts.push(Tensor::zeros(t - 1 - prefix - n, DType::F32, dev)?);
+            }
+            rows_out.push(Tensor::cat(&parts, 0)?);
+            at += n;
+        }
+        Ok(Tensor::stack(&rows_out, 0)?)
+    }
+
     /// Differentiable sum of log-probs over the tokens the model wrote: `masks[b][i]` is true when token `i`
     /// of sequence `b` is the model's (false for the prompt and for tool output). Shape `(B,)`.
     pub fn sequence_logprobs(&self, seqs: &[Vec<u32>], masks: &[Vec<bool>], routed: &[bool]) -> Result<Tensor> {

@@ -126,6 +126,10 @@ pub enum AdvantageKind {
     Grpo,
 }
 
+fn default_true() -> bool {
+    true
+}
+
 /// `[algorithm]`: how rewards become advantages, the KL penalty, AdamW and reward shaping.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -146,6 +150,10 @@ pub struct AlgorithmSection {
     pub max_grad_norm: f64,
     /// Rollout batches whose gradients are summed before one optimizer step.
     pub gradient_accumulation_steps: usize,
+    /// Forward the prompt a step's samples share once, in the policy's pass and the KL reference's,
+    /// instead of once per sample (the same loss and gradients; false: every sample whole, as before).
+    #[serde(default = "default_true")]
+    pub shared_prefix_update: bool,
     /// Added to an episode's reward when one of its programs ran without an error (0: the judge alone).
     pub program_bonus: f64,
     /// Partial credit: this times the best token F1 of the final answer against the gold answers.

@@ -37,6 +37,53 @@ pub struct LearnerConfig {
     pub max_grad_norm: f64,
     /// AdamW's learning rate, weight decay and the rest.
     pub optimizer: AdamWConfig,
+    /// Forward the prompt that consecutive samples share once ([`shared_prefix_groups`]); the loss and
+    /// gradients are those of the samples taken one by one.
+    pub share_prefixes: bool,
+}
+
+/// Rows one shared-prefix group may hold (its prefix and every sample's continuation): they stay in
+/// memory together until the group's backward, about 1 MB a row for SmolLM2-135M.
+pub const SHARED_PREFIX_MAX_ROWS: usize = 4096;
+
+/// A shared prefix shorter than this is not worth holding samples together for.
+const MIN_SHARED_PREFIX: usize = 16;
+
+/// Splits `samples`, in order, into groups whose members start with the same prompt: the same ids, none
+/// of them the model's, for at least [`MIN_SHARED_PREFIX`] tokens, the same routing, and at most
+/// [`SHARED_PREFIX_MAX_ROWS`] rows. Returns each group with the prefix its forward shares: one token
+/// short of the common prompt, so every segment starts with a token whose log-prob is not needed, and
+/// 0 for a sample on its own.
+pub fn shared_prefix_groups<'s>(samples: &[&'s Sample]) -> Vec<(Vec<&'s Sample>, usize)> {
+    let prompt_len = |s: &Sample| s.model_mask.iter().position(|&m| m).unwrap_or(s.ids.len());
+    let mut groups = Vec::new();
+    let mut current: Vec<&Sample> = Vec::new();
+    let mut common = 0;
+    let close = |current: Vec<&'s Sample>, common: usize, groups: &mut Vec<(Vec<&'s Sample>, usize)>| {
+        if current.len() >= 2 {
+            groups.push((current, common - 1));
+        } else if !current.is_empty() {
+            groups.push((current, 0));
+        }
+    };
+    for &s in samples {
+        if let Some(first) = current.first().filter(|f| f.routed == s.routed) {
+            let own = prompt_len(s);
+            let shared = first.ids[..common].iter().zip(&s.ids[..own]).take_while(|(a, b)| a == b).count();
+            let prefix = shared.saturating_sub(1);
+            let rows = prefix + current.iter().chain(std::iter::once(&s)).map(|x| x.ids.len() - prefix).sum::<usize>();
+            if shared >= MIN_SHARED_PREFIX && rows <= SHARED_PREFIX_MAX_ROWS {
+                current.push(s);
+                common = shared;
+                continue;
+            }
+        }
+        close(std::mem::take(&mut current), common, &mut groups);
+        current.push(s);
+        common = prompt_len(s);
+    }
+    close(current, common, &mut groups);
+    groups
 }
 
 /// What an accumulation pass measured.
@@ -136,6 +183,7 @@ impl Learner {
         let mut kl_sum = 0.0;
         let beta = self.config.beta;
         let dual = self.policy.adapters.as_ref().is_some_and(|a| a.forget.is_some());
+        let mut used = Vec::with_capacity(samples.len());
         for s in samples {
             if s.ids.len() != s.model_mask.len() {
                 return Err(TrainError::Run(format!("a sample has {} ids and {} mask entries", s.ids.len(), s.model_mask.len())));
@@ -144,36 +192,67 @@ impl Learner {
                 return Err(TrainError::Run("a routed sample, but the policy has no forget adapter".into()));
             }
             let n_model = s.model_mask.iter().skip(1).filter(|&&m| m).count();
-            if n_model == 0 || (s.advantage == 0.0 && beta == 0.0) {
-                continue;
+            if n_model > 0 && (s.advantage != 0.0 || beta != 0.0) {
+                used.push(s);
             }
-            let seq = std::slice::from_ref(&s.ids);
-            let reference = if beta > 0.0 { Some(self.reference_logprobs(seq)?) } else { None };
-            let routed: &[bool] = if s.routed { &[true] } else { &[] };
-            let lp = self.policy.token_logprobs(seq, routed)?;
-            let mask = Policy::target_mask(seq, std::slice::from_ref(&s.model_mask), lp.dim(1)?, self.policy.device())?;
-            if !s.sampled_logprobs.is_empty() {
-                stats.logprob_gap.add(gap(s, &lp)?);
-            }
-            let weight = 1.0 / (normalizer as f64 * n_model as f64);
-            let mut per_token = (&lp * (-(s.advantage as f64)))?;
-            if let Some(r) = &reference {
-                let diff = (r - &lp)?;
-                let k3 = ((diff.exp()? - &diff)? - 1.0)?;
-                per_token = (per_token + (k3 * beta)?)?;
-                kl_sum += ((&lp - r)? * &mask)?.sum_all()?.to_scalar::<f32>()? as f64;
-            }
-            let loss = ((per_token * &mask)?.sum_all()? * weight)?;
-            stats.loss += loss.to_scalar::<f32>()? as f64;
-            let grads = self.policy.backward(&loss)?;
-            self.add(grads)?;
-            stats.model_tokens += n_model;
-            stats.samples += 1;
+        }
+        // Per-layer recomputation keeps one sample's activations at a time; a group keeps all of its own.
+        let groups = if self.config.share_prefixes && !self.policy.recompute_layers {
+            shared_prefix_groups(&used)
+        } else {
+            used.iter().map(|&s| (vec![s], 0)).collect()
+        };
+        for (group, prefix) in groups {
+            self.accumulate_group(&group, prefix, normalizer, &mut stats, &mut kl_sum)?;
         }
         if stats.model_tokens > 0 {
             stats.kl = kl_sum / stats.model_tokens as f64;
         }
         Ok(stats)
+    }
+
+    /// The gradients of `group`, forwarded together over its shared `prefix` (0: one sample, whole).
+    fn accumulate_group(&mut self, group: &[&Sample], prefix: usize, normalizer: usize, stats: &mut UpdateStats, kl_sum: &mut f64) -> Result<(), TrainError> {
+        let seqs: Vec<Vec<u32>> = group.iter().map(|s| s.ids.clone()).collect();
+        let routed: Vec<bool> = if group[0].routed { vec![true; group.len()] } else { vec![] };
+        let logprobs = |policy: &Policy, routed: &[bool]| {
+            if prefix > 0 {
+                policy.token_logprobs_shared(&seqs, prefix, routed)
+            } else {
+                policy.token_logprobs(&seqs, routed)
+            }
+        };
+        let beta = self.config.beta;
+        // The reference is never routed.
+        let reference = if beta > 0.0 { Some(self.with_reference(|p| logprobs(p, &[]))?.detach()) } else { None };
+        let lp = logprobs(&self.policy, &routed)?;
+        let dev = self.policy.device().clone();
+        let masks: Vec<Vec<bool>> = group.iter().map(|s| s.model_mask.clone()).collect();
+        let mask = Policy::target_mask(&seqs, &masks, lp.dim(1)?, &dev)?;
+        for (b, s) in group.iter().enumerate() {
+            if !s.sampled_logprobs.is_empty() {
+                stats.logprob_gap.add(gap(s, &lp.narrow(0, b, 1)?.narrow(1, 0, s.ids.len() - 1)?)?);
+            }
+        }
+        // Sample b's tokens weigh 1 / (normalizer · its model tokens), its log-probs also −advantage.
+        let n_model: Vec<usize> = group.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).collect();
+        let weight: Vec<f32> = n_model.iter().map(|&n| (1.0 / (normalizer as f64 * n as f64)) as f32).collect();
+        let policy_weight: Vec<f32> = group.iter().zip(&weight).map(|(s, w)| -s.advantage * w).collect();
+        let column = |v: Vec<f32>| Tensor::from_vec(v, (group.len(), 1), &dev);
+        let mut per_token = lp.broadcast_mul(&column(policy_weight)?)?;
+        if let Some(r) = &reference {
+            let diff = (r - &lp)?;
+            let k3 = ((diff.exp()? - &diff)? - 1.0)?;
+            per_token = (per_token + (k3 * beta)?.broadcast_mul(&column(weight)?)?)?;
+            *kl_sum += ((&lp - r)? * &mask)?.sum_all()?.to_scalar::<f32>()? as f64;
+        }
+        let loss = (per_token * &mask)?.sum_all()?;
+        stats.loss += loss.to_scalar::<f32>()? as f64;
+        let grads = self.policy.backward(&loss)?;
+        self.add(grads)?;
+        stats.model_tokens += n_model.iter().sum::<usize>();
+        stats.samples += group.len();
+        Ok(())
     }
 
     /// The sampler-learner gap over `samples` that no update reads (their group was skipped): a forward
@@ -228,10 +307,15 @@ impl Learner {
     /// Log-probs under the reference (the base model, or the base model with the frozen reference
     /// adapters), detached.
     pub fn reference_logprobs(&mut self, seq: &[Vec<u32>]) -> Result<Tensor, TrainError> {
+        Ok(self.with_reference(|p| p.token_logprobs(seq, &[]))?.detach())
+    }
+
+    /// `f` on the reference: the policy with the reference's adapters in place of its own.
+    fn with_reference<T>(&mut self, f: impl FnOnce(&Policy) -> agentrt_policy::Result<T>) -> Result<T, TrainError> {
         let adapters = std::mem::replace(&mut self.policy.adapters, self.reference.take());
-        let r = self.policy.token_logprobs(seq, &[]);
+        let r = f(&self.policy);
         self.reference = std::mem::replace(&mut self.policy.adapters, adapters);
-        Ok(r?.detach())
+        Ok(r?)
     }
 
     fn add(&mut self, grads: GradStore) -> Result<(), TrainError> {
@@ -244,5 +328,116 @@ impl Learner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrt_policy::model::Arch;
+    use agentrt_policy::testing::tiny_policy;
+    use agentrt_policy::{LoraConfig, Target};
+
+    /// Samples that share a 40-token prompt (the first three) and one that does not, with tool output
+    /// between their model turns, as training produces them.
+    fn samples(routed_tail: bool) -> Vec<Sample> {
+        let prompt: Vec<u32> = (0..40).map(|i| 30 + (i * 7) % 200).collect();
+        let mut out = Vec::new();
+        for (i, (reply, advantage)) in [(9usize, 0.7f32), (23, -0.3), (14, 1.2)].into_iter().enumerate() {
+            let mut ids = prompt.clone();
+            let mut mask = vec![false; prompt.len()];
+            for j in 0..reply {
+                // A model turn, a tool turn of 5 tokens, and more model tokens.
+                ids.push(40 + ((i * 31 + j * 13) % 200) as u32);
+                mask.push(!(4..9).contains(&j));
+            }
+            out.push(Sample { ids, model_mask: mask, advantage, routed: false, sampled_logprobs: vec![] });
+        }
+        let other: Vec<u32> = (0..30).map(|i| 50 + (i * 11) % 150).collect();
+        let mut mask = vec![false; 20];
+        mask.extend([true; 10]);
+        out.push(Sample { ids: other, model_mask: mask, advantage: 0.4, routed: routed_tail, sampled_logprobs: vec![] });
+        out
+    }
+
+    fn gradients(learner: &mut Learner, samples: &[Sample], share: bool) -> (UpdateStats, Vec<Option<Vec<f32>>>) {
+        learner.config.share_prefixes = share;
+        let stats = learner.accumulate(samples, 4).unwrap();
+        let grads = std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()]);
+        (stats, grads.into_iter().map(|g| g.map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect())
+    }
+
+    /// The shared-prefix update is the per-sample update: the same loss and every LoRA gradient within
+    /// 1e-5 relative (the KL within 1e-5 nats), on the three architectures (plain, q/k/v biases, q/k norms), with the KL reference on,
+    /// dual adapters and routed samples.
+    #[test]
+    fn the_shared_prefix_update_equals_the_per_sample_update() {
+        for (arch, dual) in [(Arch::Llama, false), (Arch::Qwen2, true), (Arch::Qwen3, false)] {
+            let mut policy = tiny_policy(arch, 3).unwrap();
+            policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 5).unwrap();
+            policy.adapters.as_ref().unwrap().randomize_b(0.05).unwrap();
+            let mut learner =
+                Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true }).unwrap();
+            // A KL reference that differs from the policy: the same adapters with other B's.
+            let reference =
+                AdapterSet::new(learner.policy.adapters.as_ref().unwrap().config.clone(), &learner.policy.decoder.cfg, learner.policy.device(), 9).unwrap();
+            reference.randomize_b(0.05).unwrap();
+            learner.set_reference(Some(reference));
+            let mut all = samples(dual);
+            if dual {
+                all.iter_mut().take(3).for_each(|s| s.routed = true);
+            }
+            let groups = shared_prefix_groups(&all.iter().collect::<Vec<_>>());
+            assert_eq!(groups.iter().map(|(g, p)| (g.len(), *p)).collect::<Vec<_>>(), vec![(3, 39), (1, 0)], "{arch:?}");
+
+            let (shared, g_shared) = gradients(&mut learner, &all, true);
+            let (alone, g_alone) = gradients(&mut learner, &all, false);
+            assert_eq!((shared.samples, shared.model_tokens), (alone.samples, alone.model_tokens));
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * a.abs().max(b.abs()).max(1e-6);
+            assert!(close(shared.loss, alone.loss), "{arch:?}: loss {} vs {}", shared.loss, alone.loss);
+            // The KL is a mean of small differences of log-probs: compared in nats, not relatively.
+            assert!((shared.kl - alone.kl).abs() < 1e-5, "{arch:?}: kl {} vs {}", shared.kl, alone.kl);
+            let mut compared = 0;
+            for (a, b) in g_shared.iter().zip(&g_alone) {
+                match (a, b) {
+                    (Some(a), Some(b)) => {
+                        let diff: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum::<f64>().sqrt();
+                        let norm: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt();
+                        assert!(norm > 0.0 && diff <= 1e-5 * norm, "{arch:?}: a gradient differs by {diff} (norm {norm})");
+                        compared += 1;
+                    }
+                    (None, None) => {}
+                    _ => panic!("{arch:?}: a parameter has a gradient on one path only"),
+                }
+            }
+            assert!(compared >= learner.vars.len() / 2, "{arch:?}: only {compared} gradients compared");
+        }
+    }
+
+    #[test]
+    fn groups_need_a_long_common_prompt_the_same_routing_and_fit_the_row_budget() {
+        let mut all = samples(false);
+        // A sample whose prompt differs from the 5th token on does not join.
+        all[0].ids[5] += 1;
+        let refs: Vec<&Sample> = all.iter().collect();
+        let groups = shared_prefix_groups(&refs);
+        assert_eq!(groups.iter().map(|(g, p)| (g.len(), *p)).collect::<Vec<_>>(), vec![(1, 0), (2, 39), (1, 0)]);
+        // Different routing splits a group.
+        let mut all = samples(false);
+        all[2].routed = true;
+        let refs: Vec<&Sample> = all.iter().collect();
+        assert_eq!(shared_prefix_groups(&refs).iter().map(|(g, _)| g.len()).collect::<Vec<_>>(), vec![2, 1, 1]);
+        // Long samples split by the row budget.
+        let long: Vec<Sample> = (0..3)
+            .map(|i| {
+                let mut ids: Vec<u32> = (0..100).collect();
+                ids.extend((0..1900).map(|j| (j * (i + 1)) % 250));
+                let mut mask = vec![false; 100];
+                mask.extend([true; 1900]);
+                Sample { ids, model_mask: mask, advantage: 1.0, routed: false, sampled_logprobs: vec![] }
+            })
+            .collect();
+        let refs: Vec<&Sample> = long.iter().collect();
+        assert_eq!(shared_prefix_groups(&refs).iter().map(|(g, p)| (g.len(), *p)).collect::<Vec<_>>(), vec![(2, 99), (1, 0)]);
     }
 }

@@ -458,6 +458,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
             beta: 0.0,
             max_grad_norm: s.max_grad_norm,
             optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() },
+            share_prefixes: true,
         },
     )?;
     if let Some((step, ckpt)) = &resume_from {

@@ -197,6 +197,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             beta: a.beta,
             max_grad_norm: a.max_grad_norm,
             optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
+            share_prefixes: a.shared_prefix_update,
         },
     )?;
     learner.set_reference(reference);

@@ -12,6 +12,7 @@ pub mod packed_rows;
 pub mod projection;
 pub mod rms_norm;
 pub mod rope;
+pub mod shared_prefix_attention;
 pub mod silu_mul;
 
 pub use attention::{causal_attention, AttentionShape};
@@ -21,6 +22,7 @@ pub use packed_rows::{packed_linear, PackedRows};
 pub use projection::{add_lora_delta, projection};
 pub use rms_norm::rms_norm;
 pub use rope::{rope, rope_token_major};
+pub use shared_prefix_attention::{shared_prefix_attention, SharedPrefixShape};
 pub use silu_mul::silu_mul;
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};

@@ -29,6 +29,25 @@ pub struct Decoder {
     sin: Tensor,
 }
 
+/// Which forward a block runs.
+#[derive(Clone, Copy)]
+enum Pass<'a> {
+    /// The fused forward of sampling (no backward).
+    Sample,
+    /// The differentiable forward over right-padded sequences from position 0.
+    Train,
+    /// The differentiable forward over a shared prefix and the segments that continue it.
+    TrainShared(&'a SharedRows),
+}
+
+/// The rows of a shared-prefix training forward: their layout and each row's RoPE tables.
+struct SharedRows {
+    shape: fused::SharedPrefixShape,
+    /// `(rows, hd/2)`: each row's angles at its position in `prefix ++ segment`.
+    cos: Tensor,
+    sin: Tensor,
+}
+
 /// The keys and values seen so far, per layer, `(B, kv, T, hd)`, in buffers with room to grow: a decoding
 /// step writes its one new position in place instead of copying the whole cache into a longer tensor (30
 /// layers' keys and values of 8 rows x 900 positions are ~330 MB a step that way). Not `Clone`: two caches
@@ -195,8 +214,9 @@ impl Decoder {
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
         cache: Option<&mut Option<LayerCache>>,
-        train: bool,
+        pass: Pass<'_>,
     ) -> candle_core::Result<Tensor> {
+        let train = !matches!(pass, Pass::Sample);
         let c = &self.cfg;
         let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let rep = nh / nkv;
@@ -205,7 +225,7 @@ impl Decoder {
         let k = self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train)?;
         let v = self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train)?;
         let att = if train {
-            self.attention_train(l, &q, &k, &v, (b, t))?
+            self.attention_train(l, &q, &k, &v, (b, t), pass)?
         } else {
             let mut q = q.reshape((b, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
             let mut k = k.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
@@ -244,21 +264,29 @@ impl Decoder {
         x + d
     }
 
-    /// Training attention on the token-major projections `(B·T, heads·hd)`: always causal over right-padded
-    /// rows from position 0, so no mask is needed.
-    fn attention_train(&self, l: &LayerWeights, q: &Tensor, k: &Tensor, v: &Tensor, (b, t): (usize, usize)) -> candle_core::Result<Tensor> {
+    /// Training attention on the token-major projections `(rows, heads·hd)`: causal over right-padded
+    /// sequences from position 0 (`Pass::Train`, no mask needed), or over a shared prefix and its segments
+    /// (`Pass::TrainShared`, each row at its own position).
+    fn attention_train(&self, l: &LayerWeights, q: &Tensor, k: &Tensor, v: &Tensor, (b, t): (usize, usize), pass: Pass<'_>) -> candle_core::Result<Tensor> {
         let c = &self.cfg;
         let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
-        let mut q = q.reshape((b * t, nh, hd))?;
-        let mut k = k.reshape((b * t, nkv, hd))?;
+        let rows = b * t;
+        let mut q = q.reshape((rows, nh, hd))?;
+        let mut k = k.reshape((rows, nkv, hd))?;
         if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
             q = fused::rms_norm(&q, qn, c.rms_norm_eps)?;
             k = fused::rms_norm(&k, kn, c.rms_norm_eps)?;
         }
-        let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
-        let q = fused::rope_token_major(&q, &cos, &sin)?.reshape((b * t, nh * hd))?;
-        let k = fused::rope_token_major(&k, &cos, &sin)?.reshape((b * t, nkv * hd))?;
-        fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd })
+        let (cos, sin) = match pass {
+            Pass::TrainShared(s) => (s.cos.clone(), s.sin.clone()),
+            _ => (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?),
+        };
+        let q = fused::rope_token_major(&q, &cos, &sin)?.reshape((rows, nh * hd))?;
+        let k = fused::rope_token_major(&k, &cos, &sin)?.reshape((rows, nkv * hd))?;
+        match pass {
+            Pass::TrainShared(s) => fused::shared_prefix_attention(&q, &k, v, &s.shape),
+            _ => fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd }),
+        }
     }
 
     /// Causal additive mask for the fused whole-sequence forward, `(rep·T, T)`.
@@ -282,7 +310,7 @@ impl Decoder {
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
-        self.block(li, &self.weights.layers[li], x, bt, None, None, adapters, routed, None, true)
+        self.block(li, &self.weights.layers[li], x, bt, None, None, adapters, routed, None, Pass::Train)
     }
 
     /// The differentiable forward up to the final norm: `tokens: (B, T)` u32, right-padded; `routed`:
@@ -303,7 +331,7 @@ impl Decoder {
         let checkpoint = checkpoint.filter(|_| self.device().is_cpu());
         for (li, l) in self.weights.layers.iter().enumerate() {
             let Some(side) = checkpoint else {
-                x = self.block(li, l, &x, (b, t), None, None, adapters, rows.as_deref(), None, true)?;
+                x = self.block(li, l, &x, (b, t), None, None, adapters, rows.as_deref(), None, Pass::Train)?;
                 continue;
             };
             // The values, computed with a graph that is dropped at once (detach keeps only the storage).
@@ -319,6 +347,32 @@ impl Decoder {
             // The first block's input is the (untracked) embedding: mark it so that the op is recorded.
             let xin = if x.track_op() { x.clone() } else { Var::from_tensor(&x)?.as_tensor().clone() };
             x = xin.apply_op2_arc(&y, std::sync::Arc::new(Box::new(op)))?;
+        }
+        fused::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps)
+    }
+
+    /// The differentiable forward over a shared prefix and the segments that continue it: `tokens` are the
+    /// rows `[prefix | segment 0 | segment 1 | …]` as `shape` lays them out, each segment attending to the
+    /// prefix and to itself as if it were the sequence `prefix ++ segment`. `routed`: every row's routing.
+    /// Returns the normed hidden states `(rows, H)`. The prefix runs once, and its keys and values gather
+    /// the gradient of every segment (see [`fused::shared_prefix_attention`]).
+    pub fn hidden_train_shared(
+        &self,
+        tokens: &[u32],
+        shape: &fused::SharedPrefixShape,
+        adapters: Option<&AdapterSet>,
+        routed: Option<&[bool]>,
+    ) -> candle_core::Result<Tensor> {
+        let rows = shape.rows();
+        if tokens.len() != rows || routed.is_some_and(|r| r.len() != rows) || rows == 0 {
+            candle_core::bail!("hidden_train_shared: {} tokens and {:?} routing flags for a layout of {rows} rows", tokens.len(), routed.map(<[bool]>::len));
+        }
+        let dev = self.device();
+        let positions = Tensor::from_vec(shape.positions(), rows, dev)?;
+        let layout = SharedRows { shape: shape.clone(), cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)? };
+        let mut x = self.weights.embed.index_select(&Tensor::from_slice(tokens, rows, dev)?, 0)?;
+        for (li, l) in self.weights.layers.iter().enumerate() {
+            x = self.block(li, l, &x, (1, rows), None, None, adapters, routed, None, Pass::TrainShared(&layout))?;
         }
         fused::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps)
     }
@@ -382,7 +436,7 @@ impl Decoder {
         let sin = self.sin.index_select(&positions, 0)?.reshape((b, t, half))?;
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, Some(&mut cache.layers[li]), false)?;
+            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, Some(&mut cache.layers[li]), Pass::Sample)?;
         }
         let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
@@ -401,7 +455,7 @@ impl Decoder {
         let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, None, false)?;
+            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, None, Pass::Sample)?;
         }
         let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
         x.matmul(&self.weights.lm_head().t()?)?.reshape((b, t, ()))
