@@ -22,6 +22,7 @@ pub mod optim;
 pub mod prefix_cache;
 pub mod sampling;
 pub mod testing;
+pub mod thread_count;
 pub mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};
