@@ -42,7 +42,7 @@ impl Drop for Server {
 
 /// A tiny model directory and a trained-looking adapter for it (random `B`, so it changes the model).
 fn model_and_adapter(dir: &Path) -> (PathBuf, PathBuf) {
-    let model = agentrt_policy::testing::tiny_model_dir(dir).unwrap();
+    let model = agentrt_policy::tiny::tiny_model_dir(dir).unwrap();
     let mut p = agentrt_policy::Policy::load(&agentrt_policy::ModelSource::Path(model.clone()), &agentrt_policy::Device::Cpu).unwrap();
     p.init_adapters(agentrt_policy::LoraConfig { rank: 4, alpha: 8.0, ..Default::default() }, 3).unwrap();
     p.adapters.as_ref().unwrap().randomize_b(0.3).unwrap();

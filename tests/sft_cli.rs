@@ -11,7 +11,7 @@ fn agentrt() -> Command {
 }
 
 fn tiny_model(dir: &Path) -> PathBuf {
-    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
+    agentrt_policy::tiny::tiny_model_dir(dir).unwrap()
 }
 
 fn chat_data(dir: &Path) -> PathBuf {

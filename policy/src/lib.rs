@@ -21,8 +21,8 @@ pub mod model;
 pub mod optim;
 pub mod prefix_cache;
 pub mod sampling;
-pub mod testing;
 pub mod thread_count;
+pub mod tiny;
 pub mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};

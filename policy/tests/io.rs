@@ -1,7 +1,7 @@
 //! Loading (GGUF, safetensors), adapters in PEFT's format, merge-and-export, and clear errors on bad input.
 
 use agentrt_policy::model::weights::ModelWeights;
-use agentrt_policy::testing::{tiny_config, tiny_policy, SPECIALS};
+use agentrt_policy::tiny::{tiny_config, tiny_policy, SPECIALS};
 use agentrt_policy::{Arch, LoraConfig, ModelSource, Policy, PolicyError, PolicyTokenizer, Target, Tensor};
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};

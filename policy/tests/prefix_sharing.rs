@@ -1,7 +1,7 @@
 //! Sampling from shared prefixes computes the same function as reading every prompt whole: the same greedy
 //! tokens, the same log-probs (which must also match the training forward), turn after turn.
 
-use agentrt_policy::testing::tiny_policy;
+use agentrt_policy::tiny::tiny_policy;
 use agentrt_policy::{Arch, Completion, LoraConfig, Policy, PrefixCache, SamplingParams, Target};
 use rand::SeedableRng;
 

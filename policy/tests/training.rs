@@ -1,6 +1,6 @@
 //! The differentiable forward, dual LoRA routing and the optimizer, on tiny random models.
 
-use agentrt_policy::testing::tiny_policy;
+use agentrt_policy::tiny::tiny_policy;
 use agentrt_policy::{AdamW, AdamWConfig, Arch, LoraConfig, Policy, Routing, SamplingParams, Target, Tensor};
 use rand::SeedableRng;
 

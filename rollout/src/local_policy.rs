@@ -111,7 +111,7 @@ impl TurnPolicy for LocalPolicy<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentrt_policy::testing::tiny_policy;
+    use agentrt_policy::tiny::tiny_policy;
 
     /// The byte-level test tokenizer has no merges, so re-encoding the rendered conversation must give exactly
     /// the ids the trace built turn by turn: the trace is the conversation the model saw, nothing re-tokenised.

@@ -141,7 +141,7 @@ fn clip(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentrt_policy::testing::tiny_policy;
+    use agentrt_policy::tiny::tiny_policy;
 
     /// The byte-level test tokenizer has no merges, so the whole conversation re-encoded must equal the trace
     /// built turn by turn, and the mask must cover exactly each reply and its `<|im_end|>`.

@@ -3,7 +3,7 @@
 //! that leaves mid-stream frees its slot; adapters load, answer and unload by name.
 
 use agentrt_policy::rand::SeedableRng;
-use agentrt_policy::testing::{tiny_config, tiny_policy, tiny_policy_with};
+use agentrt_policy::tiny::{tiny_config, tiny_policy, tiny_policy_with};
 use agentrt_policy::{Arch, LoraConfig, Message, ModelConfig, Policy, SamplingParams};
 use agentrt_serve::{ServeConfig, ServerState};
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@ pub fn agentrt() -> Command {
 }
 
 pub fn tiny_model(dir: &Path) -> PathBuf {
-    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
+    agentrt_policy::tiny::tiny_model_dir(dir).unwrap()
 }
 
 /// Three train-split questions about the fixture corpus (its pages: denver_broncos, paris, oxygen).

@@ -335,7 +335,7 @@ impl Learner {
 mod tests {
     use super::*;
     use agentrt_policy::model::Arch;
-    use agentrt_policy::testing::tiny_policy;
+    use agentrt_policy::tiny::tiny_policy;
     use agentrt_policy::{LoraConfig, Target};
 
     /// Samples that share a 40-token prompt (the first three) and one that does not, with tool output

@@ -167,7 +167,7 @@ pub fn train(learner: &mut Learner, cfg: &ToyConfig, route: bool) -> Result<Vec<
 
 /// A learner over a tiny random model with fresh adapters.
 pub fn tiny_learner(seed: u64, rank: usize, dual: bool, lr: f64) -> Result<Learner, TrainError> {
-    learner(agentrt_policy::testing::tiny_policy(agentrt_policy::Arch::Llama, seed)?, rank, dual, lr, seed)
+    learner(agentrt_policy::tiny::tiny_policy(agentrt_policy::Arch::Llama, seed)?, rank, dual, lr, seed)
 }
 
 /// A learner over `policy` with fresh adapters of `rank` (retain and forget ones when `dual`) drawn from `seed`.
@@ -180,7 +180,7 @@ pub fn learner(mut policy: Policy, rank: usize, dual: bool, lr: f64, seed: u64) 
 /// copy the prompt's last token (one byte took 94-99% of the first completion tokens on the seeds tried),
 /// leaving almost no mass for a task or a hack to start from; an untied random head starts nearly uniform.
 pub fn routing_policy(seed: u64) -> Result<Policy, TrainError> {
-    use agentrt_policy::testing::{tiny_config, tiny_policy_from};
+    use agentrt_policy::tiny::{tiny_config, tiny_policy_from};
     let cfg = agentrt_policy::ModelConfig { tie_word_embeddings: false, ..tiny_config(agentrt_policy::Arch::Llama) };
     let mut w = agentrt_policy::ModelWeights::random(&cfg, seed, &agentrt_policy::Device::Cpu)?;
     // Random heads have std 0.1: at 32 dimensions that leaves the reachable logit margin so small that 60

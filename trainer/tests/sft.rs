@@ -10,7 +10,7 @@ use agentrt_trainer::{sft, Learner, LearnerConfig, Sample, SftConfig, SftRequest
 use std::path::{Path, PathBuf};
 
 fn tiny_model(dir: &Path) -> PathBuf {
-    agentrt_policy::testing::tiny_model_dir(dir).unwrap()
+    agentrt_policy::tiny::tiny_model_dir(dir).unwrap()
 }
 
 /// 24 short conversations with a learnable shape (the answer is the question's number mod 3).

@@ -1,4 +1,5 @@
-//! Tiny random models for tests and examples (no download needed).
+//! Tiny random models (byte tokenizer, ChatML, random weights; no download): the trainer's toy tasks
+//! (`agentrt_trainer::toy`, the routing example) train them, and tests and examples use them.
 
 use crate::chat_template::{ChatTemplate, CHATML};
 use crate::error::Result;
