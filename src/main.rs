@@ -68,10 +68,28 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if error.is::<ProgramFailed>() => ExitCode::from(1),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", causes_once(&error));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes joined by `: `, each once: many errors put their cause's text into their own
+/// message (`{path}: {source}`) and keep it as their source too, and printing the whole chain would say
+/// it twice.
+fn causes_once(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
@@ -91,5 +109,20 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Trajectories(args) => commands::trajectories::run(args),
         Command::Tool(args) => commands::tool::run(args),
         Command::Cache(args) => commands::cache::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::causes_once;
+
+    #[test]
+    fn a_cause_already_in_its_parents_message_is_said_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let policy = agentrt_policy::PolicyError::Io { path: "/tmp/nope.gguf".into(), source: io };
+        let error = anyhow::Error::new(policy).context("loading the model");
+        assert_eq!(causes_once(&error), "loading the model: /tmp/nope.gguf: No such file or directory (os error 2)");
+        let plain = anyhow::anyhow!("outer").context("context");
+        assert_eq!(causes_once(&plain), "context: outer");
     }
 }
