@@ -4,6 +4,7 @@
 //! compares its values and gradients with that composed reference.
 
 pub mod attention;
+pub mod cached_attention;
 pub mod causal_softmax;
 pub mod decode_linear;
 pub mod gemm;
@@ -16,6 +17,7 @@ pub mod shared_prefix_attention;
 pub mod silu_mul;
 
 pub use attention::{causal_attention, AttentionShape};
+pub use cached_attention::cached_attention;
 pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use packed_rows::{packed_linear, PackedRows};

@@ -247,12 +247,18 @@ impl Decoder {
                 },
                 None => (k, v),
             };
-            // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
-            let qg = q.reshape((b, nkv, rep * t, hd))?;
             let scale = 1.0 / (hd as f64).sqrt();
             let Some(mask) = mask else { candle_core::bail!("the fused attention needs its additive mask") };
-            let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?;
-            p.matmul(&v)?.reshape((b, nh, t, hd))?.transpose(1, 2)?.reshape((b * t, nh * hd))?
+            let att = if mask.dims() == [b, 1, rep * t, k.dim(2)?] {
+                // A cached forward's per-row mask: the cache is read in place.
+                fused::cached_attention(&q, &k, &v, mask, scale)?
+            } else {
+                // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
+                let qg = q.reshape((b, nkv, rep * t, hd))?;
+                let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?;
+                p.matmul(&v)?.reshape((b, nh, t, hd))?
+            };
+            att.transpose(1, 2)?.reshape((b * t, nh * hd))?
         };
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
         let x = (x + o)?;
