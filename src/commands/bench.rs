@@ -1,8 +1,10 @@
 //! `agentrt bench`: measurements that put agentrt side by side with a peer, in one run.
 
+pub mod peer;
 pub mod plugins;
 pub mod rollout;
 pub mod sandbox;
+pub mod train_step;
 
 use serde::Serialize;
 use std::time::Duration;
@@ -26,6 +28,9 @@ pub enum Bench {
     /// A training step's rollouts (questions x G rollouts, multi-turn, the real sandbox and index) sampled
     /// by agentrt and by transformers' `generate`, side by side: tokens/s and episodes/minute.
     Rollout(rollout::Args),
+    /// The update of a training step (reference pass, forward, backward, AdamW) by agentrt's learner and
+    /// by transformers + PEFT, on the same real samples.
+    TrainStep(train_step::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -33,6 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Bench::Sandbox(args) => sandbox::run(args),
         Bench::Plugins(args) => plugins::run(args),
         Bench::Rollout(args) => rollout::run(args),
+        Bench::TrainStep(args) => train_step::run(args),
     }
 }
 

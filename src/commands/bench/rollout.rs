@@ -10,15 +10,14 @@
 //! while they share their prompt. Both sides report tokens sampled per second (the fair measure: the
 //! two draw different samples, so their replies differ in length) and episodes per minute.
 
+use super::peer::Peer;
 use crate::sandbox_options::ToolOptions;
 use agentrt_policy::{ModelSource, Policy, SamplingParams};
 use agentrt_rollout::{Conversation, EpisodeRunner, Finish, LocalPolicy, Question, Reply, RolloutError, TurnPolicy};
 use agentrt_trainer::TrainConfig;
 use async_trait::async_trait;
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -42,7 +41,7 @@ pub struct Args {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// The peer's Python, with torch and transformers (`bash bench/policy/setup_venv.sh` makes it).
-    #[arg(long, default_value = "bench/policy/.venv/bin/python")]
+    #[arg(long, default_value = super::peer::DEFAULT_PYTHON)]
     pub python: PathBuf,
     /// The peer's script.
     #[arg(long, default_value = "bench/rollout/transformers_peer.py")]
@@ -104,12 +103,7 @@ pub struct Comparison {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.steps > 0, "--steps must be at least 1");
-    anyhow::ensure!(
-        args.python.exists(),
-        "{}: no Python with torch and transformers there; run `bash bench/policy/setup_venv.sh` first (about 5 GB), or pass --python",
-        args.python.display()
-    );
-    anyhow::ensure!(args.peer.exists(), "{}: the peer script is not there (run from the repository root, or pass --peer)", args.peer.display());
+    super::peer::check(&args.python, &args.peer)?;
     let config = TrainConfig::from_layers(args.config.as_deref(), &args.set)?;
     anyhow::ensure!(config.rollout.sampler == "local", "rollout.sampler = {:?}: the benchmark measures the local sampler", config.rollout.sampler);
     let r = &config.rollout;
@@ -222,54 +216,6 @@ fn print_table(c: &Comparison) {
     }
     println!();
     println!("ratio (agentrt / transformers): tokens/s {:.2}x, episodes/min {:.2}x", c.ratio_tokens_per_s, c.ratio_episodes_per_minute);
-}
-
-/// The Python process that samples with transformers.
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    versions: serde_json::Value,
-}
-
-impl Peer {
-    fn start(python: &std::path::Path, script: &std::path::Path, model: &std::path::Path, threads: usize) -> anyhow::Result<Peer> {
-        eprintln!("starting the transformers peer ({} {})", python.display(), script.display());
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(model)
-            .arg(threads.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", python.display()))?;
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut peer = Peer { child, stdin, stdout, versions: serde_json::Value::Null };
-        let ready = peer.read()?;
-        anyhow::ensure!(ready["ready"] == true, "the peer's first line was not ready: {ready}");
-        peer.versions = ready;
-        Ok(peer)
-    }
-
-    fn read(&mut self) -> anyhow::Result<serde_json::Value> {
-        let mut line = String::new();
-        let n = self.stdout.read_line(&mut line)?;
-        anyhow::ensure!(n > 0, "the transformers peer exited (its stderr is above)");
-        serde_json::from_str(&line).map_err(|e| anyhow::anyhow!("the peer wrote {line:?}: {e}"))
-    }
-
-    fn ask(&mut self, request: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
-        writeln!(self.stdin, "{request}")?;
-        self.stdin.flush()?;
-        self.read()
-    }
-
-    fn stop(mut self) {
-        drop(self.stdin);
-        let _ = self.child.wait();
-    }
 }
 
 /// The peer as a [`TurnPolicy`]: conversations keep their token traces as a [`LocalPolicy`] builds them,

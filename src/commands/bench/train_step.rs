@@ -1,0 +1,218 @@
+//! `agentrt bench train-step`: the update of a training step, by agentrt's learner and by transformers +
+//! PEFT, on the same samples.
+//!
+//! The samples are real: one step of the training config's rollouts (by default 2 questions x 4
+//! rollouts of SmolLM2-135M, multi-turn, the real sandbox and index), each with its token ids and the mask
+//! of the tokens the model wrote. Each gets an advantage of +1 or -1 (alternating), so that every sample
+//! is in the loss on both sides whatever the rewards were. Both sides then run the same update: LoRA on the
+//! config's projections, `-A·log p + beta·k3` per model token against the base model, each sample
+//! weighted 1 / (samples · its model tokens), gradient clipping and an AdamW step. Ours is the trainer's
+//! `Learner` (with the shared-prefix update as configured); theirs is PEFT on transformers
+//! (`bench/rollout/peft_peer.py`), the batch right-padded into one forward and backward as TRL does. Both
+//! adapters start with B = 0, so the first update's losses must agree: a check that the two sides compute
+//! the same thing.
+
+use super::peer::Peer;
+use crate::sandbox_options::ToolOptions;
+use agentrt_policy::{AdamWConfig, ModelSource, Policy};
+use agentrt_rollout::{LocalPolicy, Question};
+use agentrt_trainer::{Learner, LearnerConfig, Sample, TrainConfig};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arguments of `agentrt bench train-step`.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  bash bench/policy/setup_venv.sh          # once: torch, transformers, peft (~5 GB)\n  \
+    agentrt bench train-step                 # one step's samples, the update 3 times on each side\n  \
+    agentrt bench train-step --set algorithm.shared_prefix_update=false\n\n\
+    The CPU and the kernel path are printed with the numbers.")]
+pub struct Args {
+    /// Updates each side runs on the samples (the best is compared).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// A training config (TOML, as `agentrt train --config`): its [model], [rollout] and [algorithm]
+    /// define the samples and the update. Default: the embedded one.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override a key of that config: `--set rollout.num_rollouts=8`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The peer's Python, with torch, transformers and PEFT (`bash bench/policy/setup_venv.sh` makes it).
+    #[arg(long, default_value = super::peer::DEFAULT_PYTHON)]
+    pub python: PathBuf,
+    /// The peer's script.
+    #[arg(long, default_value = "bench/rollout/peft_peer.py")]
+    pub peer: PathBuf,
+    /// Threads the peer's torch may use (default: this machine's cores, as ours uses).
+    #[arg(long)]
+    pub peer_threads: Option<usize>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub tools: ToolOptions,
+}
+
+/// One side's updates.
+#[derive(Debug, Serialize)]
+pub struct UpdateSide {
+    pub name: String,
+    /// Seconds of each update (reference pass, forward, backward, clipping, AdamW).
+    pub seconds: Vec<f64>,
+    pub best_seconds: f64,
+    /// Tokens of the samples per second of the best update.
+    pub tokens_per_s: f64,
+    /// The first update's loss (before any step: both sides start from B = 0).
+    pub first_loss: f64,
+}
+
+/// Both sides and the ratio (theirs / ours: above 1 means agentrt is faster).
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    pub machine: String,
+    pub samples: usize,
+    pub tokens: usize,
+    pub model_tokens: usize,
+    pub ours: UpdateSide,
+    pub peft: UpdateSide,
+    pub peer_versions: serde_json::Value,
+    pub ratio: f64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.repeats > 0, "--repeats must be at least 1");
+    super::peer::check(&args.python, &args.peer)?;
+    let config = TrainConfig::from_layers(args.config.as_deref(), &args.set)?;
+    eprintln!("{}", agentrt_kernels::describe());
+    let source = ModelSource::parse(&config.model.name);
+    let (model_path, _) = source.resolve()?;
+    anyhow::ensure!(model_path.extension().is_some_and(|e| e == "gguf"), "{}: the peer loads GGUF files only", model_path.display());
+    let device = agentrt_policy::parse_device(&config.model.device)?;
+    let mut policy = Policy::load(&source, &device)?;
+    agentrt_trainer::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
+    anyhow::ensure!(
+        config.model.init_adapter.is_empty() && !config.model.dual_lora,
+        "the benchmark runs fresh single adapters (no model.init_adapter, no dual_lora)"
+    );
+
+    // One step's samples, as training plays them.
+    let r = &config.rollout;
+    let questions = agentrt_trainer::training_questions(&config)?;
+    let mut order = agentrt_trainer::run_dir::DataOrder::new(questions.len(), config.run.seed);
+    let batch: Vec<Question> = (0..r.batch_size).flat_map(|i| std::iter::repeat_n(questions[order.at(i)].clone(), r.num_rollouts)).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let played = runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(config.env.name, agentrt_trainer::limits_of(&config)).await?);
+        let runner = agentrt_trainer::environment(&config, sandbox.clone())?.runner(sandbox);
+        let local = LocalPolicy::new(&policy, agentrt_trainer::sampling_of(&config), config.run.seed);
+        anyhow::Ok(runner.run(&local, &batch).await?)
+    })?;
+    let samples: Vec<Sample> = played
+        .episodes
+        .iter()
+        .filter_map(|e| e.conversation.tokens.as_ref())
+        .filter(|t| t.model_mask.iter().skip(1).any(|&m| m))
+        .enumerate()
+        .map(|(i, t)| Sample {
+            ids: t.ids.clone(),
+            model_mask: t.model_mask.clone(),
+            advantage: if i % 2 == 0 { 1.0 } else { -1.0 },
+            routed: false,
+            sampled_logprobs: vec![],
+        })
+        .collect();
+    anyhow::ensure!(!samples.is_empty(), "the step's episodes hold no model tokens to train on");
+    let tokens: usize = samples.iter().map(|s| s.ids.len()).sum();
+    let model_tokens: usize = samples.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).sum();
+    eprintln!("{} samples, {tokens} tokens ({model_tokens} written by the model)", samples.len());
+
+    let a = &config.algorithm;
+    let mut learner = Learner::new(
+        policy,
+        LearnerConfig {
+            beta: a.beta,
+            max_grad_norm: a.max_grad_norm,
+            optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
+            share_prefixes: a.shared_prefix_update,
+        },
+    )?;
+    let mut ours_seconds = Vec::with_capacity(args.repeats);
+    let mut ours_loss = None;
+    for _ in 0..args.repeats {
+        let t = Instant::now();
+        let stats = learner.accumulate(&samples, samples.len())?;
+        learner.step()?;
+        ours_seconds.push(t.elapsed().as_secs_f64());
+        ours_loss.get_or_insert(stats.loss);
+    }
+
+    let threads = args.peer_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let mut peer = Peer::start(&args.python, &args.peer, &model_path, threads)?;
+    let request = serde_json::json!({
+        "samples": samples.iter().map(|s| serde_json::json!({"ids": s.ids, "mask": s.model_mask, "advantage": s.advantage})).collect::<Vec<_>>(),
+        "rank": config.model.lora_rank,
+        "alpha": config.model.lora_alpha,
+        "targets": config.model.lora_targets,
+        "beta": a.beta,
+        "lr": a.lr,
+        "max_grad_norm": a.max_grad_norm,
+        "repeats": args.repeats,
+    });
+    let answer = peer.ask(&request)?;
+    let peer_versions = peer.versions.clone();
+    peer.stop();
+    let theirs_seconds: Vec<f64> =
+        serde_json::from_value(answer["seconds"].clone()).map_err(|e| anyhow::anyhow!("the PEFT peer's seconds: {e} in {answer}"))?;
+    let theirs_loss = answer["loss"].as_f64().ok_or_else(|| anyhow::anyhow!("the PEFT peer gave no loss: {answer}"))?;
+
+    let side = |name: String, seconds: Vec<f64>, first_loss: f64| {
+        let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
+        UpdateSide { name, best_seconds: best, tokens_per_s: tokens as f64 / best, seconds, first_loss }
+    };
+    let ours =
+        side(format!("agentrt learner{}", if a.shared_prefix_update { " (shared-prefix update)" } else { "" }), ours_seconds, ours_loss.unwrap_or(f64::NAN));
+    let peft = side(
+        format!("transformers {} + PEFT {}", peer_versions["transformers"].as_str().unwrap_or("?"), peer_versions["peft"].as_str().unwrap_or("?")),
+        theirs_seconds,
+        theirs_loss,
+    );
+    let comparison = Comparison {
+        machine: agentrt_kernels::describe(),
+        samples: samples.len(),
+        tokens,
+        model_tokens,
+        ratio: peft.best_seconds / ours.best_seconds,
+        ours,
+        peft,
+        peer_versions,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&comparison)?);
+        return Ok(());
+    }
+    let c = &comparison;
+    println!("the update of one training step, same samples, agentrt's learner and transformers + PEFT side by side");
+    println!("{}", c.machine);
+    println!(
+        "samples: {} ({} tokens, {} written by the model); LoRA r={} on {}; beta {}; peer: torch {} with {} threads",
+        c.samples,
+        c.tokens,
+        c.model_tokens,
+        config.model.lora_rank,
+        serde_json::to_value(&config.model.lora_targets).map(|v| v.to_string()).unwrap_or_default(),
+        a.beta,
+        c.peer_versions["torch"].as_str().unwrap_or("?"),
+        c.peer_versions["threads"]
+    );
+    println!();
+    println!("{:<48} {:>10} {:>10} {:>14}  seconds of each update", "", "best s", "tokens/s", "first loss");
+    for s in [&c.ours, &c.peft] {
+        let each: Vec<String> = s.seconds.iter().map(|x| format!("{x:.2}")).collect();
+        println!("{:<48} {:>10.2} {:>10.0} {:>14.6}  {}", s.name, s.best_seconds, s.tokens_per_s, s.first_loss, each.join(" "));
+    }
+    println!();
+    println!("ratio (transformers + PEFT / agentrt, best update): {:.2}x", c.ratio);
+    Ok(())
+}
