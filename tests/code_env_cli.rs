@@ -129,8 +129,7 @@ fn eval_env_code_regrade_grades_stored_replies_under_new_limits() {
     std::fs::write(from.join("samples.jsonl"), lines).unwrap();
     let regrade = |out: &str, extra: &[&str]| {
         let out = dir.path().join(out);
-        let o =
-            agentrt().args(["eval", "--env", "code", "--regrade", from.to_str().unwrap(), "--output-dir", out.to_str().unwrap()]).args(extra).output().unwrap();
+        let o = agentrt().args(["eval", "--regrade", from.to_str().unwrap(), "--output-dir", out.to_str().unwrap()]).args(extra).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
         results
@@ -139,6 +138,7 @@ fn eval_env_code_regrade_grades_stored_replies_under_new_limits() {
     assert_eq!(roomy["metrics"]["outcomes"], serde_json::json!({"passed": 2, "wrong_answer": 1, "format": 1}), "{roomy}");
     assert_eq!(roomy["settings"]["limits"]["fuel"], 2_000_000_000u64);
     assert_eq!(roomy["settings"]["regraded_from"], from.display().to_string());
+    // --regrade implies --env code.
     let tight = regrade("tight", &["--set", "env.test_fuel=1000000"]);
     assert_eq!(tight["metrics"]["outcomes"], serde_json::json!({"passed": 1, "wrong_answer": 1, "format": 1, "limit": 1}), "{tight}");
     // The replies' own directory is not overwritten.

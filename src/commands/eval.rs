@@ -19,7 +19,7 @@ use std::sync::Arc;
 #[command(after_help = "Examples:\n  agentrt eval --split dev --num-samples 50 --output-dir eval/zero-shot\n  \
     agentrt eval --split dev --num-samples 50 --baseline random --output-dir eval/random\n  \
     agentrt eval --env code --model qwen2.5-coder-0.5b --num-generations 10 --temperature 0.2 --output-dir eval/he\n  \
-    agentrt eval --env code --regrade eval/he --set env.test_fuel=4000000000 --output-dir eval/he-more-fuel\n  \
+    agentrt eval --regrade eval/he --set env.test_fuel=4000000000 --output-dir eval/he-more-fuel\n  \
     agentrt eval --adapter runs/RUN/checkpoint-10 --output-dir eval/trained\n  \
     agentrt eval --adapter runs/RUN/checkpoint-10 --adapter-scales 1,0 --output-dir eval/retain-only\n  \
     agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \
@@ -96,9 +96,9 @@ pub struct EpisodeArgs {
     /// refusing to overwrite it.
     #[arg(long)]
     pub resume: bool,
-    /// Code: grade the replies of an earlier run (its OUTPUT_DIR) again under this run's test limits
-    /// (`env.test_fuel`, `env.test_timeout_ms`) and reward, without loading a model; the new grades go to
-    /// --output-dir. Tasks, split, reply format and sampling settings are the earlier run's.
+    /// Code (implies --env code): grade the replies of an earlier run (its OUTPUT_DIR) again under this
+    /// run's test limits (`env.test_fuel`, `env.test_timeout_ms`) and reward, without loading a model; the
+    /// new grades go to --output-dir. Tasks, split, reply format and sampling settings are the earlier run's.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "questions", "num_samples", "split"])]
     pub regrade: Option<PathBuf>,
     #[arg(long, default_value_t = 0)]
@@ -203,8 +203,9 @@ pub(crate) fn seeded_subset<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T>
 
 fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     if let Some(from) = &args.regrade {
+        // Only code replies are regraded: --regrade implies --env code.
+        anyhow::ensure!(args.env.as_deref().is_none_or(|e| e == "code"), "--regrade grades code replies: drop --env or pass --env code");
         let plan = episode_plan(&args, None)?;
-        anyhow::ensure!(args.env.as_deref().unwrap_or(plan.env.name.as_str()) == "code", "--regrade is for --env code");
         return crate::commands::eval_code::regrade(&args, from, &plan);
     }
     let mut loaded = args.policy.load()?;
