@@ -10,6 +10,7 @@
 use super::causal_softmax::{softmax_row, softmax_row_backward};
 use super::contiguous_f32;
 use super::gemm::matmul_strided;
+use super::Shared;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -43,20 +44,6 @@ impl AttentionShape {
 
 struct CausalAttention {
     shape: AttentionShape,
-}
-
-/// A raw pointer handed to the tasks that write disjoint parts of one buffer.
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: tasks write disjoint elements only (each owns one sequence and one kv group), see the callers.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    fn at(self, offset: usize) -> *mut f32 {
-        // SAFETY: callers keep `offset` inside the buffer.
-        unsafe { self.0.add(offset) }
-    }
 }
 
 impl CausalAttention {

@@ -9,27 +9,13 @@
 //! in L1), and multiplies the probabilities into the values. No backward: sampling only.
 
 use super::gemm::matmul_strided;
+use super::Shared;
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 use rayon::prelude::*;
 
 /// Query rows (query heads of a group x new positions) up to which the streaming path is used; a longer
 /// prefill goes through the composed ops, where the general product's packing pays for itself.
 pub const MAX_QUERY_ROWS: usize = 16;
-
-/// A raw pointer handed to the tasks that write disjoint parts of one buffer.
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: each task writes the output rows of its own (row, kv group) only.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    /// A method, not the field, so closures capture the whole `Shared` (which is `Send`).
-    fn at(self, offset: usize) -> *mut f32 {
-        // SAFETY: callers keep `offset` inside the buffer.
-        unsafe { self.0.add(offset) }
-    }
-}
 
 /// The f32 data of a CPU storage.
 fn f32_data<'a>(s: &'a Storage, what: &str) -> candle_core::Result<&'a [f32]> {

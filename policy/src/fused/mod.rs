@@ -29,6 +29,22 @@ pub use silu_mul::silu_mul;
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};
 
+/// A raw pointer to one output buffer, handed to the parallel tasks of an op that each write their own
+/// disjoint part of it (a sequence's or a unit's rows of one kv group: see each op).
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: the ops hand a `Shared` only to tasks that write disjoint elements of its buffer.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// A method, not the field, so closures capture the whole `Shared` (which is `Send`).
+    fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY: callers keep `offset` inside the buffer.
+        unsafe { self.0.add(offset) }
+    }
+}
+
 /// Borrows a contiguous f32 CPU tensor's data for `f`; `what` names the tensor in errors.
 fn with_f32_slice<R>(t: &Tensor, what: &str, f: impl FnOnce(&[f32]) -> R) -> candle_core::Result<R> {
     let (storage, layout) = t.storage_and_layout();

@@ -17,6 +17,7 @@ use super::attention::{composed_causal_attention, AttentionShape};
 use super::causal_softmax::{softmax_row, softmax_row_backward};
 use super::contiguous_f32;
 use super::gemm::matmul_strided;
+use super::Shared;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -94,21 +95,6 @@ impl SharedPrefixShape {
 
 struct SharedPrefixAttention {
     shape: SharedPrefixShape,
-}
-
-/// A raw pointer handed to tasks that write disjoint parts of one buffer.
-#[derive(Clone, Copy)]
-struct Shared(*mut f32);
-// SAFETY: tasks write disjoint elements only (each owns the query rows of one unit and one kv group).
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    /// A method, not the field, so closures capture the whole `Shared` (which is `Send`).
-    fn at(self, offset: usize) -> *mut f32 {
-        // SAFETY: callers keep `offset` inside the buffer.
-        unsafe { self.0.add(offset) }
-    }
 }
 
 impl SharedPrefixAttention {
