@@ -62,6 +62,16 @@ impl Conversation {
         self.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.as_str())
     }
 
+    /// The ids of each conversation's token trace, the prompts a token-level policy samples after; an error
+    /// when one has none (the policy's `begin` was not called on it).
+    pub fn trace_ids(conversations: &[&Conversation]) -> Result<Vec<Vec<u32>>, crate::error::RolloutError> {
+        conversations
+            .iter()
+            .map(|c| c.tokens.as_ref().map(|t| t.ids.clone()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| crate::error::RolloutError::Invalid("a conversation has no token trace (begin() was not called)".into()))
+    }
+
     /// The text of this episode's last tool turn: one after the question, never a demonstration's.
     pub fn last_tool_output(&self) -> Option<&str> {
         self.messages.iter().rev().take_while(|m| m.role != "user").find(|m| m.role == "tool").map(|m| m.content.as_str())

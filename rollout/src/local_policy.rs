@@ -59,11 +59,7 @@ impl TurnPolicy for LocalPolicy<'_> {
     }
 
     async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError> {
-        let prompts = conversations
-            .iter()
-            .map(|c| c.tokens.as_ref().map(|t| t.ids.clone()))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| RolloutError::Invalid("a conversation has no token trace (begin() was not called)".into()))?;
+        let prompts = Conversation::trace_ids(conversations)?;
         let mut rng = self.rng.lock().expect("rng lock");
         let mut prefixes = self.prefixes.lock().expect("prefix cache lock");
         let completions = self.policy.sample_with_prefixes(&prompts, &self.params, &mut *rng, &mut prefixes)?;

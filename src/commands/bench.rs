@@ -5,6 +5,7 @@ pub mod plugins;
 pub mod rollout;
 pub mod sandbox;
 pub mod train_step;
+pub mod workload;
 
 use serde::Serialize;
 use std::time::Duration;

@@ -86,10 +86,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
                 task_lines.push('\n');
                 for (i, e) in episodes.iter().enumerate() {
                     let reply = e.turns.first().map_or("", |t| t.reply.as_str());
-                    let solution = extract_code(reply, env.reasoning_format).ok().map(|code| solution(&by_id[&q.id], &code));
-                    let line = serde_json::json!({"task_id": q.id, "sample": i, "reply": reply, "solution": solution, "reward": e.reward, "tests": e.tests});
-                    sample_lines.push_str(&serde_json::to_string(&line)?);
-                    sample_lines.push('\n');
+                    sample_lines.push_str(&sample_line(&by_id[&q.id], i, reply, env.reasoning_format, e.reward, e.tests.as_ref())?);
                 }
             }
             // Samples first: a task line promises its samples are written.
@@ -104,6 +101,21 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
 
     let ids: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
     write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.tasks))
+}
+
+/// Sample `i` of `task` as a line of `samples.jsonl`: its reply, the program its tests ran (the task's
+/// prompt with the reply's code; none when the reply held no code), its reward and each test's result.
+fn sample_line(
+    task: &CodeTask,
+    i: usize,
+    reply: &str,
+    reasoning_format: bool,
+    reward: f32,
+    tests: Option<&agentrt_rollout::TestRun>,
+) -> anyhow::Result<String> {
+    let solution = extract_code(reply, reasoning_format).ok().map(|code| solution(task, &code));
+    let line = serde_json::json!({"task_id": task.id, "sample": i, "reply": reply, "solution": solution, "reward": reward, "tests": tests});
+    Ok(serde_json::to_string(&line)? + "\n")
 }
 
 /// `results.json` and `results.md` of the tasks `ids` from `dir`'s `tasks.jsonl`, printed too.
@@ -202,10 +214,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::R
             passed += result.correct;
             let mut sample_lines = String::new();
             for (i, (reply, grade)) in replies.iter().zip(&grades).enumerate() {
-                let solution = extract_code(reply, env.reasoning_format).ok().map(|code| solution(&by_id[id], &code));
-                let line = serde_json::json!({"task_id": id, "sample": i, "reply": reply, "solution": solution, "reward": grade.reward, "tests": grade.tests});
-                sample_lines.push_str(&serde_json::to_string(&line)?);
-                sample_lines.push('\n');
+                sample_lines.push_str(&sample_line(&by_id[id], i, reply, env.reasoning_format, grade.reward, grade.tests.as_ref())?);
             }
             append(&dir.join(SAMPLES), &sample_lines)?;
             append(&dir.join(TASKS), &format!("{}\n", serde_json::to_string(&result)?))?;

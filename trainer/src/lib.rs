@@ -34,4 +34,7 @@ pub use error::TrainError;
 pub use learner::{Learner, LearnerConfig, Sample, UpdateStats};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
-pub use trainer::{agent_settings, environment, episode_config, limits_of, sampling_of, train, training_questions, wiki_settings, TrainRequest, TrainSummary};
+pub use trainer::{
+    agent_settings, environment, episode_config, learner_config, limits_of, sample_seed, sampling_of, train, training_questions, wiki_settings, TrainRequest,
+    TrainSummary,
+};

@@ -127,6 +127,22 @@ pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
     }
 }
 
+/// How the learner updates under a config: `[algorithm]`'s KL weight, clipping, AdamW and shared-prefix update.
+pub fn learner_config(config: &TrainConfig) -> LearnerConfig {
+    let a = &config.algorithm;
+    LearnerConfig {
+        beta: a.beta,
+        max_grad_norm: a.max_grad_norm,
+        optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
+        share_prefixes: a.shared_prefix_update,
+    }
+}
+
+/// The seed of the sampler of step `step` (from 1), accumulation batch `micro`, of a run seeded `seed`.
+pub fn sample_seed(seed: u64, step: usize, micro: usize) -> u64 {
+    seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64)
+}
+
 /// A warm start from an adapter trained with other prompt settings (its `agent.json`) than `rollout.*`
 /// plays it off its training distribution: say so, naming both. An unreadable `agent.json` is an error
 /// (an adapter without one, e.g. a PEFT directory from elsewhere, is fine).
@@ -190,16 +206,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     // A warm start's KL reference is the warm-started model (base + the initial adapter, frozen).
     let reference = if config.algorithm.beta > 0.0 { crate::warm_start::reference_adapters(&policy, &config.model)? } else { None };
     policy.set_routing(config.routing.unflagged);
-    let a = &config.algorithm;
-    let mut learner = Learner::new(
-        policy,
-        LearnerConfig {
-            beta: a.beta,
-            max_grad_norm: a.max_grad_norm,
-            optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
-            share_prefixes: a.shared_prefix_update,
-        },
-    )?;
+    let mut learner = Learner::new(policy, learner_config(&config))?;
     learner.set_reference(reference);
     if let Some((step, ckpt)) = &resume_from {
         let p = RunDir::optimizer_of(ckpt);
@@ -277,8 +284,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
                 })
                 .collect();
             questions_seen += config.rollout.batch_size;
-            let sample_seed = seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64);
-            let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed);
+            let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed(seed, step, micro));
             let (mut rollouts, logprobs_known) = match &served {
                 None => {
                     let r = runner.run(&local, &batch).await?;

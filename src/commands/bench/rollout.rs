@@ -11,10 +11,9 @@
 //! two draw different samples, so their replies differ in length) and episodes per minute.
 
 use super::peer::Peer;
-use crate::sandbox_options::ToolOptions;
-use agentrt_policy::{ModelSource, Policy, SamplingParams};
+use super::workload::{Workload, WorkloadArgs};
+use agentrt_policy::{Policy, SamplingParams};
 use agentrt_rollout::{Conversation, EpisodeRunner, Finish, LocalPolicy, Question, Reply, RolloutError, TurnPolicy};
-use agentrt_trainer::TrainConfig;
 use async_trait::async_trait;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -33,27 +32,11 @@ pub struct Args {
     /// rollout.num_rollouts rollouts).
     #[arg(long, default_value_t = 2)]
     pub steps: usize,
-    /// A training config (TOML, as `agentrt train --config`): its [model], [data] and [rollout] define the
-    /// workload. Default: the embedded one.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Override a key of that config: `--set rollout.num_rollouts=8`.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// The peer's Python, with torch and transformers (`bash bench/policy/setup_venv.sh` makes it).
-    #[arg(long, default_value = super::peer::DEFAULT_PYTHON)]
-    pub python: PathBuf,
     /// The peer's script.
     #[arg(long, default_value = "bench/rollout/transformers_peer.py")]
     pub peer: PathBuf,
-    /// Threads the peer's torch may use (default: this machine's cores, as ours uses).
-    #[arg(long)]
-    pub peer_threads: Option<usize>,
-    /// Print one JSON object instead of the table.
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
-    pub tools: ToolOptions,
+    pub workload: WorkloadArgs,
 }
 
 /// One side's totals over the steps.
@@ -103,11 +86,11 @@ pub struct Comparison {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.steps > 0, "--steps must be at least 1");
-    super::peer::check(&args.python, &args.peer)?;
-    let config = TrainConfig::from_layers(args.config.as_deref(), &args.set)?;
+    let mut workload = Workload::load(&args.workload, &args.peer)?;
+    let config = &workload.config;
     anyhow::ensure!(config.rollout.sampler == "local", "rollout.sampler = {:?}: the benchmark measures the local sampler", config.rollout.sampler);
     let r = &config.rollout;
-    let workload = format!(
+    let description = format!(
         "{} steps x {} questions x {} rollouts, up to {} turns of {} tokens, temperature {}, top_k {}, top_p {}, model {}, env {}",
         args.steps,
         r.batch_size,
@@ -120,48 +103,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config.model.name,
         config.env.name.as_str()
     );
-    eprintln!("{}", agentrt_kernels::describe());
-    eprintln!("workload: {workload}");
-
-    let source = ModelSource::parse(&config.model.name);
-    let (model_path, _) = source.resolve()?;
-    anyhow::ensure!(model_path.extension().is_some_and(|e| e == "gguf"), "{}: the peer loads GGUF files only", model_path.display());
-    let device = agentrt_policy::parse_device(&config.model.device)?;
-    let mut policy = Policy::load(&source, &device)?;
-    agentrt_trainer::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
-    policy.set_routing(config.routing.unflagged);
-
-    let threads = args.peer_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let mut peer = Peer::start(&args.python, &args.peer, &model_path, threads)?;
+    eprintln!("workload: {description}");
+    let mut peer = args.workload.start_peer(&args.peer, &workload.model_path)?;
     let peer_versions = peer.versions.clone();
-
-    let questions = agentrt_trainer::training_questions(&config)?;
-    let mut order = agentrt_trainer::run_dir::DataOrder::new(questions.len(), config.run.seed);
-    let group = r.num_rollouts;
-    let params = agentrt_trainer::sampling_of(&config);
+    let batches: Vec<Vec<Question>> = (1..=args.steps).map(|step| workload.step_batch(step)).collect();
+    let (config, policy) = (&workload.config, &workload.policy);
+    let params = agentrt_trainer::sampling_of(config);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (ours, theirs) = runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(config.env.name, agentrt_trainer::limits_of(&config)).await?);
-        let runner = agentrt_trainer::environment(&config, sandbox.clone())?.runner(sandbox);
+        let sandbox = Arc::new(args.workload.tools.build_for(config.env.name, agentrt_trainer::limits_of(config)).await?);
+        let runner = agentrt_trainer::environment(config, sandbox.clone())?.runner(sandbox);
         let mut ours = SideTotals { name: "agentrt (candle, shared prefixes)".into(), ..SideTotals::default() };
         let mut theirs =
             SideTotals { name: format!("transformers {} generate", peer_versions["transformers"].as_str().unwrap_or("?")), ..SideTotals::default() };
         // One warm-up turn on each side, not measured (first-touch allocations, torch's lazy init).
-        let warm = [questions[0].clone()];
-        play(&runner, &LocalPolicy::new(&policy, SamplingParams { max_tokens: 4, ..params.clone() }, 0), &warm).await?;
-        let warm_peer = PeerPolicy::new(&policy, &mut peer, SamplingParams { max_tokens: 4, ..params.clone() }, 0);
+        let warm = [workload.first_question().clone()];
+        play(&runner, &LocalPolicy::new(policy, SamplingParams { max_tokens: 4, ..params.clone() }, 0), &warm).await?;
+        let warm_peer = PeerPolicy::new(policy, &mut peer, SamplingParams { max_tokens: 4, ..params.clone() }, 0);
         play(&runner, &warm_peer, &warm).await?;
         drop(warm_peer);
-        for step in 1..=args.steps {
-            let batch: Vec<Question> =
-                (0..r.batch_size).flat_map(|i| std::iter::repeat_n(questions[order.at((step - 1) * r.batch_size + i)].clone(), group)).collect();
-            let seed = config.run.seed.wrapping_mul(1_000_003).wrapping_add(step as u64 * 131);
-            let local = LocalPolicy::new(&policy, params.clone(), seed);
-            let (played, secs) = play(&runner, &local, &batch).await?;
+        for (step, batch) in (1..).zip(&batches) {
+            let seed = agentrt_trainer::sample_seed(config.run.seed, step, 0);
+            let local = LocalPolicy::new(policy, params.clone(), seed);
+            let (played, secs) = play(&runner, &local, batch).await?;
             ours.add(&played, secs);
-            let remote = PeerPolicy::new(&policy, &mut peer, params.clone(), seed);
-            let (played_peer, secs_peer) = play(&runner, &remote, &batch).await?;
+            let remote = PeerPolicy::new(policy, &mut peer, params.clone(), seed);
+            let (played_peer, secs_peer) = play(&runner, &remote, batch).await?;
             theirs.add(&played_peer, secs_peer);
             eprintln!(
                 "step {step}/{}: agentrt {:.1} s ({} tokens), transformers {:.1} s ({} tokens)",
@@ -180,14 +148,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     theirs.finish();
     let comparison = Comparison {
         machine: agentrt_kernels::describe(),
-        workload,
+        workload: description,
         ratio_tokens_per_s: ours.tokens_per_s / theirs.tokens_per_s,
         ratio_episodes_per_minute: ours.episodes_per_minute / theirs.episodes_per_minute,
         ours,
         transformers: theirs,
         peer_versions,
     };
-    if args.json {
+    if args.workload.json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
         return Ok(());
     }
@@ -245,11 +213,7 @@ impl TurnPolicy for PeerPolicy<'_> {
     }
 
     async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError> {
-        let prompts = conversations
-            .iter()
-            .map(|c| c.tokens.as_ref().map(|t| t.ids.clone()))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| RolloutError::Invalid("a conversation has no token trace (begin() was not called)".into()))?;
+        let prompts = Conversation::trace_ids(conversations)?;
         let eos = &self.policy.tokenizer.eos_ids;
         let seed = {
             let mut s = self.seed.lock().expect("seed lock");

@@ -12,11 +12,9 @@
 //! adapters start with B = 0, so the first update's losses must agree: a check that the two sides compute
 //! the same thing.
 
-use super::peer::Peer;
-use crate::sandbox_options::ToolOptions;
-use agentrt_policy::{AdamWConfig, ModelSource, Policy};
-use agentrt_rollout::{LocalPolicy, Question};
-use agentrt_trainer::{Learner, LearnerConfig, Sample, TrainConfig};
+use super::workload::{Workload, WorkloadArgs};
+use agentrt_rollout::LocalPolicy;
+use agentrt_trainer::{Learner, Sample};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,27 +30,11 @@ pub struct Args {
     /// Updates each side runs on the samples (the best is compared).
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
-    /// A training config (TOML, as `agentrt train --config`): its [model], [rollout] and [algorithm]
-    /// define the samples and the update. Default: the embedded one.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Override a key of that config: `--set rollout.num_rollouts=8`.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// The peer's Python, with torch, transformers and PEFT (`bash bench/policy/setup_venv.sh` makes it).
-    #[arg(long, default_value = super::peer::DEFAULT_PYTHON)]
-    pub python: PathBuf,
     /// The peer's script.
     #[arg(long, default_value = "bench/rollout/peft_peer.py")]
     pub peer: PathBuf,
-    /// Threads the peer's torch may use (default: this machine's cores, as ours uses).
-    #[arg(long)]
-    pub peer_threads: Option<usize>,
-    /// Print one JSON object instead of the table.
-    #[arg(long)]
-    pub json: bool,
     #[command(flatten)]
-    pub tools: ToolOptions,
+    pub workload: WorkloadArgs,
 }
 
 /// One side's updates.
@@ -83,30 +65,20 @@ pub struct Comparison {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.repeats > 0, "--repeats must be at least 1");
-    super::peer::check(&args.python, &args.peer)?;
-    let config = TrainConfig::from_layers(args.config.as_deref(), &args.set)?;
-    eprintln!("{}", agentrt_kernels::describe());
-    let source = ModelSource::parse(&config.model.name);
-    let (model_path, _) = source.resolve()?;
-    anyhow::ensure!(model_path.extension().is_some_and(|e| e == "gguf"), "{}: the peer loads GGUF files only", model_path.display());
-    let device = agentrt_policy::parse_device(&config.model.device)?;
-    let mut policy = Policy::load(&source, &device)?;
-    agentrt_trainer::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
+    let mut workload = Workload::load(&args.workload, &args.peer)?;
     anyhow::ensure!(
-        config.model.init_adapter.is_empty() && !config.model.dual_lora,
+        workload.config.model.init_adapter.is_empty() && !workload.config.model.dual_lora,
         "the benchmark runs fresh single adapters (no model.init_adapter, no dual_lora)"
     );
-
     // One step's samples, as training plays them.
-    let r = &config.rollout;
-    let questions = agentrt_trainer::training_questions(&config)?;
-    let mut order = agentrt_trainer::run_dir::DataOrder::new(questions.len(), config.run.seed);
-    let batch: Vec<Question> = (0..r.batch_size).flat_map(|i| std::iter::repeat_n(questions[order.at(i)].clone(), r.num_rollouts)).collect();
+    let batch = workload.step_batch(1);
+    let Workload { config, policy, model_path, .. } = workload;
+    let config = &config;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let played = runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(config.env.name, agentrt_trainer::limits_of(&config)).await?);
-        let runner = agentrt_trainer::environment(&config, sandbox.clone())?.runner(sandbox);
-        let local = LocalPolicy::new(&policy, agentrt_trainer::sampling_of(&config), config.run.seed);
+        let sandbox = Arc::new(args.workload.tools.build_for(config.env.name, agentrt_trainer::limits_of(config)).await?);
+        let runner = agentrt_trainer::environment(config, sandbox.clone())?.runner(sandbox);
+        let local = LocalPolicy::new(&policy, agentrt_trainer::sampling_of(config), config.run.seed);
         anyhow::Ok(runner.run(&local, &batch).await?)
     })?;
     let samples: Vec<Sample> = played
@@ -129,15 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("{} samples, {tokens} tokens ({model_tokens} written by the model)", samples.len());
 
     let a = &config.algorithm;
-    let mut learner = Learner::new(
-        policy,
-        LearnerConfig {
-            beta: a.beta,
-            max_grad_norm: a.max_grad_norm,
-            optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
-            share_prefixes: a.shared_prefix_update,
-        },
-    )?;
+    let mut learner = Learner::new(policy, agentrt_trainer::learner_config(config))?;
     let mut ours_seconds = Vec::with_capacity(args.repeats);
     let mut ours_loss = None;
     for _ in 0..args.repeats {
@@ -148,8 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ours_loss.get_or_insert(stats.loss);
     }
 
-    let threads = args.peer_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let mut peer = Peer::start(&args.python, &args.peer, &model_path, threads)?;
+    let mut peer = args.workload.start_peer(&args.peer, &model_path)?;
     let request = serde_json::json!({
         "samples": samples.iter().map(|s| serde_json::json!({"ids": s.ids, "mask": s.model_mask, "advantage": s.advantage})).collect::<Vec<_>>(),
         "rank": config.model.lora_rank,
@@ -188,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         peft,
         peer_versions,
     };
-    if args.json {
+    if args.workload.json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
         return Ok(());
     }
