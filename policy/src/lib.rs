@@ -14,6 +14,7 @@
 pub mod adapter_io;
 pub mod allocator;
 pub mod chat_template;
+pub mod continuous_batch;
 pub mod error;
 pub mod fused;
 pub mod lora;
@@ -26,6 +27,7 @@ pub mod tiny;
 pub mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};
+pub use continuous_batch::ContinuousBatch;
 pub use error::{PolicyError, Result};
 pub use lora::{AdapterSet, LoraConfig, LoraFactors, Routing, Target, Which};
 pub use model::{Arch, Decoder, ModelConfig, ModelWeights};

@@ -13,6 +13,7 @@
 //! Keys and values depend on the adapters' weights: a cache must not outlive an update (the trainer makes
 //! one per sampling pass, inside the rollout policy).
 
+use crate::model::SharedKv;
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
@@ -110,10 +111,12 @@ impl PrefixCache {
         Some(best)
     }
 
-    /// Layer `layer`'s keys and values for the first `len` tokens of entry `m.entry`.
-    pub(crate) fn layer(&self, m: PrefixMatch, layer: usize) -> candle_core::Result<(Tensor, Tensor)> {
-        let (k, v) = &self.entries[m.entry].layers[layer];
-        Ok((k.narrow(2, 0, m.len)?, v.narrow(2, 0, m.len)?))
+    /// The keys and values of the first `m.len` tokens of entry `m.entry`, as a segment a sequence reads in
+    /// place (views: the entry may be dropped from the cache while a sequence still reads them).
+    pub(crate) fn segment(&self, m: PrefixMatch) -> candle_core::Result<SharedKv> {
+        let layers =
+            self.entries[m.entry].layers.iter().map(|(k, v)| Ok((k.narrow(2, 0, m.len)?, v.narrow(2, 0, m.len)?))).collect::<candle_core::Result<Vec<_>>>()?;
+        SharedKv::new(layers)
     }
 
     /// Stores the keys and values of `ids` (`(1, kv_heads, ids.len(), head_dim)` per layer, not views of a

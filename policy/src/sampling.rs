@@ -4,19 +4,17 @@
 //! temperature 1 without top-p/top-k truncation: the same quantity [`crate::Policy::token_logprobs`]
 //! computes for training, so no turn is ever re-tokenised and the importance ratio starts at 1.
 //!
-//! Prompts of different lengths are padded where their rows need it (at the start, or between a cached prefix
-//! and the new tokens); the decoder masks padding and gives every token its position in its own sequence.
-//! Rows that finish leave the batch (their cache rows are dropped, after [`PrefixCache`] has kept a copy).
+//! The decoding loop itself is [`ContinuousBatch`]'s: every sequence has a cache of its own (no padding), rows
+//! leave the batch the step they end, and new ones may join between steps.
 
+use crate::continuous_batch::ContinuousBatch;
 use crate::error::Result;
 use crate::lora::AdapterSet;
-use crate::model::{Decoder, KvCache};
-use crate::prefix_cache::{common_prefix, PrefixCache, PrefixMatch, TokenCounts};
+use crate::model::Decoder;
+use crate::prefix_cache::PrefixCache;
 use crate::tokenizer::PolicyTokenizer;
-use candle_core::Tensor;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use std::ops::Range;
 
 /// How to sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +69,7 @@ pub struct Completion {
     pub finish_reason: FinishReason,
 }
 
-fn logsumexp(logits: &[f32]) -> f32 {
+pub(crate) fn logsumexp(logits: &[f32]) -> f32 {
     let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     m + logits.iter().map(|&x| (x - m).exp()).sum::<f32>().ln()
 }
@@ -152,13 +150,6 @@ pub enum Heard {
     Cancel,
 }
 
-struct Row {
-    prompt_index: usize,
-    ids: Vec<u32>,
-    logprobs: Vec<f32>,
-    done: Option<FinishReason>,
-}
-
 /// Samples `params.n` completions for each prompt (ids already templated). Completions come back grouped by
 /// prompt, in order. With `prefixes`, prompts start from the longest prefix computed before (see
 /// [`PrefixCache`]) and the rows leave their keys and values there for the next turn.
@@ -181,100 +172,15 @@ pub fn sample(
     Ok(out)
 }
 
-/// The batch's cache after its prompts were read: row `r`'s slots `holes[r]` are padding.
-struct Prefilled {
-    logits: Tensor,
-    cache: KvCache,
-    holes: Vec<Range<usize>>,
-}
-
-/// Reads `prompts` into a fresh cache, one row each, and returns the logits of each prompt's last token.
-/// A prompt with a cached prefix (`from[u]`) starts from its keys and values: its row is the cached slots,
-/// a hole, then its own new tokens, which end together with every other row's. Counts what it prefilled.
-fn prefill(
-    decoder: &Decoder,
-    adapters: Option<&AdapterSet>,
-    prompts: &[&[u32]],
-    from: &[Option<PrefixMatch>],
-    prefixes: Option<&PrefixCache>,
-    pad_id: u32,
-) -> Result<(Prefilled, usize)> {
-    let dev = decoder.device();
-    let cached: Vec<usize> = from.iter().map(|m| m.map_or(0, |m| m.len)).collect();
-    let fresh: Vec<usize> = prompts.iter().zip(&cached).map(|(p, &c)| p.len() - c).collect();
-    if fresh.contains(&0) {
-        return Err(crate::PolicyError::Invalid("a prompt's last token must be read to sample after it".into()));
-    }
-    let (c_max, n_max) = (cached.iter().copied().max().unwrap_or(0), fresh.iter().copied().max().unwrap_or(0));
-    let mut cache = KvCache::default();
-    if c_max > 0 {
-        let prefixes = prefixes.ok_or_else(|| crate::PolicyError::Invalid("a cached prefix without its cache".into()))?;
-        let layers = (0..decoder.cfg.num_layers)
-            .map(|li| {
-                let (mut ks, mut vs) = (Vec::with_capacity(prompts.len()), Vec::with_capacity(prompts.len()));
-                for (m, &c) in from.iter().zip(&cached) {
-                    let (kv, hd) = (decoder.cfg.num_kv_heads, decoder.cfg.head_dim);
-                    let zeros = |n: usize| Tensor::zeros((1, kv, n, hd), decoder.weights.embed.dtype(), dev);
-                    let (k, v) = match m {
-                        Some(m) if c == c_max => prefixes.layer(*m, li)?,
-                        Some(m) => {
-                            let (k, v) = prefixes.layer(*m, li)?;
-                            (Tensor::cat(&[&k, &zeros(c_max - c)?], 2)?, Tensor::cat(&[&v, &zeros(c_max - c)?], 2)?)
-                        }
-                        None => (zeros(c_max)?, zeros(c_max)?),
-                    };
-                    ks.push(k);
-                    vs.push(v);
-                }
-                Ok((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?))
-            })
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        cache = KvCache::from_layers(layers)?;
-    }
-    let mut flat = Vec::with_capacity(prompts.len() * n_max);
-    let mut holes = Vec::with_capacity(prompts.len());
-    for ((p, &c), &n) in prompts.iter().zip(&cached).zip(&fresh) {
-        flat.extend(std::iter::repeat_n(pad_id, n_max - n));
-        flat.extend(&p[c..]);
-        holes.push(c..c_max + n_max - n);
-    }
-    let input = Tensor::from_vec(flat, (prompts.len(), n_max), dev)?;
-    let logits = decoder.forward_cached(&input, &holes, &mut cache, adapters)?;
-    Ok((Prefilled { logits, cache, holes }, fresh.iter().sum()))
-}
-
-/// Row `row`'s keys and values without its hole, `(1, kv_heads, T, head_dim)` per layer, in storage of their
-/// own (a view would keep the whole batch's cache alive).
-fn row_keys_values(cache: &KvCache, row: usize, hole: &Range<usize>) -> candle_core::Result<Vec<(Tensor, Tensor)>> {
-    let own = |t: &Tensor| -> candle_core::Result<Tensor> {
-        let t = t.narrow(0, row, 1)?;
-        let len = t.dim(2)?;
-        let parts: Vec<Tensor> = [(0, hole.start), (hole.end, len - hole.end)]
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|&(s, n)| t.narrow(2, s, n))
-            .collect::<candle_core::Result<_>>()?;
-        match parts.as_slice() {
-            [one] => one.force_contiguous(),
-            _ => Tensor::cat(&parts, 2),
-        }
-    };
-    (0..cache.num_layers())
-        .map(|li| match cache.layer(li)? {
-            Some((k, v)) => Ok((own(&k)?, own(&v)?)),
-            None => candle_core::bail!("block {li} of a used cache is empty"),
-        })
-        .collect()
-}
-
-/// Samples one completion per row, all rows in one batch (a finished row leaves it), each row under its own
-/// settings. `on_token(row, id, logprob)` hears every sampled token as soon as it is picked (a server streams
-/// them) and may cancel the row. A completion's `prompt_index` is its row's index.
+/// Samples one completion per row, each row under its own settings, in one [`ContinuousBatch`] (a finished
+/// row leaves it). `on_token(row, id, logprob)` hears every sampled token as soon as it is picked (a server
+/// streams them) and may cancel the row. Completions come back in row order; a completion's `prompt_index`
+/// is its row's index (and so is its random stream's, with [`Draws::PerRow`]).
 ///
 /// Rows with the same prompt read it once; with `prefixes`, what the prompts share with each other (when
 /// several distinct ones share a prefix) or with an earlier pass is read once too, and each row that ends
 /// leaves its keys and values there. The tokens are the same function of the prompt either way: a row's
-/// tokens keep their positions whatever its layout, and padding is masked.
+/// tokens keep their positions whatever is batched with them.
 pub fn sample_rows(
     decoder: &Decoder,
     tokenizer: &PolicyTokenizer,
@@ -284,145 +190,20 @@ pub fn sample_rows(
     on_token: &mut dyn FnMut(usize, u32, f32) -> Heard,
     mut prefixes: Option<&mut PrefixCache>,
 ) -> Result<Vec<Completion>> {
-    if specs.is_empty() {
-        return Ok(Vec::new());
-    }
     if let Draws::PerRow(r) = &draws {
         if r.len() != specs.len() {
             return Err(crate::PolicyError::Invalid(format!("{} random streams for {} rows", r.len(), specs.len())));
         }
     }
-    let dev = decoder.device().clone();
-    let max_len = specs.iter().map(|s| s.prompt.len()).max().unwrap_or(0);
-    if specs.iter().any(|s| s.prompt.is_empty()) {
-        return Err(crate::PolicyError::Invalid("empty prompt".into()));
+    let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters);
+    for (j, s) in specs.iter().enumerate() {
+        batch.admit(j, s.prompt.to_vec(), s.params.clone())?;
     }
-    let max_tokens = specs.iter().map(|s| s.params.max_tokens).max().unwrap_or(0);
-    if max_len + max_tokens > decoder.cfg.max_position_embeddings {
-        return Err(crate::PolicyError::Invalid(format!(
-            "prompt ({max_len} tokens) plus max_tokens ({max_tokens}) exceeds the model's context ({})",
-            decoder.cfg.max_position_embeddings
-        )));
+    let mut out = Vec::with_capacity(specs.len());
+    while !batch.is_empty() {
+        out.extend(batch.step(&mut draws, on_token, prefixes.as_deref_mut())?);
     }
-    let pad_id = tokenizer.eos_ids.first().copied().unwrap_or(0);
-    let mut rows: Vec<Row> = specs
-        .iter()
-        .enumerate()
-        .map(|(j, s)| Row { prompt_index: j, ids: vec![], logprobs: vec![], done: (s.params.max_tokens == 0).then_some(FinishReason::Length) })
-        .collect();
-    // A row asked for no tokens at all is done before the first forward.
-    let mut active: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].done.is_none()).collect();
-    if active.is_empty() {
-        return finish(rows, tokenizer);
-    }
-    // Each distinct prompt is read once; `unique_of[k]` is active row k's.
-    let mut uniques: Vec<&[u32]> = Vec::new();
-    let mut unique_of = Vec::with_capacity(active.len());
-    for &i in &active {
-        let p = specs[i].prompt;
-        let u = uniques.iter().position(|&q| q == p).unwrap_or_else(|| {
-            uniques.push(p);
-            uniques.len() - 1
-        });
-        unique_of.push(u);
-    }
-    let mut counts = TokenCounts { reused: active.iter().map(|&i| specs[i].prompt.len()).sum(), ..TokenCounts::default() };
-    let mut from: Vec<Option<PrefixMatch>> = vec![None; uniques.len()];
-    if let Some(pc) = prefixes.as_deref_mut() {
-        let matches = |pc: &mut PrefixCache| uniques.iter().map(|p| pc.longest(p, p.len() - 1)).collect::<Vec<_>>();
-        from = matches(pc);
-        // What several distinct prompts share and no entry holds yet (the system prompt and demonstration on
-        // a first pass) is read once, on its own, and then served from the cache like any other prefix.
-        let shared = uniques.iter().map(|p| common_prefix(p, uniques[0])).min().unwrap_or(0).min(uniques.iter().map(|p| p.len() - 1).min().unwrap_or(0));
-        if uniques.len() > 1 && from.iter().filter(|m| m.map_or(0, |m| m.len) < shared).count() > 1 {
-            let head = &uniques[0][..shared];
-            let head_from = [pc.longest(head, shared - 1)];
-            let (p, read) = prefill(decoder, adapters, &[head], &head_from, Some(pc), pad_id)?;
-            counts.prefilled += read;
-            let kv = row_keys_values(&p.cache, 0, &p.holes[0])?;
-            pc.insert(head.to_vec(), kv)?;
-            from = matches(pc);
-        }
-    }
-    let (p, read) = prefill(decoder, adapters, &uniques, &from, prefixes.as_deref(), pad_id)?;
-    counts.prefilled += read;
-    debug_assert!(counts.prefilled <= counts.reused, "read more prompt tokens than the rows have");
-    counts.reused = counts.reused.saturating_sub(counts.prefilled);
-    let Prefilled { logits, mut cache, holes: unique_holes } = p;
-    let expand = Tensor::new(unique_of.iter().map(|&u| u as u32).collect::<Vec<_>>().as_slice(), &dev)?;
-    let mut logits = if uniques.len() < active.len() { logits.index_select(&expand, 0)? } else { logits };
-    if uniques.len() < active.len() {
-        cache.select_rows(&expand)?;
-    }
-    let mut holes: Vec<Range<usize>> = unique_of.iter().map(|&u| unique_holes[u].clone()).collect();
-    loop {
-        let rows_logits: Vec<Vec<f32>> = logits.to_dtype(candle_core::DType::F32)?.to_vec2()?;
-        let mut next = Vec::with_capacity(active.len());
-        for (k, &i) in active.iter().enumerate() {
-            let params = specs[i].params;
-            let id = match &mut draws {
-                Draws::Shared(rng) => pick(&rows_logits[k], params, rng),
-                Draws::PerRow(rngs) => pick(&rows_logits[k], params, &mut rngs[i]),
-            };
-            let lp = rows_logits[k][id as usize] - logsumexp(&rows_logits[k]);
-            let row = &mut rows[i];
-            row.ids.push(id);
-            row.logprobs.push(lp);
-            counts.sampled += 1;
-            next.push(id);
-            if tokenizer.eos_ids.contains(&id) {
-                row.done = Some(FinishReason::Eos);
-            } else if !params.stop.is_empty() {
-                let text = tokenizer.decode(&row.ids)?;
-                if let Some(s) = params.stop.iter().find(|s| text.contains(s.as_str())) {
-                    row.done = Some(FinishReason::Stop(s.clone()));
-                }
-            }
-            if row.done.is_none() && row.ids.len() >= params.max_tokens {
-                row.done = Some(FinishReason::Length);
-            }
-            if on_token(i, id, lp) == Heard::Cancel && row.done.is_none() {
-                row.done = Some(FinishReason::Cancelled);
-            }
-        }
-        // A row that ends leaves what it read (its prompt and every token but the last) for the next turn.
-        if let Some(pc) = prefixes.as_deref_mut() {
-            for (k, &i) in active.iter().enumerate() {
-                if rows[i].done.is_some() {
-                    let r = &rows[i];
-                    let read: Vec<u32> = specs[i].prompt.iter().chain(&r.ids[..r.ids.len() - 1]).copied().collect();
-                    let kv = row_keys_values(&cache, k, &holes[k])?;
-                    pc.insert(read, kv)?;
-                }
-            }
-        }
-        let keep: Vec<u32> = (0..active.len()).filter(|&k| rows[active[k]].done.is_none()).map(|k| k as u32).collect();
-        if keep.is_empty() {
-            break;
-        }
-        if keep.len() < active.len() {
-            let sel = Tensor::new(keep.as_slice(), &dev)?;
-            cache.select_rows(&sel)?;
-            active = keep.iter().map(|&k| active[k as usize]).collect();
-            next = keep.iter().map(|&k| next[k as usize]).collect();
-            holes = keep.iter().map(|&k| holes[k as usize].clone()).collect();
-        }
-        let input = Tensor::from_vec(next, (active.len(), 1), &dev)?;
-        logits = decoder.forward_cached(&input, &holes, &mut cache, adapters)?;
-    }
-    if let Some(pc) = prefixes {
-        pc.count(counts);
-    }
-    finish(rows, tokenizer)
-}
-
-fn finish(rows: Vec<Row>, tokenizer: &PolicyTokenizer) -> Result<Vec<Completion>> {
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        let reason = r.done.unwrap_or(FinishReason::Length);
-        let text_ids = if reason == FinishReason::Eos { &r.ids[..r.ids.len() - 1] } else { &r.ids[..] };
-        out.push(Completion { prompt_index: r.prompt_index, text: tokenizer.decode(text_ids)?, token_ids: r.ids, logprobs: r.logprobs, finish_reason: reason });
-    }
+    out.sort_by_key(|c| c.prompt_index);
     Ok(out)
 }
 

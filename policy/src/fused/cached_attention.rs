@@ -1,12 +1,17 @@
-//! Attention of a decoding step's few new positions over the KV cache, reading the cache in place.
+//! Attention of the new positions of a ragged batch of sequences over their KV caches, read in place.
 //!
 //! Why: in a rollout the cache is long (a system prompt, a demonstration and tool output: about a
 //! thousand positions), and its keys and values outweigh the model: 8 rows x 1,000 positions of
 //! SmolLM2-135M's are 368 MB a step against 84 MB of Q4_1 weights. Composed from candle ops, each layer's
 //! scores went through a general matrix product that packed (copied) every cached key first. Here one
-//! task per (row, kv group) streams its cached keys once through the decode kernels
+//! task per (sequence, kv group) streams its cached keys once through the decode kernels
 //! (`agentrt_kernels::decode::rows_f32`: each key row dotted with the group's few query rows while it sits
-//! in L1), and multiplies the probabilities into the values. No backward: sampling only.
+//! in L1), and multiplies the probabilities into the values.
+//!
+//! A sequence's keys and values come in segments (shared prefixes, then its own cache: see
+//! [`crate::model::SequenceKv`]), read one after the other as if they were one tensor, so sequences that
+//! share a prefix read the same memory instead of copies of it. Sequences are ragged: each has its own
+//! number of new positions and of cached ones, and no padding. No backward: sampling only.
 
 use super::gemm::matmul_strided;
 use super::Shared;
@@ -17,6 +22,25 @@ use rayon::prelude::*;
 /// prefill goes through the composed ops, where the general product's packing pays for itself.
 pub const MAX_QUERY_ROWS: usize = 16;
 
+/// One sequence of a ragged batch: its new positions `start..start + new` of the queries, and its keys and
+/// values as segments `(1, kv_heads, n, head_dim)` in position order, the last `new` positions being the
+/// new ones (already appended).
+#[derive(Debug, Clone)]
+pub struct CachedSequence {
+    /// The first of its new positions in the batch's queries.
+    pub start: usize,
+    /// How many new positions it has (at least one).
+    pub new: usize,
+    /// Its cached keys and values, segment by segment.
+    pub segments: Vec<(Tensor, Tensor)>,
+}
+
+impl CachedSequence {
+    fn keys(&self) -> candle_core::Result<usize> {
+        self.segments.iter().map(|(k, _)| k.dim(2)).sum()
+    }
+}
+
 /// The f32 data of a CPU storage.
 fn f32_data<'a>(s: &'a Storage, what: &str) -> candle_core::Result<&'a [f32]> {
     match s {
@@ -25,85 +49,150 @@ fn f32_data<'a>(s: &'a Storage, what: &str) -> candle_core::Result<&'a [f32]> {
     }
 }
 
-/// `softmax(scale · q·kᵀ + mask) · v` for `q: (B, heads, t, hd)`, `k, v: (B, kv_heads, len, hd)` (views of
-/// the cache's buffers) and an additive `mask: (B, 1, rep·t, len)` whose rows are a group's query heads
-/// folded over `t` (head-major). Returns `(B, heads, t, hd)`. The composed candle ops where the streaming
-/// path does not apply (off the CPU, other dtypes, more than [`MAX_QUERY_ROWS`] query rows a group, or
-/// positions of a head not contiguous).
-pub fn cached_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64) -> candle_core::Result<Tensor> {
-    let (b, nh, t, hd) = q.dims4()?;
-    let (kb, nkv, len, khd) = k.dims4()?;
-    if kb != b || khd != hd || v.dims() != k.dims() || nkv == 0 || !nh.is_multiple_of(nkv) {
-        candle_core::bail!("cached-attention: q {:?}, k {:?}, v {:?} do not fit", q.shape(), k.shape(), v.shape());
+/// `softmax(scale · q·kᵀ + causal) · v` per sequence, for `q: (heads, N, hd)` (every sequence's new
+/// positions, one after the other) and each sequence's segments: new position `i` of a sequence with
+/// `L` keys sees keys `..= L - new + i`. Returns `(heads, N, hd)`. The streaming path for sequences of at
+/// most [`MAX_QUERY_ROWS`] query rows a group on f32 CPU tensors; the composed candle ops for the others.
+pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> candle_core::Result<Tensor> {
+    let (nh, n, hd) = q.dims3()?;
+    let mut covered = 0;
+    for s in seqs {
+        let keys = s.keys()?;
+        if s.start != covered || s.new == 0 || keys < s.new {
+            candle_core::bail!("cached-attention: a sequence of {} new positions at {} ({keys} keys) does not follow position {covered}", s.new, s.start);
+        }
+        for (k, v) in &s.segments {
+            let (b, nkv, _, khd) = k.dims4()?;
+            if b != 1 || khd != hd || v.dims() != k.dims() || nkv == 0 || !nh.is_multiple_of(nkv) {
+                candle_core::bail!("cached-attention: q {:?}, a segment's k {:?} and v {:?} do not fit", q.shape(), k.shape(), v.shape());
+            }
+        }
+        covered += s.new;
     }
+    if covered != n {
+        candle_core::bail!("cached-attention: sequences cover {covered} of {n} query positions");
+    }
+    let Some(nkv) = seqs.first().and_then(|s| s.segments.first()).map(|(k, _)| k.dim(1)).transpose()? else {
+        return q.zeros_like();
+    };
     let rep = nh / nkv;
-    let rows = rep * t;
-    if mask.dims() != [b, 1, rows, len] {
-        candle_core::bail!("cached-attention: mask {:?} is not ({b}, 1, {rows}, {len})", mask.shape());
-    }
-    let on_cpu_f32 = [q, k, v, mask].iter().all(|x| x.device().is_cpu() && x.dtype() == DType::F32);
     let rows_contiguous = |x: &Tensor| x.stride()[3] == 1 && x.stride()[2] == hd;
-    if !on_cpu_f32 || rows > MAX_QUERY_ROWS || !rows_contiguous(k) || !rows_contiguous(v) || len == 0 {
-        return composed_cached_attention(q, k, v, mask, scale);
+    let on_cpu_f32 = q.device().is_cpu()
+        && q.dtype() == DType::F32
+        && seqs.iter().flat_map(|s| &s.segments).all(|(k, v)| k.dtype() == DType::F32 && rows_contiguous(k) && rows_contiguous(v));
+    if !on_cpu_f32 {
+        let outs = seqs.iter().map(|s| composed_one(q, s, scale)).collect::<candle_core::Result<Vec<_>>>()?;
+        return Tensor::cat(&outs, 1);
     }
     let q = q.contiguous()?;
-    let mask = mask.contiguous()?;
-    // The storages stay read-locked while the tasks read them in place.
-    let (q_store, q_layout) = q.storage_and_layout();
-    let (m_store, m_layout) = mask.storage_and_layout();
-    let (k_store, k_layout) = k.storage_and_layout();
-    let (v_store, v_layout) = v.storage_and_layout();
-    let (qs, ms, ks, vs) = (f32_data(&q_store, "q")?, f32_data(&m_store, "mask")?, f32_data(&k_store, "k")?, f32_data(&v_store, "v")?);
-    let (q0, m0, k0, v0) = (q_layout.start_offset(), m_layout.start_offset(), k_layout.start_offset(), v_layout.start_offset());
-    let (kst, vst) = (k_layout.stride(), v_layout.stride());
-    let path = agentrt_kernels::selected();
-    let mut out = vec![0f32; b * nh * t * hd];
-    let dst = Shared(out.as_mut_ptr());
-    (0..b * nkv).into_par_iter().for_each(|task| {
-        let (bi, g) = (task / nkv, task % nkv);
-        // The group's queries: heads g·rep.., t positions each, contiguous rows of hd.
-        let qg = ((bi * nh + g * rep) * t) * hd;
-        let kg = k0 + bi * kst[0] + g * kst[1];
-        let vg = v0 + bi * vst[0] + g * vst[1];
-        // Scores, (len, rows): key j's dot with every query row of the group.
-        let mut p = vec![0f32; len * rows];
-        agentrt_kernels::decode::rows_f32(path, &qs[q0 + qg..q0 + qg + rows * hd], &ks[kg..kg + len * hd], &mut p, rows, hd);
-        let mask_rows = &ms[m0 + bi * rows * len..m0 + (bi + 1) * rows * len];
-        for (r, mr) in mask_rows.chunks(len).enumerate() {
-            let mut max = f32::NEG_INFINITY;
-            for (j, &m) in mr.iter().enumerate() {
-                let s = &mut p[j * rows + r];
-                *s = *s * scale as f32 + m;
-                max = max.max(*s);
+    let mut out = vec![0f32; nh * n * hd];
+    let (streamed, composed): (Vec<&CachedSequence>, Vec<&CachedSequence>) = seqs.iter().partition(|s| rep * s.new <= MAX_QUERY_ROWS);
+    {
+        // The storages stay read-locked while the tasks read them in place.
+        let (q_store, q_layout) = q.storage_and_layout();
+        let qs = &f32_data(&q_store, "q")?[q_layout.start_offset()..];
+        let guards: Vec<Vec<_>> = streamed.iter().map(|s| s.segments.iter().map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout())).collect()).collect();
+        // Per sequence, per segment: (keys, values, positions, kv-head stride of each).
+        type Segment<'a> = (&'a [f32], &'a [f32], usize, usize, usize);
+        let mut views: Vec<Vec<Segment>> = Vec::with_capacity(streamed.len());
+        for g in &guards {
+            let mut segs = Vec::with_capacity(g.len());
+            for ((ks, kl), (vs, vl)) in g {
+                let (k, v) = (&f32_data(ks, "k")?[kl.start_offset()..], &f32_data(vs, "v")?[vl.start_offset()..]);
+                segs.push((k, v, kl.dims()[2], kl.stride()[1], vl.stride()[1]));
             }
-            let mut sum = 0f32;
-            for j in 0..len {
-                let s = &mut p[j * rows + r];
-                *s = (*s - max).exp();
-                sum += *s;
-            }
-            let inv = 1.0 / sum;
-            for j in 0..len {
-                p[j * rows + r] *= inv;
-            }
+            views.push(segs);
         }
-        // SAFETY: p is (rows, len) read through strides (rows, 1), the values are len rows of hd at vg;
-        // this task alone writes the group's rows of out.
-        unsafe {
-            matmul_strided((rows, hd, len), dst.at(qg), hd, false, p.as_ptr(), (rows, 1), vs[vg..].as_ptr(), (1, hd));
+        let path = agentrt_kernels::selected();
+        let dst = Shared(out.as_mut_ptr());
+        (0..streamed.len() * nkv).into_par_iter().for_each(|task| {
+            let (si, g) = (task / nkv, task % nkv);
+            let s = streamed[si];
+            let (t, rows) = (s.new, rep * s.new);
+            let len: usize = views[si].iter().map(|x| x.2).sum();
+            // The group's query rows, head-major: row h·t + i is head g·rep + h at new position i.
+            let mut qg = vec![0f32; rows * hd];
+            for h in 0..rep {
+                for i in 0..t {
+                    let at = ((g * rep + h) * n + s.start + i) * hd;
+                    qg[(h * t + i) * hd..][..hd].copy_from_slice(&qs[at..at + hd]);
+                }
+            }
+            // Scores, (len, rows): key j's dot with every query row, segment after segment.
+            let mut p = vec![0f32; len * rows];
+            let mut from = 0;
+            for &(ks, _, m, kst, _) in &views[si] {
+                agentrt_kernels::decode::rows_f32(path, &qg, &ks[g * kst..g * kst + m * hd], &mut p[from * rows..(from + m) * rows], rows, hd);
+                from += m;
+            }
+            for r in 0..rows {
+                let seen = len - t + r % t + 1;
+                let mut max = f32::NEG_INFINITY;
+                for j in 0..seen {
+                    let x = &mut p[j * rows + r];
+                    *x *= scale as f32;
+                    max = max.max(*x);
+                }
+                let mut sum = 0f32;
+                for j in 0..seen {
+                    let x = &mut p[j * rows + r];
+                    *x = (*x - max).exp();
+                    sum += *x;
+                }
+                let inv = 1.0 / sum;
+                for j in 0..len {
+                    p[j * rows + r] = if j < seen { p[j * rows + r] * inv } else { 0.0 };
+                }
+            }
+            let mut og = vec![0f32; rows * hd];
+            let mut from = 0;
+            for (x, &(_, vs, m, _, vst)) in views[si].iter().enumerate() {
+                // SAFETY: p's rows `from..from + m` of `len` read through strides (rows, 1); the segment's
+                // values are m rows of hd at g·vst; og is this task's own.
+                unsafe {
+                    matmul_strided((rows, hd, m), og.as_mut_ptr(), hd, x > 0, p[from * rows..].as_ptr(), (rows, 1), vs[g * vst..].as_ptr(), (1, hd));
+                }
+                from += m;
+            }
+            for h in 0..rep {
+                for i in 0..t {
+                    let at = ((g * rep + h) * n + s.start + i) * hd;
+                    // SAFETY: this task alone writes the rows of its group's heads at its sequence's positions.
+                    unsafe { std::ptr::copy_nonoverlapping(og[(h * t + i) * hd..].as_ptr(), dst.at(at), hd) };
+                }
+            }
+        });
+        drop(guards);
+        drop(q_store);
+    }
+    for s in composed {
+        let o: Vec<f32> = composed_one(&q, s, scale)?.flatten_all()?.to_vec1()?;
+        for h in 0..nh {
+            out[(h * n + s.start) * hd..][..s.new * hd].copy_from_slice(&o[h * s.new * hd..][..s.new * hd]);
         }
-    });
-    drop((q_store, m_store, k_store, v_store));
-    Tensor::from_vec(out, (b, nh, t, hd), q.device())
+    }
+    Tensor::from_vec(out, (nh, n, hd), q.device())
 }
 
-/// The same function from candle ops (the reference, and the path where the streaming one does not apply).
-pub fn composed_cached_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Tensor, scale: f64) -> candle_core::Result<Tensor> {
-    let (b, nh, t, hd) = q.dims4()?;
-    let nkv = k.dim(1)?;
-    let qg = q.reshape((b, nkv, nh / nkv * t, hd))?;
-    let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?;
-    p.matmul(v)?.reshape((b, nh, t, hd))
+/// One sequence's attention from candle ops (the reference, and the path where streaming does not apply):
+/// `(heads, new, hd)`.
+pub fn composed_one(q: &Tensor, s: &CachedSequence, scale: f64) -> candle_core::Result<Tensor> {
+    let (nh, _, hd) = q.dims3()?;
+    let ks: Vec<&Tensor> = s.segments.iter().map(|(k, _)| k).collect();
+    let vs: Vec<&Tensor> = s.segments.iter().map(|(_, v)| v).collect();
+    let (k, v) = (Tensor::cat(&ks, 2)?.squeeze(0)?, Tensor::cat(&vs, 2)?.squeeze(0)?);
+    let (nkv, len, t) = (k.dim(0)?, k.dim(1)?, s.new);
+    let rep = nh / nkv;
+    let mut m = Vec::with_capacity(rep * t * len);
+    for _ in 0..rep {
+        for i in 0..t {
+            m.extend((0..len).map(|j| if j + t <= len + i { 0f32 } else { f32::NEG_INFINITY }));
+        }
+    }
+    let mask = Tensor::from_vec(m, (rep * t, len), q.device())?.to_dtype(q.dtype())?;
+    let qg = q.narrow(1, s.start, t)?.contiguous()?.reshape((nkv, rep * t, hd))?;
+    let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?)?;
+    p.matmul(&v.contiguous()?)?.reshape((nh, t, hd))
 }
 
 #[cfg(test)]
@@ -111,32 +200,42 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    /// Against the composed ops on cache-like views (a narrowed buffer with room to grow) and a mask
-    /// with padding and causality, for one new position and for several.
+    /// The streaming path against the composed ops, on segments that are views of larger buffers (a cached
+    /// prefix, a growable own cache), for sequences of one new position and of several.
     #[test]
-    fn equals_the_composed_ops_on_views_of_a_growable_cache() {
+    fn streaming_equals_the_composed_ops_on_segmented_caches() {
         let dev = Device::Cpu;
-        for (b, nh, nkv, t, len, cap) in [(3, 6, 2, 1, 37, 64), (2, 4, 4, 3, 20, 20), (1, 9, 3, 2, 130, 200)] {
-            let hd = 16;
-            let q = Tensor::randn(0f32, 1.0, (b, nh, t, hd), &dev).unwrap();
-            let kbuf = Tensor::randn(0f32, 1.0, (b, nkv, cap, hd), &dev).unwrap();
-            let vbuf = Tensor::randn(0f32, 1.0, (b, nkv, cap, hd), &dev).unwrap();
-            let (k, v) = (kbuf.narrow(2, 0, len).unwrap(), vbuf.narrow(2, 0, len).unwrap());
-            let rep = nh / nkv;
-            // Row bi hides keys 2..2+bi (padding); query i sees keys up to len - t + i.
-            let mut m = Vec::new();
-            for bi in 0..b {
-                for _ in 0..rep {
-                    for i in 0..t {
-                        m.extend((0..len).map(|j| if j <= len - t + i && !(2..2 + bi).contains(&j) { 0f32 } else { f32::NEG_INFINITY }));
-                    }
-                }
-            }
-            let mask = Tensor::from_vec(m, (b, 1, rep * t, len), &dev).unwrap();
-            let got = cached_attention(&q, &k, &v, &mask, 0.25).unwrap();
-            let want = composed_cached_attention(&q, &k.contiguous().unwrap(), &v.contiguous().unwrap(), &mask, 0.25).unwrap();
-            let d = (got - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-            assert!(d < 1e-5, "b {b}, heads {nh}/{nkv}, t {t}, len {len}: differs by {d}");
+        let (nh, nkv, hd) = (6, 2, 16);
+        let buffer = |n: usize, cap: usize| {
+            let k = Tensor::randn(0f32, 1.0, (1, nkv, cap, hd), &dev).unwrap();
+            let v = Tensor::randn(0f32, 1.0, (1, nkv, cap, hd), &dev).unwrap();
+            (k.narrow(2, 0, n).unwrap(), v.narrow(2, 0, n).unwrap())
+        };
+        // (new positions, segment lengths): one-token decodes, a short prefill, a long one (composed).
+        let shapes: [(usize, &[usize]); 4] = [(1, &[37]), (3, &[20, 5]), (1, &[64, 9, 1]), (12, &[30, 40])];
+        let mut seqs = Vec::new();
+        let mut start = 0;
+        for (new, lens) in shapes {
+            seqs.push(CachedSequence { start, new, segments: lens.iter().map(|&n| buffer(n, n + 7)).collect() });
+            start += new;
         }
+        let q = Tensor::randn(0f32, 1.0, (nh, start, hd), &dev).unwrap();
+        let got = cached_attention(&q, &seqs, 0.25).unwrap();
+        for s in &seqs {
+            let want = composed_one(&q, s, 0.25).unwrap();
+            let d = (got.narrow(1, s.start, s.new).unwrap() - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(d < 1e-5, "{} new positions over {} segments: differs by {d}", s.new, s.segments.len());
+        }
+    }
+
+    #[test]
+    fn sequences_that_do_not_tile_the_queries_are_refused() {
+        let dev = Device::Cpu;
+        let kv = Tensor::zeros((1, 1, 4, 8), DType::F32, &dev).unwrap();
+        let q = Tensor::zeros((2, 3, 8), DType::F32, &dev).unwrap();
+        let seq = |start, new| CachedSequence { start, new, segments: vec![(kv.clone(), kv.clone())] };
+        assert!(cached_attention(&q, &[seq(0, 1), seq(2, 1)], 1.0).unwrap_err().to_string().contains("does not follow"));
+        assert!(cached_attention(&q, &[seq(0, 1)], 1.0).unwrap_err().to_string().contains("cover 1 of 3"));
+        assert!(cached_attention(&q, &[seq(0, 3)], 1.0).is_ok());
     }
 }

@@ -17,7 +17,7 @@ pub mod shared_prefix_attention;
 pub mod silu_mul;
 
 pub use attention::{causal_attention, AttentionShape};
-pub use cached_attention::cached_attention;
+pub use cached_attention::{cached_attention, CachedSequence};
 pub use decode_linear::decode_linear;
 pub use log_prob_head::head_log_probs;
 pub use packed_rows::{packed_linear, PackedRows};

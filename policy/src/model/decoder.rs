@@ -11,11 +11,11 @@
 //! group; in training, [`fused::causal_attention`] reads each head in place from the token-major rows.
 
 use super::config::ModelConfig;
+use super::kv_cache::SequenceKv;
 use super::weights::{LayerWeights, ModelWeights};
 use crate::fused;
 use crate::lora::{AdapterSet, Target};
 use candle_core::{DType, Device, Tensor, Var};
-use std::ops::Range;
 
 /// A decoder: configuration, frozen weights and RoPE tables.
 #[derive(Debug, Clone)]
@@ -30,14 +30,24 @@ pub struct Decoder {
 }
 
 /// Which forward a block runs.
-#[derive(Clone, Copy)]
 enum Pass<'a> {
-    /// The fused forward of sampling (no backward).
-    Sample,
+    /// The fused forward of sampling (no backward) over a ragged batch of sequences and their caches.
+    Sample(SampleRows<'a>),
     /// The differentiable forward over right-padded sequences from position 0.
     Train,
     /// The differentiable forward over a shared prefix and the segments that continue it.
     TrainShared(&'a SharedRows),
+}
+
+/// The sequences of a sampling forward: where each one's new tokens sit among the batch's, their RoPE
+/// tables, and the caches they extend.
+struct SampleRows<'a> {
+    /// `(start, new)` per sequence: its new tokens are rows `start..start + new` of the batch.
+    spans: Vec<(usize, usize)>,
+    /// `(N, hd/2)`: each new token's angles at its position in its own sequence.
+    cos: Tensor,
+    sin: Tensor,
+    kv: &'a mut [SequenceKv],
 }
 
 /// The rows of a shared-prefix training forward: their layout and each row's RoPE tables.
@@ -46,97 +56,6 @@ struct SharedRows {
     /// `(rows, hd/2)`: each row's angles at its position in `prefix ++ segment`.
     cos: Tensor,
     sin: Tensor,
-}
-
-/// The keys and values seen so far, per layer, `(B, kv, T, hd)`, in buffers with room to grow: a decoding
-/// step writes its one new position in place instead of copying the whole cache into a longer tensor (30
-/// layers' keys and values of 8 rows x 900 positions are ~330 MB a step that way). Not `Clone`: two caches
-/// sharing a buffer would write over each other.
-#[derive(Debug, Default)]
-pub struct KvCache {
-    layers: Vec<Option<LayerCache>>,
-}
-
-#[derive(Debug)]
-struct LayerCache {
-    /// `(B, kv, capacity, hd)`; positions `len..` are not written yet.
-    k: Tensor,
-    v: Tensor,
-    len: usize,
-}
-
-impl LayerCache {
-    /// Writes `k, v: (B, kv, t, hd)` after the cached positions; returns views of everything cached.
-    fn append(&mut self, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
-        let t = k.dim(2)?;
-        let need = self.len + t;
-        if need > self.k.dim(2)? {
-            // Grow by half (at least 128 positions), so a long reply reallocates a handful of times.
-            let cap = need.max(self.k.dim(2)? * 3 / 2).max(self.len + 128);
-            let grow = |old: &Tensor| -> candle_core::Result<Tensor> {
-                let (b, h, _, d) = old.dims4()?;
-                let new = Tensor::zeros((b, h, cap, d), old.dtype(), old.device())?;
-                if self.len > 0 {
-                    new.slice_set(&old.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
-                }
-                Ok(new)
-            };
-            self.k = grow(&self.k)?;
-            self.v = grow(&self.v)?;
-        }
-        self.k.slice_set(&k.contiguous()?, 2, self.len)?;
-        self.v.slice_set(&v.contiguous()?, 2, self.len)?;
-        self.len = need;
-        Ok((self.k.narrow(2, 0, need)?, self.v.narrow(2, 0, need)?))
-    }
-}
-
-impl KvCache {
-    /// A cache holding `(keys, values)` per decoder block, `(B, kv, T, hd)` each, all of one length.
-    pub fn from_layers(layers: Vec<(Tensor, Tensor)>) -> candle_core::Result<KvCache> {
-        let len = layers.first().map(|(k, _)| k.dim(2)).transpose()?.unwrap_or(0);
-        let mut out = Vec::with_capacity(layers.len());
-        for (k, v) in layers {
-            if k.dim(2)? != len || v.dims() != k.dims() {
-                candle_core::bail!("cached layers of different shapes: keys {:?}, values {:?}, {len} positions", k.shape(), v.shape());
-            }
-            out.push(Some(LayerCache { k: k.contiguous()?, v: v.contiguous()?, len }));
-        }
-        Ok(KvCache { layers: out })
-    }
-
-    /// Decoder blocks the cache has room for (0 before the first forward).
-    pub fn num_layers(&self) -> usize {
-        self.layers.len()
-    }
-
-    /// Cached length.
-    pub fn len(&self) -> usize {
-        self.layers.first().and_then(|l| l.as_ref()).map_or(0, |l| l.len)
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Block `layer`'s cached keys and values, `(B, kv, len, hd)` views (`None` before its first step).
-    pub fn layer(&self, layer: usize) -> candle_core::Result<Option<(Tensor, Tensor)>> {
-        match self.layers.get(layer).and_then(|l| l.as_ref()) {
-            Some(l) => Ok(Some((l.k.narrow(2, 0, l.len)?, l.v.narrow(2, 0, l.len)?))),
-            None => Ok(None),
-        }
-    }
-
-    /// Keeps only the given batch rows, in that order (finished sequences leave the batch; a row may be
-    /// repeated, to start several sequences from one prefill).
-    pub fn select_rows(&mut self, rows: &Tensor) -> candle_core::Result<()> {
-        for l in self.layers.iter_mut().flatten() {
-            l.k = l.k.index_select(rows, 0)?;
-            l.v = l.v.index_select(rows, 0)?;
-        }
-        Ok(())
-    }
 }
 
 impl Decoder {
@@ -198,10 +117,7 @@ impl Decoder {
         }
     }
 
-    /// One block. `x: (B·T, H)`; `rope`: the new tokens' cos and sin tables, `(T, hd/2)` or per row
-    /// `(B, T, hd/2)`, and `mask`: additive, broadcastable to `(B, kv, rep·T, T_total)`, both for the fused path
-    /// only (training attention is causal from position 0 by construction); `cache`: this layer's cache
-    /// (sampling only).
+    /// One block on `x: (B·T, H)` (a sampling pass's `B` is 1 and its `T` every new token of the batch).
     #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
@@ -209,56 +125,19 @@ impl Decoder {
         l: &LayerWeights,
         x: &Tensor,
         (b, t): (usize, usize),
-        rope: Option<(&Tensor, &Tensor)>,
-        mask: Option<&Tensor>,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
-        cache: Option<&mut Option<LayerCache>>,
-        pass: Pass<'_>,
+        pass: &mut Pass<'_>,
     ) -> candle_core::Result<Tensor> {
-        let train = !matches!(pass, Pass::Sample);
-        let c = &self.cfg;
-        let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
-        let rep = nh / nkv;
+        let train = !matches!(pass, Pass::Sample(_));
         let h = self.rms(x, &l.attn_norm, train)?;
         let q = self.proj(&h, li, Target::Q, &l.q, l.q_bias.as_ref(), adapters, routed, train)?;
         let k = self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train)?;
         let v = self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train)?;
-        let att = if train {
-            self.attention_train(l, &q, &k, &v, (b, t), pass)?
-        } else {
-            let mut q = q.reshape((b, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
-            let mut k = k.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
-            let v = v.reshape((b, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
-            if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
-                q = self.rms(&q, qn, false)?;
-                k = self.rms(&k, kn, false)?;
-            }
-            let Some((cos, sin)) = rope else { candle_core::bail!("the fused attention needs its rope tables") };
-            let q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
-            let k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
-            let (k, v) = match cache {
-                Some(slot) => match slot {
-                    Some(l) => l.append(&k, &v)?,
-                    None => {
-                        *slot = Some(LayerCache { k: k.clone(), v: v.clone(), len: t });
-                        (k, v)
-                    }
-                },
-                None => (k, v),
-            };
-            let scale = 1.0 / (hd as f64).sqrt();
-            let Some(mask) = mask else { candle_core::bail!("the fused attention needs its additive mask") };
-            let att = if mask.dims() == [b, 1, rep * t, k.dim(2)?] {
-                // A cached forward's per-row mask: the cache is read in place.
-                fused::cached_attention(&q, &k, &v, mask, scale)?
-            } else {
-                // Fold the query heads of a group into rows: (B, kv, rep·T, hd).
-                let qg = q.reshape((b, nkv, rep * t, hd))?;
-                let p = candle_nn::ops::softmax_last_dim(&(qg.matmul(&k.t()?)? * scale)?.broadcast_add(mask)?)?;
-                p.matmul(&v)?.reshape((b, nh, t, hd))?
-            };
-            att.transpose(1, 2)?.reshape((b * t, nh * hd))?
+        let att = match pass {
+            Pass::Sample(rows) => self.attention_sample(li, l, &q, &k, &v, rows)?,
+            Pass::Train => self.attention_train(l, &q, &k, &v, (b, t), None)?,
+            Pass::TrainShared(s) => self.attention_train(l, &q, &k, &v, (b, t), Some(s))?,
         };
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
         let x = (x + o)?;
@@ -273,7 +152,15 @@ impl Decoder {
     /// Training attention on the token-major projections `(rows, heads·hd)`: causal over right-padded
     /// sequences from position 0 (`Pass::Train`, no mask needed), or over a shared prefix and its segments
     /// (`Pass::TrainShared`, each row at its own position).
-    fn attention_train(&self, l: &LayerWeights, q: &Tensor, k: &Tensor, v: &Tensor, (b, t): (usize, usize), pass: Pass<'_>) -> candle_core::Result<Tensor> {
+    fn attention_train(
+        &self,
+        l: &LayerWeights,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        (b, t): (usize, usize),
+        shared: Option<&SharedRows>,
+    ) -> candle_core::Result<Tensor> {
         let c = &self.cfg;
         let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
         let rows = b * t;
@@ -283,28 +170,16 @@ impl Decoder {
             q = fused::rms_norm(&q, qn, c.rms_norm_eps)?;
             k = fused::rms_norm(&k, kn, c.rms_norm_eps)?;
         }
-        let (cos, sin) = match pass {
-            Pass::TrainShared(s) => (s.cos.clone(), s.sin.clone()),
-            _ => (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?),
+        let (cos, sin) = match shared {
+            Some(s) => (s.cos.clone(), s.sin.clone()),
+            None => (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?),
         };
         let q = fused::rope_token_major(&q, &cos, &sin)?.reshape((rows, nh * hd))?;
         let k = fused::rope_token_major(&k, &cos, &sin)?.reshape((rows, nkv * hd))?;
-        match pass {
-            Pass::TrainShared(s) => fused::shared_prefix_attention(&q, &k, v, &s.shape),
-            _ => fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd }),
+        match shared {
+            Some(s) => fused::shared_prefix_attention(&q, &k, v, &s.shape),
+            None => fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd }),
         }
-    }
-
-    /// Causal additive mask for the fused whole-sequence forward, `(rep·T, T)`.
-    fn causal_mask(&self, t: usize) -> candle_core::Result<Tensor> {
-        let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
-        let mut m = Vec::with_capacity(rep * t * t);
-        for _ in 0..rep {
-            for i in 0..t {
-                m.extend((0..t).map(|j| if j <= i { 0f32 } else { f32::NEG_INFINITY }));
-            }
-        }
-        Tensor::from_vec(m, (rep * t, t), self.device())
     }
 
     /// One differentiable block on `x: (B·T, H)` (used by the checkpointed forward's recomputation).
@@ -316,7 +191,7 @@ impl Decoder {
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
-        self.block(li, &self.weights.layers[li], x, bt, None, None, adapters, routed, None, Pass::Train)
+        self.block(li, &self.weights.layers[li], x, bt, adapters, routed, &mut Pass::Train)
     }
 
     /// The differentiable forward up to the final norm: `tokens: (B, T)` u32, right-padded; `routed`:
@@ -337,7 +212,7 @@ impl Decoder {
         let checkpoint = checkpoint.filter(|_| self.device().is_cpu());
         for (li, l) in self.weights.layers.iter().enumerate() {
             let Some(side) = checkpoint else {
-                x = self.block(li, l, &x, (b, t), None, None, adapters, rows.as_deref(), None, Pass::Train)?;
+                x = self.block(li, l, &x, (b, t), adapters, rows.as_deref(), &mut Pass::Train)?;
                 continue;
             };
             // The values, computed with a graph that is dropped at once (detach keeps only the storage).
@@ -377,8 +252,9 @@ impl Decoder {
         let positions = Tensor::from_vec(shape.positions(), rows, dev)?;
         let layout = SharedRows { shape: shape.clone(), cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)? };
         let mut x = self.weights.embed.index_select(&Tensor::from_slice(tokens, rows, dev)?, 0)?;
+        let mut pass = Pass::TrainShared(&layout);
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (1, rows), None, None, adapters, routed, None, Pass::TrainShared(&layout))?;
+            x = self.block(li, l, &x, (1, rows), adapters, routed, &mut pass)?;
         }
         fused::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps)
     }
@@ -403,49 +279,47 @@ impl Decoder {
         fused::projection(&x, self.weights.lm_head(), None, None)?.reshape((b, t, ()))
     }
 
-    /// The fused forward with a KV cache: `tokens: (B, T_new)` fill cache slots `cache.len()..+T_new`. Slots
-    /// `holes[b]` of row `b` are padding: masked out as keys, and skipped when counting positions, so a
-    /// row's tokens sit at positions 0, 1, 2, … whatever its layout (left padding is a hole at the start; a
-    /// row assembled from a shared prefix and its own tokens has the hole between them). Returns the logits
-    /// of the last slot, `(B, V)`.
-    pub fn forward_cached(&self, tokens: &Tensor, holes: &[Range<usize>], cache: &mut KvCache, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
-        let (b, t) = tokens.dims2()?;
-        if holes.len() != b {
-            candle_core::bail!("{} row layouts for a batch of {b}", holes.len());
+    /// The fused forward of sampling over a ragged batch: sequence `i` reads its `news[i]` new tokens (the
+    /// next of `tokens`, which holds every sequence's in turn) after the positions `kv[i]` holds, and appends
+    /// their keys and values there. A token's position is its place in its own sequence; nothing is padded.
+    /// Returns the normed hidden state of every new token, `(N, H)`.
+    pub fn hidden_rows(&self, tokens: &[u32], news: &[usize], kv: &mut [SequenceKv], adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+        let n: usize = news.iter().sum();
+        if news.len() != kv.len() || tokens.len() != n || news.contains(&0) {
+            candle_core::bail!("a sampling forward of {} tokens for new-token counts {news:?} and {} caches", tokens.len(), kv.len());
         }
-        let offset = cache.len();
-        if cache.layers.len() != self.cfg.num_layers {
-            cache.layers = (0..self.cfg.num_layers).map(|_| None).collect();
-        }
-        let rep = self.cfg.num_heads / self.cfg.num_kv_heads;
-        let tk = offset + t;
-        // Row i (query slot offset+i) may see key j when j <= offset+i and j is not padding; a padding
-        // query sees itself, so that no row is all -inf (a NaN there would poison later layers' keys).
-        let mut m = Vec::with_capacity(b * rep * t * tk);
-        let mut positions = Vec::with_capacity(b * t);
-        for hole in holes {
-            if hole.end > tk || hole.start > hole.end {
-                candle_core::bail!("padding slots {hole:?} outside the {tk} slots of this forward");
+        let mut spans = Vec::with_capacity(news.len());
+        let mut positions = Vec::with_capacity(n);
+        for (&new, cache) in news.iter().zip(kv.iter()) {
+            let from = cache.len();
+            if from + new > self.cfg.max_position_embeddings {
+                candle_core::bail!("a sequence of {} positions passes the model's context ({})", from + new, self.cfg.max_position_embeddings);
             }
-            for _ in 0..rep {
-                for i in 0..t {
-                    let qi = offset + i;
-                    m.extend((0..tk).map(|j| if j <= qi && (!hole.contains(&j) || j == qi) { 0f32 } else { f32::NEG_INFINITY }));
-                }
-            }
-            positions.extend((offset..tk).map(|j| if j >= hole.end { j - hole.len() } else { j.min(hole.start) } as u32));
+            spans.push((positions.len(), new));
+            positions.extend((from..from + new).map(|p| p as u32));
         }
-        let mask = Tensor::from_vec(m, (b, 1, rep * t, tk), self.device())?;
-        let positions = Tensor::from_vec(positions, b * t, self.device())?;
-        let half = self.cfg.head_dim / 2;
-        let cos = self.cos.index_select(&positions, 0)?.reshape((b, t, half))?;
-        let sin = self.sin.index_select(&positions, 0)?.reshape((b, t, half))?;
-        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
+        let dev = self.device();
+        let positions = Tensor::from_vec(positions, n, dev)?;
+        let rows = SampleRows { spans, cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)?, kv };
+        let mut pass = Pass::Sample(rows);
+        let mut x = self.weights.embed.index_select(&Tensor::from_slice(tokens, n, dev)?, 0)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, Some(&mut cache.layers[li]), Pass::Sample)?;
+            x = self.block(li, l, &x, (1, n), adapters, None, &mut pass)?;
         }
-        let x = x.reshape((b, t, ()))?.narrow(1, t - 1, 1)?.squeeze(1)?.contiguous()?;
-        let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
+        candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)
+    }
+
+    /// [`Decoder::hidden_rows`], then the logits of each sequence's last new token, `(sequences, V)`.
+    pub fn forward_rows(&self, tokens: &[u32], news: &[usize], kv: &mut [SequenceKv], adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+        let h = self.hidden_rows(tokens, news, kv, adapters)?;
+        let last: Vec<u32> = news
+            .iter()
+            .scan(0usize, |end, &n| {
+                *end += n;
+                Some(*end as u32 - 1)
+            })
+            .collect();
+        let x = h.index_select(&Tensor::from_vec(last, news.len(), self.device())?, 0)?;
         let blocks = self.weights.packed.as_ref().and_then(|p| p.lm_head.as_ref());
         match blocks.map(|p| fused::packed_linear(&x, p)).transpose()?.flatten() {
             Some(logits) => Ok(logits),
@@ -453,17 +327,39 @@ impl Decoder {
         }
     }
 
-    /// The fused path over a whole sequence without cache reuse, logits `(B, T, V)` (tests compare it with
-    /// [`Decoder::forward_train`]).
+    /// The sampling forward over whole sequences from an empty cache, logits `(B, T, V)` (tests compare it
+    /// with [`Decoder::forward_train`]).
     pub fn forward_fused_all(&self, tokens: &Tensor, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
-        let mask = self.causal_mask(t)?;
-        let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
-        let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
-        for (li, l) in self.weights.layers.iter().enumerate() {
-            x = self.block(li, l, &x, (b, t), Some((&cos, &sin)), Some(&mask), adapters, None, None, Pass::Sample)?;
-        }
-        let x = candle_nn::ops::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps as f32)?;
+        let mut kv: Vec<SequenceKv> = (0..b).map(|_| SequenceKv::default()).collect();
+        let x = self.hidden_rows(&tokens.flatten_all()?.to_vec1::<u32>()?, &vec![t; b], &mut kv, adapters)?;
         x.matmul(&self.weights.lm_head().t()?)?.reshape((b, t, ()))
+    }
+
+    /// Sampling attention: the new tokens' queries, keys and values `(N, ·)`, normed and rotated at their
+    /// positions; keys and values appended to their sequences' caches, then each sequence's new queries over
+    /// its whole cache ([`fused::cached_attention`]). Returns `(N, heads·hd)`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_sample(&self, li: usize, l: &LayerWeights, q: &Tensor, k: &Tensor, v: &Tensor, rows: &mut SampleRows<'_>) -> candle_core::Result<Tensor> {
+        let c = &self.cfg;
+        let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
+        let n = q.dim(0)?;
+        let mut q = q.reshape((n, nh, hd))?.transpose(0, 1)?.contiguous()?;
+        let mut k = k.reshape((n, nkv, hd))?.transpose(0, 1)?.contiguous()?;
+        let v = v.reshape((n, nkv, hd))?.transpose(0, 1)?.contiguous()?;
+        if let (Some(qn), Some(kn)) = (&l.q_norm, &l.k_norm) {
+            q = self.rms(&q, qn, false)?;
+            k = self.rms(&k, kn, false)?;
+        }
+        let q = candle_nn::rotary_emb::rope(&q.unsqueeze(0)?, &rows.cos, &rows.sin)?.squeeze(0)?;
+        let k = candle_nn::rotary_emb::rope(&k.unsqueeze(0)?, &rows.cos, &rows.sin)?;
+        let v = v.unsqueeze(0)?;
+        let mut seqs = Vec::with_capacity(rows.spans.len());
+        for (&(start, new), cache) in rows.spans.iter().zip(rows.kv.iter_mut()) {
+            cache.append(li, c.num_layers, &k.narrow(2, start, new)?, &v.narrow(2, start, new)?)?;
+            seqs.push(fused::CachedSequence { start, new, segments: cache.segments(li)? });
+        }
+        let att = fused::cached_attention(&q, &seqs, 1.0 / (hd as f64).sqrt())?;
+        att.transpose(0, 1)?.reshape((n, nh * hd))
     }
 }

@@ -4,11 +4,13 @@ pub mod checkpoint;
 pub mod config;
 pub mod decoder;
 pub mod gguf;
+pub mod kv_cache;
 pub mod safetensors;
 pub mod weights;
 
 pub use config::{Arch, ModelConfig};
-pub use decoder::{Decoder, KvCache};
+pub use decoder::Decoder;
+pub use kv_cache::{SequenceKv, SharedKv};
 pub use weights::{LayerWeights, ModelWeights};
 
 /// The architectures this crate can run, by their GGUF / HF names.

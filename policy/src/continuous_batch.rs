@@ -1,0 +1,245 @@
+//! Continuous batching: sequences join a running batch between any two decoding steps and leave it the step
+//! they end, so a batch is never as slow as its longest sequence.
+//!
+//! Each sequence keeps its own keys and values ([`SequenceKv`]), so joining and leaving touch no other
+//! sequence's cache. A step reads, in one forward ([`Decoder::forward_rows`]), the prompts of the sequences
+//! that joined since the last step (only what no cached prefix already holds) and the last sampled token of
+//! every other, then samples one token for each.
+//!
+//! Shared work is done once. Sequences admitted together with the same prompt read it once and then fork
+//! its cache (copy-on-write: they read the same keys and values and each appends its own). With a
+//! [`PrefixCache`], a prompt starts from the longest prefix computed before, read in place (not copied);
+//! what several new prompts share and the cache lacks (the system prompt and demonstration of a first
+//! step) is read once on its own first; and a sequence that ends leaves its keys and values there, for the
+//! next turn of its conversation.
+
+use crate::error::{PolicyError, Result};
+use crate::lora::AdapterSet;
+use crate::model::{Decoder, SequenceKv};
+use crate::prefix_cache::{common_prefix, PrefixCache, TokenCounts};
+use crate::sampling::{logsumexp, pick, Completion, Draws, FinishReason, Heard, SamplingParams};
+use crate::tokenizer::PolicyTokenizer;
+
+/// A sequence admitted and not yet read.
+struct Waiting {
+    tag: usize,
+    prompt: Vec<u32>,
+    params: SamplingParams,
+}
+
+/// A sequence in the batch.
+struct Live {
+    tag: usize,
+    prompt: Vec<u32>,
+    params: SamplingParams,
+    kv: SequenceKv,
+    /// What the next forward reads for it: the part of its prompt no prefix holds, then each sampled token.
+    feed: Vec<u32>,
+    ids: Vec<u32>,
+    logprobs: Vec<f32>,
+    /// Sequences admitted with the same prompt, which fork this one's cache once it is read.
+    followers: Vec<Waiting>,
+}
+
+/// A batch that sequences join and leave between decoding steps (see the module's page).
+pub struct ContinuousBatch<'m> {
+    decoder: &'m Decoder,
+    tokenizer: &'m PolicyTokenizer,
+    adapters: Option<&'m AdapterSet>,
+    waiting: Vec<Waiting>,
+    live: Vec<Live>,
+    ended: Vec<Completion>,
+}
+
+impl<'m> ContinuousBatch<'m> {
+    /// An empty batch sampling from `decoder` with `adapters`.
+    pub fn new(decoder: &'m Decoder, tokenizer: &'m PolicyTokenizer, adapters: Option<&'m AdapterSet>) -> ContinuousBatch<'m> {
+        ContinuousBatch { decoder, tokenizer, adapters, waiting: Vec::new(), live: Vec::new(), ended: Vec::new() }
+    }
+
+    /// Queues a sequence: the templated `prompt`, sampled under `params` (`n` and `max_batch` are ignored:
+    /// a sequence is one completion). It joins at the next [`ContinuousBatch::step`]; its completion comes
+    /// back with `prompt_index` set to `tag`.
+    pub fn admit(&mut self, tag: usize, prompt: Vec<u32>, params: SamplingParams) -> Result<()> {
+        if prompt.is_empty() {
+            return Err(PolicyError::Invalid(format!("sequence {tag}: empty prompt")));
+        }
+        let context = self.decoder.cfg.max_position_embeddings;
+        if prompt.len() + params.max_tokens > context {
+            return Err(PolicyError::Invalid(format!(
+                "sequence {tag}: prompt ({} tokens) plus max_tokens ({}) exceeds the model's context ({context})",
+                prompt.len(),
+                params.max_tokens
+            )));
+        }
+        if params.max_tokens == 0 {
+            self.ended.push(Completion { prompt_index: tag, token_ids: vec![], logprobs: vec![], text: String::new(), finish_reason: FinishReason::Length });
+        } else {
+            self.waiting.push(Waiting { tag, prompt, params });
+        }
+        Ok(())
+    }
+
+    /// Sequences admitted and not yet ended.
+    pub fn len(&self) -> usize {
+        self.waiting.len() + self.live.len() + self.live.iter().map(|l| l.followers.len()).sum::<usize>()
+    }
+
+    /// Whether nothing is left to sample or to hand back.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty() && self.live.is_empty() && self.ended.is_empty()
+    }
+
+    /// One decoding step: reads the new sequences' prompts and every other sequence's last token, samples a
+    /// token for each (drawing in the order of their tags), and returns the sequences that ended.
+    /// `on_token(tag, id, logprob)` hears every token as it is picked and may cancel its sequence. With
+    /// `prefixes`, prompts start from cached prefixes and ended sequences are cached (see the module's page).
+    pub fn step(
+        &mut self,
+        draws: &mut Draws,
+        on_token: &mut dyn FnMut(usize, u32, f32) -> Heard,
+        mut prefixes: Option<&mut PrefixCache>,
+    ) -> Result<Vec<Completion>> {
+        let mut out = std::mem::take(&mut self.ended);
+        let mut counts = TokenCounts::default();
+        if !self.waiting.is_empty() {
+            self.join(&mut counts, prefixes.as_deref_mut())?;
+        }
+        if self.live.is_empty() {
+            return Ok(out);
+        }
+        let tokens: Vec<u32> = self.live.iter().flat_map(|l| l.feed.iter().copied()).collect();
+        let news: Vec<usize> = self.live.iter().map(|l| l.feed.len()).collect();
+        counts.prefilled += self.live.iter().filter(|l| l.ids.is_empty()).map(|l| l.feed.len()).sum::<usize>();
+        let mut kvs: Vec<SequenceKv> = self.live.iter_mut().map(|l| std::mem::take(&mut l.kv)).collect();
+        let logits = self.decoder.forward_rows(&tokens, &news, &mut kvs, self.adapters);
+        for (l, kv) in self.live.iter_mut().zip(kvs) {
+            l.kv = kv;
+        }
+        let mut logits: Vec<Vec<f32>> = logits?.to_dtype(candle_core::DType::F32)?.to_vec2()?;
+        // Followers fork the cache their leader just read, and start from the same logits.
+        let mut forked = Vec::new();
+        for (r, l) in self.live.iter_mut().enumerate() {
+            for f in std::mem::take(&mut l.followers) {
+                let kv = l.kv.fork()?;
+                forked.push((Live { tag: f.tag, prompt: f.prompt, params: f.params, kv, feed: vec![], ids: vec![], logprobs: vec![], followers: vec![] }, r));
+            }
+        }
+        for (l, r) in forked {
+            logits.push(logits[r].clone());
+            self.live.push(l);
+        }
+        let mut order: Vec<usize> = (0..self.live.len()).collect();
+        order.sort_by_key(|&r| self.live[r].tag);
+        let mut ended = vec![false; self.live.len()];
+        for &r in &order {
+            let l = &mut self.live[r];
+            let row = &logits[r];
+            let id = match draws {
+                Draws::Shared(rng) => pick(row, &l.params, rng),
+                Draws::PerRow(rngs) => {
+                    let rng = rngs.get_mut(l.tag).ok_or_else(|| PolicyError::Invalid(format!("no random stream for sequence {}", l.tag)))?;
+                    pick(row, &l.params, rng)
+                }
+            };
+            let lp = row[id as usize] - logsumexp(row);
+            l.ids.push(id);
+            l.logprobs.push(lp);
+            l.feed = vec![id];
+            counts.sampled += 1;
+            let mut done = None;
+            if self.tokenizer.eos_ids.contains(&id) {
+                done = Some(FinishReason::Eos);
+            } else if !l.params.stop.is_empty() {
+                let text = self.tokenizer.decode(&l.ids)?;
+                if let Some(s) = l.params.stop.iter().find(|s| text.contains(s.as_str())) {
+                    done = Some(FinishReason::Stop(s.clone()));
+                }
+            }
+            if done.is_none() && l.ids.len() >= l.params.max_tokens {
+                done = Some(FinishReason::Length);
+            }
+            if on_token(l.tag, id, lp) == Heard::Cancel && done.is_none() {
+                done = Some(FinishReason::Cancelled);
+            }
+            let Some(reason) = done else { continue };
+            ended[r] = true;
+            // What it read (its prompt and every token but the last) serves the conversation's next turn.
+            if let Some(pc) = prefixes.as_deref_mut() {
+                let read: Vec<u32> = l.prompt.iter().chain(&l.ids[..l.ids.len() - 1]).copied().collect();
+                if l.kv.len() != read.len() {
+                    return Err(PolicyError::Invalid(format!("sequence {}: {} cached positions for {} tokens read", l.tag, l.kv.len(), read.len())));
+                }
+                pc.insert(read.clone(), l.kv.to_layers(read.len(), self.decoder.cfg.num_layers)?)?;
+            }
+            let text_ids = if reason == FinishReason::Eos { &l.ids[..l.ids.len() - 1] } else { &l.ids[..] };
+            out.push(Completion {
+                prompt_index: l.tag,
+                text: self.tokenizer.decode(text_ids)?,
+                token_ids: std::mem::take(&mut l.ids),
+                logprobs: std::mem::take(&mut l.logprobs),
+                finish_reason: reason,
+            });
+        }
+        let mut r = 0;
+        self.live.retain(|_| {
+            r += 1;
+            !ended[r - 1]
+        });
+        if let Some(pc) = prefixes {
+            pc.count(counts);
+        }
+        Ok(out)
+    }
+
+    /// Moves the waiting sequences into the batch: one live sequence per distinct prompt (the others follow
+    /// it), each starting from its longest cached prefix.
+    fn join(&mut self, counts: &mut TokenCounts, mut prefixes: Option<&mut PrefixCache>) -> Result<()> {
+        let waiting = std::mem::take(&mut self.waiting);
+        // Every prompt token not read in this step's forwards came from a shared prefix.
+        let mut reused = waiting.iter().map(|w| w.prompt.len()).sum::<usize>();
+        let mut leaders: Vec<Live> = Vec::new();
+        for w in waiting {
+            match leaders.iter_mut().find(|l| l.prompt == w.prompt) {
+                Some(l) => l.followers.push(w),
+                None => leaders.push(Live {
+                    tag: w.tag,
+                    prompt: w.prompt,
+                    params: w.params,
+                    kv: SequenceKv::default(),
+                    feed: vec![],
+                    ids: vec![],
+                    logprobs: vec![],
+                    followers: vec![],
+                }),
+            }
+        }
+        if let Some(pc) = prefixes.as_deref_mut() {
+            let shared = leaders.iter().map(|l| common_prefix(&l.prompt, &leaders[0].prompt).min(l.prompt.len() - 1)).min().unwrap_or(0);
+            let short_of_it = leaders.iter().filter(|l| pc.longest(&l.prompt, l.prompt.len() - 1).map_or(0, |m| m.len) < shared).count();
+            if leaders.len() > 1 && short_of_it > 1 {
+                let head = &leaders[0].prompt[..shared];
+                let from = pc.longest(head, shared - 1);
+                let mut kv = [SequenceKv::starting_from(from.map(|m| pc.segment(m)).transpose()?)];
+                let done = from.map_or(0, |m| m.len);
+                self.decoder.hidden_rows(&head[done..], &[shared - done], &mut kv, self.adapters)?;
+                counts.prefilled += shared - done;
+                reused -= shared - done;
+                pc.insert(head.to_vec(), kv[0].to_layers(shared, self.decoder.cfg.num_layers)?)?;
+            }
+        }
+        for mut l in leaders {
+            let from = prefixes.as_deref_mut().and_then(|pc| pc.longest(&l.prompt, l.prompt.len() - 1).map(|m| (pc.segment(m), m.len)));
+            let (segment, done) = match from {
+                Some((s, len)) => (Some(s?), len),
+                None => (None, 0),
+            };
+            l.kv = SequenceKv::starting_from(segment);
+            l.feed = l.prompt[done..].to_vec();
+            reused -= l.feed.len();
+            self.live.push(l);
+        }
+        counts.reused += reused;
+        Ok(())
+    }
+}
