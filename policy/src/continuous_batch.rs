@@ -46,15 +46,22 @@ pub struct ContinuousBatch<'m> {
     decoder: &'m Decoder,
     tokenizer: &'m PolicyTokenizer,
     adapters: Option<&'m AdapterSet>,
-    waiting: Vec<Waiting>,
+    waiting: std::collections::VecDeque<Waiting>,
     live: Vec<Live>,
     ended: Vec<Completion>,
+    max_live: usize,
 }
 
 impl<'m> ContinuousBatch<'m> {
     /// An empty batch sampling from `decoder` with `adapters`.
     pub fn new(decoder: &'m Decoder, tokenizer: &'m PolicyTokenizer, adapters: Option<&'m AdapterSet>) -> ContinuousBatch<'m> {
-        ContinuousBatch { decoder, tokenizer, adapters, waiting: Vec::new(), live: Vec::new(), ended: Vec::new() }
+        ContinuousBatch { decoder, tokenizer, adapters, waiting: Default::default(), live: Vec::new(), ended: Vec::new(), max_live: usize::MAX }
+    }
+
+    /// At most `n` sequences in the batch at once (a memory bound); the others wait, first come first
+    /// served, and each takes the slot of a sequence that ends.
+    pub fn with_max_live(self, n: usize) -> ContinuousBatch<'m> {
+        ContinuousBatch { max_live: n.max(1), ..self }
     }
 
     /// Queues a sequence: the templated `prompt`, sampled under `params` (`n` and `max_batch` are ignored:
@@ -75,7 +82,7 @@ impl<'m> ContinuousBatch<'m> {
         if params.max_tokens == 0 {
             self.ended.push(Completion { prompt_index: tag, token_ids: vec![], logprobs: vec![], text: String::new(), finish_reason: FinishReason::Length });
         } else {
-            self.waiting.push(Waiting { tag, prompt, params });
+            self.waiting.push_back(Waiting { tag, prompt, params });
         }
         Ok(())
     }
@@ -195,7 +202,11 @@ impl<'m> ContinuousBatch<'m> {
     /// Moves the waiting sequences into the batch: one live sequence per distinct prompt (the others follow
     /// it), each starting from its longest cached prefix.
     fn join(&mut self, counts: &mut TokenCounts, mut prefixes: Option<&mut PrefixCache>) -> Result<()> {
-        let waiting = std::mem::take(&mut self.waiting);
+        let room = self.max_live.saturating_sub(self.live.len());
+        let waiting: Vec<Waiting> = self.waiting.drain(..room.min(self.waiting.len())).collect();
+        if waiting.is_empty() {
+            return Ok(());
+        }
         // Every prompt token not read in this step's forwards came from a shared prefix.
         let mut reused = waiting.iter().map(|w| w.prompt.len()).sum::<usize>();
         let mut leaders: Vec<Live> = Vec::new();
@@ -241,5 +252,67 @@ impl<'m> ContinuousBatch<'m> {
         }
         counts.reused += reused;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tiny::tiny_policy;
+    use crate::Arch;
+    use rand::SeedableRng;
+
+    fn greedy(max_tokens: usize) -> SamplingParams {
+        SamplingParams { temperature: 0.0, max_tokens, ..Default::default() }
+    }
+
+    fn run(batch: &mut ContinuousBatch, most_live: &mut usize) -> Vec<Completion> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+        let mut out = Vec::new();
+        while !batch.is_empty() {
+            out.extend(batch.step(&mut Draws::Shared(&mut rng), &mut |_, _, _| Heard::Continue, None).unwrap());
+            *most_live = (*most_live).max(batch.live.len());
+        }
+        out
+    }
+
+    /// Five sequences of different lengths through two slots: each ended one's slot goes to the next waiting,
+    /// and every sequence gets the tokens it gets alone.
+    #[test]
+    fn an_ended_sequence_gives_its_slot_to_the_next_waiting_one() {
+        let p = tiny_policy(Arch::Qwen2, 3).unwrap();
+        let prompts: Vec<Vec<u32>> = (0..5).map(|i| (0..4 + 3 * i).map(|t| 40 + ((t * 7 + i) % 50) as u32).collect()).collect();
+        let mut alone = Vec::new();
+        for (i, prompt) in prompts.iter().enumerate() {
+            let mut b = ContinuousBatch::new(&p.decoder, &p.tokenizer, None);
+            b.admit(i, prompt.clone(), greedy(2 + 2 * i)).unwrap();
+            alone.extend(run(&mut b, &mut 0));
+        }
+        let mut b = ContinuousBatch::new(&p.decoder, &p.tokenizer, None).with_max_live(2);
+        for (i, prompt) in prompts.iter().enumerate() {
+            b.admit(i, prompt.clone(), greedy(2 + 2 * i)).unwrap();
+        }
+        let mut most_live = 0;
+        let together = run(&mut b, &mut most_live);
+        assert_eq!(most_live, 2);
+        assert_eq!(together.len(), 5);
+        for c in &together {
+            let a = &alone[c.prompt_index];
+            assert_eq!(c.token_ids, a.token_ids, "sequence {}", c.prompt_index);
+            for (x, y) in c.logprobs.iter().zip(&a.logprobs) {
+                assert!((x - y).abs() < 1e-4, "sequence {}: {x} batched, {y} alone", c.prompt_index);
+            }
+        }
+    }
+
+    #[test]
+    fn a_prompt_past_the_context_is_refused_when_admitted() {
+        let p = tiny_policy(Arch::Llama, 3).unwrap();
+        let mut b = ContinuousBatch::new(&p.decoder, &p.tokenizer, None);
+        let context = p.decoder.cfg.max_position_embeddings;
+        let e = b.admit(7, vec![1; context], greedy(1)).unwrap_err().to_string();
+        assert!(e.contains("sequence 7") && e.contains("context"), "{e}");
+        assert!(b.admit(0, vec![], greedy(1)).is_err());
+        assert!(b.is_empty());
     }
 }

@@ -162,14 +162,18 @@ pub fn sample(
     rng: &mut impl rand::RngCore,
     mut prefixes: Option<&mut PrefixCache>,
 ) -> Result<Vec<Completion>> {
-    let jobs: Vec<usize> = (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, params.n.max(1))).collect();
-    let mut out = Vec::with_capacity(jobs.len());
-    for chunk in jobs.chunks(params.max_batch.max(1)) {
-        let rows: Vec<RowSpec> = chunk.iter().map(|&j| RowSpec { prompt: &prompts[j], params }).collect();
-        let done = sample_rows(decoder, tokenizer, adapters, &rows, Draws::Shared(&mut *rng), &mut |_, _, _| Heard::Continue, prefixes.as_deref_mut())?;
-        out.extend(done.into_iter().map(|c| Completion { prompt_index: chunk[c.prompt_index], ..c }));
+    let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters).with_max_live(params.max_batch);
+    for (j, p) in (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, params.n.max(1))).enumerate() {
+        batch.admit(j, prompts[p].clone(), params.clone())?;
     }
-    Ok(out)
+    let mut draws = Draws::Shared(rng);
+    let mut out = Vec::new();
+    while !batch.is_empty() {
+        out.extend(batch.step(&mut draws, &mut |_, _, _| Heard::Continue, prefixes.as_deref_mut())?);
+    }
+    out.sort_by_key(|c| c.prompt_index);
+    let n = params.n.max(1);
+    Ok(out.into_iter().map(|c| Completion { prompt_index: c.prompt_index / n, ..c }).collect())
 }
 
 /// Samples one completion per row, each row under its own settings, in one [`ContinuousBatch`] (a finished
