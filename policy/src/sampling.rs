@@ -162,18 +162,26 @@ pub fn sample(
     rng: &mut impl rand::RngCore,
     mut prefixes: Option<&mut PrefixCache>,
 ) -> Result<Vec<Completion>> {
-    let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters).with_max_live(params.max_batch);
-    for (j, p) in (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, params.n.max(1))).enumerate() {
-        batch.admit(j, prompts[p].clone(), params.clone())?;
-    }
-    let mut draws = Draws::Shared(rng);
-    let mut out = Vec::new();
-    while !batch.is_empty() {
-        out.extend(batch.step(&mut draws, &mut |_, _, _| Heard::Continue, prefixes.as_deref_mut())?);
-    }
-    out.sort_by_key(|c| c.prompt_index);
+    // Chunks of `max_batch` sequences, each sampled to its end before the next starts: a seeded run draws
+    // its random numbers in the same order however long each completion is (a rollout's stream refills
+    // slots instead: see `ContinuousBatch::with_max_live`).
     let n = params.n.max(1);
-    Ok(out.into_iter().map(|c| Completion { prompt_index: c.prompt_index / n, ..c }).collect())
+    let jobs: Vec<usize> = (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, n)).collect();
+    let mut draws = Draws::Shared(rng);
+    let mut out = Vec::with_capacity(jobs.len());
+    for (c, chunk) in jobs.chunks(params.max_batch.max(1)).enumerate() {
+        let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters);
+        for (k, &p) in chunk.iter().enumerate() {
+            batch.admit(c * params.max_batch.max(1) + k, prompts[p].clone(), params.clone())?;
+        }
+        let mut done = Vec::with_capacity(chunk.len());
+        while !batch.is_empty() {
+            done.extend(batch.step(&mut draws, &mut |_, _, _| Heard::Continue, prefixes.as_deref_mut())?);
+        }
+        done.sort_by_key(|c| c.prompt_index);
+        out.extend(done);
+    }
+    Ok(out.into_iter().map(|c| Completion { prompt_index: jobs[c.prompt_index], ..c }).collect())
 }
 
 /// Samples one completion per row, each row under its own settings, in one [`ContinuousBatch`] (a finished

@@ -4,7 +4,7 @@ use crate::conversation::Conversation;
 use crate::error::RolloutError;
 use crate::grading::{Grade, Grader, TestRun};
 use crate::questions::Question;
-use crate::turn_policy::{Finish, TurnPolicy};
+use crate::turn_policy::{Finish, Reply, TurnPolicy};
 use agentrt_judge::Verdict;
 use agentrt_policy::Message;
 use agentrt_runtime::reply::{parse_reply, ReplyAction};
@@ -164,7 +164,8 @@ impl Episode {
 pub struct PhaseTimes {
     /// Seconds waiting for the policy's replies.
     pub generate_s: f64,
-    /// Seconds running the replies' programs in the sandbox.
+    /// Seconds waiting for the replies' programs in the sandbox after sampling: a program runs beside the
+    /// next sampling step, and only what it takes past that step shows here.
     pub tools_s: f64,
     /// Seconds grading the final answers (judge or tests).
     pub judge_s: f64,
@@ -201,8 +202,9 @@ struct Live {
 }
 
 impl EpisodeRunner {
-    /// One episode per entry of `questions` (repeat a question for several rollouts of it). The programs of
-    /// all live episodes of a turn run concurrently.
+    /// One episode per entry of `questions` (repeat a question for several rollouts of it). Replies come
+    /// from the policy's [`TurnPolicy::stream`]; every program runs on a task of its own, concurrently with
+    /// the others and with sampling.
     pub async fn run(&self, policy: &dyn TurnPolicy, questions: &[Question]) -> Result<RolloutBatch, RolloutError> {
         if self.config.max_turns == 0 {
             return Err(RolloutError::Invalid("max_turns must be at least 1".into()));
@@ -218,82 +220,48 @@ impl EpisodeRunner {
             policy.begin(&mut conversation)?;
             live.push(Live { conversation, turns: Vec::new(), final_answer: None, done: false });
         }
-        for turn in 0..self.config.max_turns {
-            let active: Vec<usize> = (0..live.len()).filter(|&i| !live[i].done).collect();
-            if active.is_empty() {
-                break;
-            }
+        // Continuous batching: each conversation asks for its next reply as soon as its program has run,
+        // and the stream samples whichever conversations are waiting. A program starts as soon as its reply
+        // ends and runs beside the next sampling step; its episode's next turn joins the step after that
+        // (a fixed point, so a seeded run repeats whatever the programs' timing).
+        let mut stream = policy.stream();
+        for (i, l) in live.iter().enumerate() {
+            stream.submit(i, &l.conversation)?;
+        }
+        let mut running: Vec<(usize, tokio::task::JoinHandle<RunReport>)> = Vec::new();
+        while !stream.is_empty() || !running.is_empty() {
             let started = Instant::now();
-            let replies = {
-                let convs: Vec<&Conversation> = active.iter().map(|&i| &live[i].conversation).collect();
-                policy.reply(&convs).await?
-            };
+            let replies = if stream.is_empty() { Vec::new() } else { stream.step().await? };
             times.generate_s += started.elapsed().as_secs_f64();
-            if replies.len() != active.len() {
-                return Err(RolloutError::Invalid(format!("policy `{}` gave {} replies for {} conversations", policy.name(), replies.len(), active.len())));
-            }
-            let mut programs = Vec::new();
-            for (&i, reply) in active.iter().zip(&replies) {
-                let l = &mut live[i];
-                policy.push_reply(&mut l.conversation, reply)?;
-                let action = match self.config.reply_format {
-                    ReplyFormat::ToolPrograms => parse_reply(&reply.text),
-                    ReplyFormat::FinalAnswer => ReplyAction::Answer(reply.text.clone()),
-                };
-                let record = |action, program| TurnRecord {
-                    reply: reply.text.clone(),
-                    finish: reply.finish.clone(),
-                    action,
-                    reply_tokens: reply.token_ids.len(),
-                    program,
-                    observation: None,
-                    program_error: None,
-                    tool_calls: vec![],
-                };
-                match action {
-                    ReplyAction::Program(code) => {
-                        l.turns.push(record(TurnAction::Program, Some(code.clone())));
-                        programs.push((i, code));
-                    }
-                    ReplyAction::Answer(a) => {
-                        l.turns.push(record(TurnAction::Answer, None));
-                        l.final_answer = Some((a, true));
-                        l.done = true;
-                    }
-                    ReplyAction::Nothing => {
-                        l.turns.push(record(TurnAction::Other, None));
-                        l.final_answer = Some((reply.text.trim().to_string(), false));
-                        l.done = true;
-                    }
-                }
-            }
             let started = Instant::now();
-            let reports = self.run_programs(programs.iter().map(|(_, code)| code.clone()).collect()).await?;
-            times.tools_s += started.elapsed().as_secs_f64();
-            let last_turn = turn + 1 == self.config.max_turns;
-            for ((i, _), report) in programs.iter().zip(reports) {
-                let l = &mut live[*i];
-                let observation = truncate(&report.observation(), self.config.max_observation_chars);
-                let rec = l.turns.last_mut().expect("the turn was just recorded");
-                rec.program_error = report.result.as_ref().err().map(|e| e.kind_name());
-                rec.tool_calls = report
-                    .host_calls
-                    .iter()
-                    .map(|c| ToolCallRecord {
-                        tool: c.tool.clone(),
-                        args: c.args.clone(),
-                        error: c.error.clone(),
-                        returned_ids: c.returned_ids.clone(),
-                        micros: c.duration.as_micros() as u64,
-                    })
-                    .collect();
-                rec.observation = Some(observation.clone());
-                if last_turn {
+            for (i, task) in std::mem::take(&mut running) {
+                let report = task.await.map_err(|e| RolloutError::Invalid(format!("a sandbox task failed: {e}")))?;
+                let l = &mut live[i];
+                self.record_run(l, &report);
+                if l.turns.len() == self.config.max_turns {
                     l.done = true;
                 } else {
+                    let observation = l.turns.last().and_then(|t| t.observation.clone()).unwrap_or_default();
                     policy.push_tool_turn(&mut l.conversation, &observation)?;
+                    stream.submit(i, &l.conversation)?;
                 }
             }
+            times.tools_s += started.elapsed().as_secs_f64();
+            for (i, reply) in replies {
+                let l = live
+                    .get_mut(i)
+                    .ok_or_else(|| RolloutError::Invalid(format!("policy `{}` replied to conversation {i} of {}", policy.name(), questions.len())))?;
+                if l.done || l.turns.len() >= self.config.max_turns {
+                    return Err(RolloutError::Invalid(format!("policy `{}` replied to conversation {i}, which was not waiting for a reply", policy.name())));
+                }
+                if let Some(code) = self.take_reply(policy, l, &reply)? {
+                    let (sandbox, limits) = (self.sandbox.clone(), self.config.limits);
+                    running.push((i, tokio::spawn(async move { sandbox.run_with_limits(&code, limits).await })));
+                }
+            }
+        }
+        if let Some(i) = live.iter().position(|l| !l.done) {
+            return Err(RolloutError::Invalid(format!("policy `{}` never replied to conversation {i}", policy.name())));
         }
 
         let started = Instant::now();
@@ -341,21 +309,59 @@ impl EpisodeRunner {
         Ok(RolloutBatch { episodes, times })
     }
 
-    /// Runs programs concurrently, each on its own task (the sandbox is shared; every run has its own Store).
-    async fn run_programs(&self, programs: Vec<String>) -> Result<Vec<RunReport>, RolloutError> {
-        let tasks: Vec<_> = programs
-            .into_iter()
-            .map(|code| {
-                let sandbox = self.sandbox.clone();
-                let limits = self.config.limits;
-                tokio::spawn(async move { sandbox.run_with_limits(&code, limits).await })
+    /// Records a reply in its episode; returns the program to run, if it held one (else the episode is done).
+    fn take_reply(&self, policy: &dyn TurnPolicy, l: &mut Live, reply: &Reply) -> Result<Option<String>, RolloutError> {
+        policy.push_reply(&mut l.conversation, reply)?;
+        let action = match self.config.reply_format {
+            ReplyFormat::ToolPrograms => parse_reply(&reply.text),
+            ReplyFormat::FinalAnswer => ReplyAction::Answer(reply.text.clone()),
+        };
+        let record = |action, program| TurnRecord {
+            reply: reply.text.clone(),
+            finish: reply.finish.clone(),
+            action,
+            reply_tokens: reply.token_ids.len(),
+            program,
+            observation: None,
+            program_error: None,
+            tool_calls: vec![],
+        };
+        Ok(match action {
+            ReplyAction::Program(code) => {
+                l.turns.push(record(TurnAction::Program, Some(code.clone())));
+                Some(code)
+            }
+            ReplyAction::Answer(a) => {
+                l.turns.push(record(TurnAction::Answer, None));
+                l.final_answer = Some((a, true));
+                l.done = true;
+                None
+            }
+            ReplyAction::Nothing => {
+                l.turns.push(record(TurnAction::Other, None));
+                l.final_answer = Some((reply.text.trim().to_string(), false));
+                l.done = true;
+                None
+            }
+        })
+    }
+
+    /// Records what a program's run gave back in its turn.
+    fn record_run(&self, l: &mut Live, report: &RunReport) {
+        let rec = l.turns.last_mut().expect("a program's turn is recorded before it runs");
+        rec.program_error = report.result.as_ref().err().map(|e| e.kind_name());
+        rec.tool_calls = report
+            .host_calls
+            .iter()
+            .map(|c| ToolCallRecord {
+                tool: c.tool.clone(),
+                args: c.args.clone(),
+                error: c.error.clone(),
+                returned_ids: c.returned_ids.clone(),
+                micros: c.duration.as_micros() as u64,
             })
             .collect();
-        let mut out = Vec::with_capacity(tasks.len());
-        for t in tasks {
-            out.push(t.await.map_err(|e| RolloutError::Invalid(format!("a sandbox task failed: {e}")))?);
-        }
-        Ok(out)
+        rec.observation = Some(truncate(&report.observation(), self.config.max_observation_chars));
     }
 }
 

@@ -46,4 +46,4 @@ pub use questions::{read_questions, Question};
 pub use synthetic::{check_visible, passages_program, SynthStyle, SynthesizingPolicy};
 pub use trace::TraceBuilder;
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
-pub use turn_policy::{Finish, Reply, TurnPolicy};
+pub use turn_policy::{Finish, Reply, ReplyStream, TurnPolicy};

@@ -10,11 +10,12 @@
 use crate::conversation::{Conversation, TokenTrace};
 use crate::error::RolloutError;
 use crate::trace::TraceBuilder;
-use crate::turn_policy::{Finish, Reply, TurnPolicy};
+use crate::turn_policy::{Finish, Reply, ReplyStream, TurnPolicy};
 use agentrt_policy::prefix_cache::DEFAULT_PREFIX_CACHE_BYTES;
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
-use agentrt_policy::{FinishReason, Message, Policy, PrefixCache, SamplingParams, TokenCounts};
+use agentrt_policy::sampling::{Draws, Heard};
+use agentrt_policy::{Completion, ContinuousBatch, FinishReason, Message, Policy, PrefixCache, SamplingParams, TokenCounts};
 use async_trait::async_trait;
 use std::sync::Mutex;
 
@@ -65,18 +66,19 @@ impl TurnPolicy for LocalPolicy<'_> {
         let completions = self.policy.sample_with_prefixes(&prompts, &self.params, &mut *rng, &mut prefixes)?;
         let mut replies: Vec<Option<Reply>> = vec![None; prompts.len()];
         for c in completions {
-            let finish = match c.finish_reason {
-                FinishReason::Eos => Finish::EndOfTurn,
-                FinishReason::Stop(_) => Finish::Stop,
-                FinishReason::Length => Finish::Length,
-                FinishReason::Cancelled => return Err(RolloutError::Invalid("a local completion was cancelled, which only a server's observer does".into())),
-            };
             let slot = replies
                 .get_mut(c.prompt_index)
                 .ok_or_else(|| RolloutError::Invalid(format!("completion for prompt {} of {}", c.prompt_index, prompts.len())))?;
-            *slot = Some(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish });
+            *slot = Some(reply_of(c)?);
         }
         replies.into_iter().enumerate().map(|(i, r)| r.ok_or_else(|| RolloutError::Invalid(format!("no completion for prompt {i}")))).collect()
+    }
+
+    /// Continuous batching: a conversation joins the running batch at the next decoding step after it is
+    /// submitted, and its reply comes back the step it ends, while the others go on.
+    fn stream(&self) -> Box<dyn ReplyStream + '_> {
+        let p = self.policy;
+        Box::new(LocalStream { local: self, batch: ContinuousBatch::new(&p.decoder, &p.tokenizer, p.adapters.as_ref()).with_max_live(self.params.max_batch) })
     }
 
     fn token_counts(&self) -> Option<TokenCounts> {
@@ -101,6 +103,41 @@ impl TurnPolicy for LocalPolicy<'_> {
         TraceBuilder::new(self.policy).push_turns(trace, &c.messages, std::slice::from_ref(&tool), closed)?;
         c.messages.push(tool);
         Ok(())
+    }
+}
+
+fn reply_of(c: Completion) -> Result<Reply, RolloutError> {
+    let finish = match c.finish_reason {
+        FinishReason::Eos => Finish::EndOfTurn,
+        FinishReason::Stop(_) => Finish::Stop,
+        FinishReason::Length => Finish::Length,
+        FinishReason::Cancelled => return Err(RolloutError::Invalid("a local completion was cancelled, which only a server's observer does".into())),
+    };
+    Ok(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish })
+}
+
+/// The local policy's [`ReplyStream`]: one [`ContinuousBatch`] for a whole rollout.
+struct LocalStream<'s, 'a> {
+    local: &'s LocalPolicy<'a>,
+    batch: ContinuousBatch<'a>,
+}
+
+#[async_trait]
+impl ReplyStream for LocalStream<'_, '_> {
+    fn submit(&mut self, tag: usize, conversation: &Conversation) -> Result<(), RolloutError> {
+        let ids = Conversation::trace_ids(&[conversation])?.remove(0);
+        Ok(self.batch.admit(tag, ids, self.local.params.clone())?)
+    }
+
+    async fn step(&mut self) -> Result<Vec<(usize, Reply)>, RolloutError> {
+        let mut rng = self.local.rng.lock().expect("rng lock");
+        let mut prefixes = self.local.prefixes.lock().expect("prefix cache lock");
+        let done = self.batch.step(&mut Draws::Shared(&mut *rng), &mut |_, _, _| Heard::Continue, Some(&mut prefixes))?;
+        done.into_iter().map(|c| Ok((c.prompt_index, reply_of(c)?))).collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.batch.is_empty()
     }
 }
 

@@ -52,6 +52,15 @@ pub trait TurnPolicy: Send + Sync {
     /// One reply per conversation, in order.
     async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError>;
 
+    /// A stream of replies for the episode loop: conversations are submitted as they become ready for a
+    /// reply, and each [`ReplyStream::step`] hands back the replies that are done. By default every step
+    /// answers all the conversations submitted since the last one with one [`TurnPolicy::reply`] call; a
+    /// policy that batches continuously (the local one) lets a conversation join or leave between any two
+    /// decoding steps.
+    fn stream(&self) -> Box<dyn ReplyStream + '_> {
+        Box::new(TurnByTurn { policy: self, pending: Vec::new() })
+    }
+
     /// What this policy's sampling has prefilled, reused from shared prefixes and sampled so far, where it
     /// reads tokens itself (a server's policy does not know).
     fn token_counts(&self) -> Option<agentrt_policy::TokenCounts> {
@@ -70,5 +79,47 @@ pub trait TurnPolicy: Send + Sync {
     fn push_tool_turn(&self, conversation: &mut Conversation, output: &str) -> Result<(), RolloutError> {
         conversation.messages.push(Message::new("tool", output));
         Ok(())
+    }
+}
+
+/// Replies handed out as they are done (see [`TurnPolicy::stream`]).
+#[async_trait]
+pub trait ReplyStream: Send {
+    /// Asks for a reply to `conversation` (as it stands now), handed back under `tag`.
+    fn submit(&mut self, tag: usize, conversation: &Conversation) -> Result<(), RolloutError>;
+
+    /// Works on the submitted conversations and returns the replies done by now, each with its tag (none
+    /// when work goes on without a reply ending).
+    async fn step(&mut self) -> Result<Vec<(usize, Reply)>, RolloutError>;
+
+    /// Whether no submitted conversation is still waiting for its reply.
+    fn is_empty(&self) -> bool;
+}
+
+/// The default stream: one [`TurnPolicy::reply`] call per step for everything submitted since the last.
+struct TurnByTurn<'p, P: TurnPolicy + ?Sized> {
+    policy: &'p P,
+    pending: Vec<(usize, Conversation)>,
+}
+
+#[async_trait]
+impl<P: TurnPolicy + ?Sized> ReplyStream for TurnByTurn<'_, P> {
+    fn submit(&mut self, tag: usize, conversation: &Conversation) -> Result<(), RolloutError> {
+        self.pending.push((tag, conversation.clone()));
+        Ok(())
+    }
+
+    async fn step(&mut self) -> Result<Vec<(usize, Reply)>, RolloutError> {
+        let pending = std::mem::take(&mut self.pending);
+        let conversations: Vec<&Conversation> = pending.iter().map(|(_, c)| c).collect();
+        let replies = self.policy.reply(&conversations).await?;
+        if replies.len() != pending.len() {
+            return Err(RolloutError::Invalid(format!("policy `{}` gave {} replies for {} conversations", self.policy.name(), replies.len(), pending.len())));
+        }
+        Ok(pending.iter().map(|(tag, _)| *tag).zip(replies).collect())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pending.is_empty()
     }
 }
