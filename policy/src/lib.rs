@@ -4,8 +4,9 @@
 //! GGUF file — dequantized to f32 — or a safetensors directory), its [`PolicyTokenizer`] (rebuilt from the
 //! GGUF's own metadata, so a GGUF alone is enough), the model's own [`ChatTemplate`], and optional
 //! [`AdapterSet`] LoRA adapters on q, k, v, o, gate, up, down — one, or two (*retain* and *forget*) with
-//! per-sample gradient routing. The decoder has two forwards computing the same function: a fused one with a
-//! KV cache for [sampling](Policy::sample), which returns the exact token ids and their log-probs so no turn
+//! per-sample gradient routing. The decoder has two forwards computing the same function: a fused one over a
+//! ragged batch of sequences, each with its own KV cache, for [sampling](Policy::sample) (one decoding loop,
+//! [`ContinuousBatch`], that sequences join and leave between steps), which returns the exact token ids and their log-probs so no turn
 //! is ever re-tokenised, and a differentiable one for [training](Policy::token_logprobs), built only from ops
 //! with a backward: on the CPU mostly our own [`fused`] ops, whose frozen projections compute dL/dx only. Adapters are saved in
 //! PEFT's format and can be merged into a full safetensors model. The trainer and the eval harness (root

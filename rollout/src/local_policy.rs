@@ -169,4 +169,45 @@ mod tests {
         assert!(t.model_mask[first..first + reply.token_ids.len()].iter().all(|&m| m));
         assert_eq!(t.sampled_logprobs[first..first + reply.token_ids.len()], reply.logprobs[..]);
     }
+
+    /// The stream lets a conversation rejoin the running batch with its tool turn while the others are still
+    /// decoding their first replies; every sampled log-prob is still the training forward's over the trace.
+    #[tokio::test]
+    async fn a_conversation_that_rejoins_mid_batch_keeps_exact_log_probs() {
+        let policy = tiny_policy(agentrt_policy::Arch::Qwen2, 5).unwrap();
+        let lp = LocalPolicy::new(&policy, SamplingParams { max_tokens: 10, ..SamplingParams::default() }, 3);
+        let mut convs: Vec<Conversation> =
+            (0..3).map(|i| Conversation::new(format!("q{i}"), vec![Message::system("S"), Message::user(format!("question {i}?"))])).collect();
+        let mut stream = lp.stream();
+        for (i, c) in convs.iter_mut().enumerate() {
+            lp.begin(c).unwrap();
+            stream.submit(i, c).unwrap();
+        }
+        let mut steps = 0;
+        while !stream.is_empty() {
+            steps += 1;
+            for (i, reply) in stream.step().await.unwrap() {
+                lp.push_reply(&mut convs[i], &reply).unwrap();
+                if convs[i].replies == 1 {
+                    lp.push_tool_turn(&mut convs[i], &format!("output {i}")).unwrap();
+                    stream.submit(i, &convs[i]).unwrap();
+                }
+            }
+        }
+        assert!(steps <= 20, "two replies of at most 10 tokens each took {steps} steps");
+        for c in &convs {
+            assert_eq!(c.replies, 2);
+            let t = c.tokens.as_ref().unwrap();
+            let lps = policy.token_logprobs(std::slice::from_ref(&t.ids), &[]).unwrap().squeeze(0).unwrap().to_vec1::<f32>().unwrap();
+            for p in (1..t.ids.len()).filter(|&p| t.model_mask[p]) {
+                assert!(
+                    (lps[p - 1] - t.sampled_logprobs[p]).abs() < 1e-4,
+                    "{}: token {p} sampled at {}, recomputed {}",
+                    c.question_id,
+                    t.sampled_logprobs[p],
+                    lps[p - 1]
+                );
+            }
+        }
+    }
 }
