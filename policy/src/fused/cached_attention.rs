@@ -18,8 +18,10 @@ use super::Shared;
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 use rayon::prelude::*;
 
-/// Query rows (query heads of a group x new positions) up to which the streaming path is used; a longer
-/// prefill goes through the composed ops, where the general product's packing pays for itself.
+/// Query rows (query heads of a group x new positions) a task streams the keys past at most: a prompt's
+/// new positions are cut into chunks of this many rows, so the scores stay in cache and no
+/// `(positions, keys)` matrix is ever allocated (fresh pages of tens of MB a layer cost more than the
+/// products did, composed from candle ops).
 pub const MAX_QUERY_ROWS: usize = 16;
 
 /// One sequence of a ragged batch: its new positions `start..start + new` of the queries, and its keys and
@@ -51,8 +53,8 @@ fn f32_data<'a>(s: &'a Storage, what: &str) -> candle_core::Result<&'a [f32]> {
 
 /// `softmax(scale · q·kᵀ + causal) · v` per sequence, for `q: (heads, N, hd)` (every sequence's new
 /// positions, one after the other) and each sequence's segments: new position `i` of a sequence with
-/// `L` keys sees keys `..= L - new + i`. Returns `(heads, N, hd)`. The streaming path for sequences of at
-/// most [`MAX_QUERY_ROWS`] query rows a group on f32 CPU tensors; the composed candle ops for the others.
+/// `L` keys sees keys `..= L - new + i`. Returns `(heads, N, hd)`. Streamed on f32 CPU tensors; the composed
+/// candle ops elsewhere.
 pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> candle_core::Result<Tensor> {
     let (nh, n, hd) = q.dims3()?;
     let mut covered = 0;
@@ -86,15 +88,26 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
     }
     let q = q.contiguous()?;
     let mut out = vec![0f32; nh * n * hd];
-    let (streamed, composed): (Vec<&CachedSequence>, Vec<&CachedSequence>) = seqs.iter().partition(|s| rep * s.new <= MAX_QUERY_ROWS);
+    // Tasks of at most MAX_QUERY_ROWS query rows a group: a prefill's new positions are cut into chunks,
+    // and a chunk reads only the keys its last position sees (causality halves a whole prompt's work).
+    // Each: (sequence, first new position in the batch, positions, keys seen by its last position).
+    let chunk = (MAX_QUERY_ROWS / rep).max(1);
+    let mut tasks: Vec<(usize, usize, usize, usize)> = Vec::new();
+    for (si, s) in seqs.iter().enumerate() {
+        let keys = s.keys()?;
+        for from in (0..s.new).step_by(chunk) {
+            let c = chunk.min(s.new - from);
+            tasks.push((si, s.start + from, c, keys - s.new + from + c));
+        }
+    }
     {
         // The storages stay read-locked while the tasks read them in place.
         let (q_store, q_layout) = q.storage_and_layout();
         let qs = &f32_data(&q_store, "q")?[q_layout.start_offset()..];
-        let guards: Vec<Vec<_>> = streamed.iter().map(|s| s.segments.iter().map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout())).collect()).collect();
+        let guards: Vec<Vec<_>> = seqs.iter().map(|s| s.segments.iter().map(|(k, v)| (k.storage_and_layout(), v.storage_and_layout())).collect()).collect();
         // Per sequence, per segment: (keys, values, positions, kv-head stride of each).
         type Segment<'a> = (&'a [f32], &'a [f32], usize, usize, usize);
-        let mut views: Vec<Vec<Segment>> = Vec::with_capacity(streamed.len());
+        let mut views: Vec<Vec<Segment>> = Vec::with_capacity(seqs.len());
         for g in &guards {
             let mut segs = Vec::with_capacity(g.len());
             for ((ks, kl), (vs, vl)) in g {
@@ -105,48 +118,38 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
         }
         let path = agentrt_kernels::selected();
         let dst = Shared(out.as_mut_ptr());
-        (0..streamed.len() * nkv).into_par_iter().for_each(|task| {
-            let (si, g) = (task / nkv, task % nkv);
-            let s = streamed[si];
-            let (t, rows) = (s.new, rep * s.new);
-            let len: usize = views[si].iter().map(|x| x.2).sum();
+        (0..tasks.len() * nkv).into_par_iter().for_each(|task| {
+            let ((si, start, t, len), g) = (tasks[task / nkv], task % nkv);
+            let rows = rep * t;
             // The group's query rows, head-major: row h·t + i is head g·rep + h at new position i.
             let mut qg = vec![0f32; rows * hd];
             for h in 0..rep {
                 for i in 0..t {
-                    let at = ((g * rep + h) * n + s.start + i) * hd;
+                    let at = ((g * rep + h) * n + start + i) * hd;
                     qg[(h * t + i) * hd..][..hd].copy_from_slice(&qs[at..at + hd]);
                 }
+            }
+            // The segments' first `len` keys, in order: (keys, values, positions, strides).
+            let mut parts = Vec::with_capacity(views[si].len());
+            let mut left = len;
+            for &(ks, vs, m, kst, vst) in &views[si] {
+                if left == 0 {
+                    break;
+                }
+                parts.push((ks, vs, m.min(left), kst, vst));
+                left -= m.min(left);
             }
             // Scores, (len, rows): key j's dot with every query row, segment after segment.
             let mut p = vec![0f32; len * rows];
             let mut from = 0;
-            for &(ks, _, m, kst, _) in &views[si] {
+            for &(ks, _, m, kst, _) in &parts {
                 agentrt_kernels::decode::rows_f32(path, &qg, &ks[g * kst..g * kst + m * hd], &mut p[from * rows..(from + m) * rows], rows, hd);
                 from += m;
             }
-            for r in 0..rows {
-                let seen = len - t + r % t + 1;
-                let mut max = f32::NEG_INFINITY;
-                for j in 0..seen {
-                    let x = &mut p[j * rows + r];
-                    *x *= scale as f32;
-                    max = max.max(*x);
-                }
-                let mut sum = 0f32;
-                for j in 0..seen {
-                    let x = &mut p[j * rows + r];
-                    *x = (*x - max).exp();
-                    sum += *x;
-                }
-                let inv = 1.0 / sum;
-                for j in 0..len {
-                    p[j * rows + r] = if j < seen { p[j * rows + r] * inv } else { 0.0 };
-                }
-            }
+            softmax_key_major(&mut p, rows, t, scale as f32);
             let mut og = vec![0f32; rows * hd];
             let mut from = 0;
-            for (x, &(_, vs, m, _, vst)) in views[si].iter().enumerate() {
+            for (x, &(_, vs, m, _, vst)) in parts.iter().enumerate() {
                 // SAFETY: p's rows `from..from + m` of `len` read through strides (rows, 1); the segment's
                 // values are m rows of hd at g·vst; og is this task's own.
                 unsafe {
@@ -156,8 +159,8 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
             }
             for h in 0..rep {
                 for i in 0..t {
-                    let at = ((g * rep + h) * n + s.start + i) * hd;
-                    // SAFETY: this task alone writes the rows of its group's heads at its sequence's positions.
+                    let at = ((g * rep + h) * n + start + i) * hd;
+                    // SAFETY: this task alone writes the rows of its group's heads at its positions.
                     unsafe { std::ptr::copy_nonoverlapping(og[(h * t + i) * hd..].as_ptr(), dst.at(at), hd) };
                 }
             }
@@ -165,13 +168,46 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
         drop(guards);
         drop(q_store);
     }
-    for s in composed {
-        let o: Vec<f32> = composed_one(&q, s, scale)?.flatten_all()?.to_vec1()?;
-        for h in 0..nh {
-            out[(h * n + s.start) * hd..][..s.new * hd].copy_from_slice(&o[h * s.new * hd..][..s.new * hd]);
+    Tensor::from_vec(out, (nh, n, hd), q.device())
+}
+
+/// Softmax over keys of `p: (len, rows)` (key-major: a key's scores for every query row are contiguous, so
+/// the loops run along them), scaled by `scale`, with query row `r` (new position `r % t` of `t`) seeing
+/// the first `len - t + r % t + 1` keys; unseen keys get 0.
+fn softmax_key_major(p: &mut [f32], rows: usize, t: usize, scale: f32) {
+    let len = p.len() / rows;
+    let all_see = len - t;
+    let mut max = vec![f32::NEG_INFINITY; rows];
+    for (j, key) in p.chunks_exact_mut(rows).enumerate() {
+        if j < all_see {
+            for (m, x) in max.iter_mut().zip(key.iter_mut()) {
+                *x *= scale;
+                *m = m.max(*x);
+            }
+        } else {
+            for (r, (m, x)) in max.iter_mut().zip(key.iter_mut()).enumerate() {
+                if j <= all_see + r % t {
+                    *x *= scale;
+                    *m = m.max(*x);
+                } else {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
         }
     }
-    Tensor::from_vec(out, (nh, n, hd), q.device())
+    let mut sum = vec![0f32; rows];
+    for key in p.chunks_exact_mut(rows) {
+        for ((s, m), x) in sum.iter_mut().zip(&max).zip(key.iter_mut()) {
+            *x = (*x - m).exp();
+            *s += *x;
+        }
+    }
+    let inv: Vec<f32> = sum.iter().map(|s| 1.0 / s).collect();
+    for key in p.chunks_exact_mut(rows) {
+        for (x, i) in key.iter_mut().zip(&inv) {
+            *x *= i;
+        }
+    }
 }
 
 /// One sequence's attention from candle ops (the reference, and the path where streaming does not apply):
@@ -211,8 +247,8 @@ mod tests {
             let v = Tensor::randn(0f32, 1.0, (1, nkv, cap, hd), &dev).unwrap();
             (k.narrow(2, 0, n).unwrap(), v.narrow(2, 0, n).unwrap())
         };
-        // (new positions, segment lengths): one-token decodes, a short prefill, a long one (composed).
-        let shapes: [(usize, &[usize]); 4] = [(1, &[37]), (3, &[20, 5]), (1, &[64, 9, 1]), (12, &[30, 40])];
+        // (new positions, segment lengths): one-token decodes, a short prefill, long ones (in chunks).
+        let shapes: [(usize, &[usize]); 5] = [(1, &[37]), (3, &[20, 5]), (1, &[64, 9, 1]), (12, &[30, 40]), (70, &[3, 70])];
         let mut seqs = Vec::new();
         let mut start = 0;
         for (new, lens) in shapes {
