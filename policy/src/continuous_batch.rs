@@ -177,7 +177,7 @@ impl<'m> ContinuousBatch<'m> {
                 if l.kv.len() != read.len() {
                     return Err(PolicyError::Invalid(format!("sequence {}: {} cached positions for {} tokens read", l.tag, l.kv.len(), read.len())));
                 }
-                pc.insert(read.clone(), l.kv.to_layers(read.len(), self.decoder.cfg.num_layers)?)?;
+                pc.insert(read.clone(), std::mem::take(&mut l.kv).into_segments(read.len())?)?;
             }
             let text_ids = if reason == FinishReason::Eos { &l.ids[..l.ids.len() - 1] } else { &l.ids[..] };
             out.push(Completion {
@@ -231,21 +231,22 @@ impl<'m> ContinuousBatch<'m> {
             if leaders.len() > 1 && short_of_it > 1 {
                 let head = &leaders[0].prompt[..shared];
                 let from = pc.longest(head, shared - 1);
-                let mut kv = [SequenceKv::starting_from(from.map(|m| pc.segment(m)).transpose()?)];
+                let mut kv = [SequenceKv::starting_from(from.map(|m| pc.segments(m)).transpose()?.unwrap_or_default())];
                 let done = from.map_or(0, |m| m.len);
                 self.decoder.hidden_rows(&head[done..], &[shared - done], &mut kv, self.adapters)?;
                 counts.prefilled += shared - done;
                 reused -= shared - done;
-                pc.insert(head.to_vec(), kv[0].to_layers(shared, self.decoder.cfg.num_layers)?)?;
+                let [kv] = kv;
+                pc.insert(head.to_vec(), kv.into_segments(shared)?)?;
             }
         }
         for mut l in leaders {
-            let from = prefixes.as_deref_mut().and_then(|pc| pc.longest(&l.prompt, l.prompt.len() - 1).map(|m| (pc.segment(m), m.len)));
-            let (segment, done) = match from {
-                Some((s, len)) => (Some(s?), len),
-                None => (None, 0),
+            let from = prefixes.as_deref_mut().and_then(|pc| pc.longest(&l.prompt, l.prompt.len() - 1).map(|m| (pc.segments(m), m.len)));
+            let (segments, done) = match from {
+                Some((s, len)) => (s?, len),
+                None => (Vec::new(), 0),
             };
-            l.kv = SequenceKv::starting_from(segment);
+            l.kv = SequenceKv::starting_from(segments);
             l.feed = l.prompt[done..].to_vec();
             reused -= l.feed.len();
             self.live.push(l);

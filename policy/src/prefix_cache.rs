@@ -2,8 +2,10 @@
 //!
 //! The rollouts of a step all begin with the same system prompt and demonstration, the G rollouts of a
 //! question with the same question too, and each later turn of an episode with everything the episode has
-//! said so far. [`crate::sampling`] looks every prompt up here, prefills only what follows the longest cached
-//! prefix, and stores each finished row's keys and values for the episode's next turn.
+//! said so far. [`crate::ContinuousBatch`] looks every prompt up here, prefills only what follows the longest
+//! cached prefix, and stores each finished sequence's keys and values for the episode's next turn. Nothing is
+//! copied either way: an entry holds the segments the sequence read and wrote ([`SharedKv`]), and a sequence
+//! that starts from an entry reads those segments in place.
 //!
 //! An entry serves any prompt that shares a prefix with it, not only prompts that extend all of it (the keys
 //! and values at position i depend on tokens 0..=i alone), so no tree is needed: an entry whose tokens are a
@@ -14,13 +16,12 @@
 //! one per sampling pass, inside the rollout policy).
 
 use crate::model::SharedKv;
-use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 /// Where a sampling pass's prompt tokens came from, and how many tokens it sampled.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCounts {
-    /// Prompt tokens run through the model (padding not counted).
+    /// Prompt tokens run through the model.
     pub prefilled: usize,
     /// Prompt tokens whose keys and values came from a shared prefix instead: a cached entry, or another row
     /// of the same batch with the same prompt. `prefilled + reused` is every row's prompt length summed.
@@ -40,8 +41,9 @@ impl TokenCounts {
 
 struct Entry {
     ids: Vec<u32>,
-    /// `(keys, values)` per decoder block, `(1, kv_heads, ids.len(), head_dim)`.
-    layers: Vec<(Tensor, Tensor)>,
+    /// The keys and values of `ids`, segment after segment (shared with the sequences that made them and
+    /// with other entries: nothing is copied in or out).
+    segments: Vec<SharedKv>,
     bytes: usize,
     last_used: u64,
 }
@@ -111,29 +113,37 @@ impl PrefixCache {
         Some(best)
     }
 
-    /// The keys and values of the first `m.len` tokens of entry `m.entry`, as a segment a sequence reads in
-    /// place (views: the entry may be dropped from the cache while a sequence still reads them).
-    pub(crate) fn segment(&self, m: PrefixMatch) -> candle_core::Result<SharedKv> {
-        let layers =
-            self.entries[m.entry].layers.iter().map(|(k, v)| Ok((k.narrow(2, 0, m.len)?, v.narrow(2, 0, m.len)?))).collect::<candle_core::Result<Vec<_>>>()?;
-        SharedKv::new(layers)
+    /// The keys and values of the first `m.len` tokens of entry `m.entry`, as the segments a sequence
+    /// reads in place (the entry may be dropped from the cache while a sequence still reads them).
+    pub(crate) fn segments(&self, m: PrefixMatch) -> candle_core::Result<Vec<SharedKv>> {
+        let mut out = Vec::new();
+        let mut left = m.len;
+        for s in &self.entries[m.entry].segments {
+            if left == 0 {
+                break;
+            }
+            let n = s.len().min(left);
+            out.push(s.narrow(n)?);
+            left -= n;
+        }
+        Ok(out)
     }
 
-    /// Stores the keys and values of `ids` (`(1, kv_heads, ids.len(), head_dim)` per layer, not views of a
-    /// larger tensor), dropping the entries it makes redundant, then the oldest while over the bound.
-    pub(crate) fn insert(&mut self, ids: Vec<u32>, layers: Vec<(Tensor, Tensor)>) -> candle_core::Result<()> {
-        for (k, v) in &layers {
-            if k.dim(2)? != ids.len() || v.dim(2)? != ids.len() || k.dim(0)? != 1 {
-                candle_core::bail!("a prefix of {} tokens stored with keys {:?} and values {:?}", ids.len(), k.shape(), v.shape());
-            }
+    /// Stores the keys and values of `ids` (segments covering exactly `ids.len()` positions), dropping the
+    /// entries it makes redundant, then the oldest while over the bound. Segments shared by several
+    /// entries count in each: the bound is conservative.
+    pub(crate) fn insert(&mut self, ids: Vec<u32>, segments: Vec<SharedKv>) -> candle_core::Result<()> {
+        let held: usize = segments.iter().map(SharedKv::len).sum();
+        if held != ids.len() {
+            candle_core::bail!("a prefix of {} tokens stored with keys and values of {held} positions", ids.len());
         }
         if ids.is_empty() || self.entries.iter().any(|e| e.ids.starts_with(&ids)) {
             return Ok(());
         }
         self.entries.retain(|e| !ids.starts_with(&e.ids));
-        let bytes = layers.iter().map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()).sum();
+        let bytes = segments.iter().map(SharedKv::bytes).sum();
         self.clock += 1;
-        self.entries.push(Entry { ids, layers, bytes, last_used: self.clock });
+        self.entries.push(Entry { ids, segments, bytes, last_used: self.clock });
         while self.bytes() > self.max_bytes && !self.entries.is_empty() {
             let oldest = self.entries.iter().enumerate().min_by_key(|(_, e)| e.last_used).map(|(i, _)| i).expect("not empty");
             self.entries.swap_remove(oldest);
@@ -145,11 +155,11 @@ impl PrefixCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+    use candle_core::{Device, Tensor};
 
-    fn kv(n: usize) -> Vec<(Tensor, Tensor)> {
+    fn kv(n: usize) -> Vec<SharedKv> {
         let t = Tensor::zeros((1, 1, n, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
-        vec![(t.clone(), t)]
+        vec![SharedKv::new(vec![(t.clone(), t)]).unwrap()]
     }
 
     #[test]

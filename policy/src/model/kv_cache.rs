@@ -41,6 +41,22 @@ impl SharedKv {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// The first `len` positions (views of the same storage).
+    pub fn narrow(&self, len: usize) -> candle_core::Result<SharedKv> {
+        if len > self.len {
+            candle_core::bail!("{len} positions asked of a shared segment of {}", self.len);
+        }
+        if len == self.len {
+            return Ok(self.clone());
+        }
+        SharedKv::new(self.layers.iter().map(|(k, v)| Ok((k.narrow(2, 0, len)?, v.narrow(2, 0, len)?))).collect::<candle_core::Result<_>>()?)
+    }
+
+    /// Bytes of keys and values the segment covers (its storage may be larger: see [`SequenceKv::into_segments`]).
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()).sum()
+    }
 }
 
 /// One block's own cache: `(1, kv, capacity, hd)` buffers with room to grow, so a decoding step writes its
@@ -90,9 +106,9 @@ pub struct SequenceKv {
 }
 
 impl SequenceKv {
-    /// A sequence that starts from `prefix` (or from nothing).
-    pub fn starting_from(prefix: Option<SharedKv>) -> SequenceKv {
-        SequenceKv { shared: prefix.into_iter().filter(|s| !s.is_empty()).collect(), own: Vec::new() }
+    /// A sequence that starts from the positions of `segments`, in order (none: from nothing).
+    pub fn starting_from(segments: Vec<SharedKv>) -> SequenceKv {
+        SequenceKv { shared: segments.into_iter().filter(|s| !s.is_empty()).collect(), own: Vec::new() }
     }
 
     /// Positions cached: the shared segments' and its own.
@@ -153,32 +169,25 @@ impl SequenceKv {
         Ok(SequenceKv { shared: self.shared.clone(), own: Vec::new() })
     }
 
-    /// The first `len` positions as standalone `(1, kv, len, hd)` tensors per block, copied out of the
-    /// segments (for the prefix cache, which must not keep a whole buffer alive through a view).
-    pub fn to_layers(&self, len: usize, num_layers: usize) -> candle_core::Result<Vec<(Tensor, Tensor)>> {
+    /// The sequence's first `len` positions as shared segments, nothing copied: what it wrote becomes a
+    /// read-only segment (which keeps its whole buffer alive, growth room included), so a cached prefix
+    /// and every sequence that later starts from it read the same memory.
+    pub fn into_segments(mut self, len: usize) -> candle_core::Result<Vec<SharedKv>> {
         if len > self.len() {
             candle_core::bail!("{len} positions asked of a sequence cache of {}", self.len());
         }
-        (0..num_layers)
-            .map(|li| {
-                let mut ks = Vec::new();
-                let mut vs = Vec::new();
-                let mut left = len;
-                for (k, v) in self.segments(li)? {
-                    if left == 0 {
-                        break;
-                    }
-                    let n = k.dim(2)?.min(left);
-                    ks.push(k.narrow(2, 0, n)?);
-                    vs.push(v.narrow(2, 0, n)?);
-                    left -= n;
-                }
-                if ks.is_empty() {
-                    candle_core::bail!("no positions to copy from block {li}");
-                }
-                Ok((Tensor::cat(&ks, 2)?.contiguous()?, Tensor::cat(&vs, 2)?.contiguous()?))
-            })
-            .collect()
+        self.fork()?;
+        let mut out = Vec::with_capacity(self.shared.len());
+        let mut left = len;
+        for s in self.shared {
+            if left == 0 {
+                break;
+            }
+            let n = s.len().min(left);
+            out.push(s.narrow(n)?);
+            left -= n;
+        }
+        Ok(out)
     }
 }
 
@@ -192,13 +201,13 @@ mod tests {
     }
 
     fn values(kv: &SequenceKv) -> Vec<f32> {
-        kv.to_layers(kv.len(), 1).unwrap()[0].0.flatten_all().unwrap().to_vec1().unwrap()
+        kv.segments(0).unwrap().iter().flat_map(|(k, _)| k.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
     }
 
     #[test]
     fn forks_share_what_was_written_and_write_apart_from_there() {
         let prefix = SharedKv::new(vec![(positions(0, 3), positions(0, 3))]).unwrap();
-        let mut a = SequenceKv::starting_from(Some(prefix));
+        let mut a = SequenceKv::starting_from(vec![prefix]);
         a.append(0, 1, &positions(3, 2), &positions(3, 2)).unwrap();
         let mut b = a.fork().unwrap();
         a.append(0, 1, &positions(5, 1), &positions(5, 1)).unwrap();
@@ -206,13 +215,16 @@ mod tests {
         assert_eq!(values(&a), [0., 1., 2., 3., 4., 5.]);
         assert_eq!(values(&b), [0., 1., 2., 3., 4., 50., 51.]);
         assert_eq!(a.segments(0).unwrap().len(), 3, "the prefix, the frozen part, a's own");
-        assert_eq!(b.to_layers(4, 1).unwrap()[0].0.dims(), [1, 1, 4, 1]);
-        assert!(b.to_layers(8, 1).is_err());
+        let kept = b.into_segments(4).unwrap();
+        assert_eq!(kept.iter().map(SharedKv::len).collect::<Vec<_>>(), [3, 1], "the prefix, then 1 of the frozen part's 2");
+        let again = SequenceKv::starting_from(kept);
+        assert_eq!(values(&again), [0., 1., 2., 3.]);
+        assert!(again.into_segments(5).is_err());
     }
 
     #[test]
     fn an_own_cache_grows_past_its_first_capacity() {
-        let mut a = SequenceKv::starting_from(None);
+        let mut a = SequenceKv::starting_from(vec![]);
         for i in 0..300 {
             a.append(0, 1, &positions(i, 1), &positions(i, 1)).unwrap();
         }
