@@ -62,7 +62,7 @@ enum Command {
 
 fn main() -> ExitCode {
     agentrt_policy::allocator::keep_freed_memory();
-    agentrt_policy::thread_count::fix_thread_count();
+    agentrt_policy::threads::fix_thread_count();
     let cli = Cli::parse();
     match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     agentrt_policy::allocator::keep_freed_memory();
-    agentrt_policy::thread_count::fix_thread_count();
+    agentrt_policy::threads::fix_thread_count();
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let req: Value = serde_json::from_str(&input)?;

@@ -18,6 +18,7 @@ use crate::lora::AdapterSet;
 use crate::model::{Decoder, SequenceKv};
 use crate::prefix_cache::{common_prefix, PrefixCache, TokenCounts};
 use crate::sampling::{logsumexp, pick, Completion, Draws, FinishReason, Heard, SamplingParams};
+use crate::threads::in_pool;
 use crate::tokenizer::PolicyTokenizer;
 
 /// A sequence admitted and not yet read.
@@ -119,7 +120,7 @@ impl<'m> ContinuousBatch<'m> {
         let news: Vec<usize> = self.live.iter().map(|l| l.feed.len()).collect();
         counts.prefilled += self.live.iter().filter(|l| l.ids.is_empty()).map(|l| l.feed.len()).sum::<usize>();
         let mut kvs: Vec<SequenceKv> = self.live.iter_mut().map(|l| std::mem::take(&mut l.kv)).collect();
-        let logits = self.decoder.forward_rows(&tokens, &news, &mut kvs, self.adapters);
+        let logits = in_pool(|| self.decoder.forward_rows(&tokens, &news, &mut kvs, self.adapters));
         for (l, kv) in self.live.iter_mut().zip(kvs) {
             l.kv = kv;
         }
@@ -233,7 +234,7 @@ impl<'m> ContinuousBatch<'m> {
                 let from = pc.longest(head, shared - 1);
                 let mut kv = [SequenceKv::starting_from(from.map(|m| pc.segments(m)).transpose()?.unwrap_or_default())];
                 let done = from.map_or(0, |m| m.len);
-                self.decoder.hidden_rows(&head[done..], &[shared - done], &mut kv, self.adapters)?;
+                in_pool(|| self.decoder.hidden_rows(&head[done..], &[shared - done], &mut kv, self.adapters))?;
                 counts.prefilled += shared - done;
                 reused -= shared - done;
                 let [kv] = kv;

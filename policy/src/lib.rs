@@ -23,7 +23,7 @@ pub mod model;
 pub mod optim;
 pub mod prefix_cache;
 pub mod sampling;
-pub mod thread_count;
+pub mod threads;
 pub mod tiny;
 pub mod tokenizer;
 

@@ -1,5 +1,6 @@
-//! Fixes the thread count candle asks for on every matrix product.
+//! How the CPU's threads are used: the thread count candle asks for, and where a forward runs.
 //!
+//! [`fix_thread_count`] fixes the thread count candle asks for on every matrix product.
 //! candle 0.11 sizes each CPU matrix product's parallelism with `get_num_threads()`, which, unless
 //! `RAYON_NUM_THREADS` is set, counts physical cores with `num_cpus::get_physical()`: that opens and
 //! parses `/proc/cpuinfo` every time. A default training step here made 94,894 such reads (the kernel
@@ -16,4 +17,17 @@ pub fn fix_thread_count() -> usize {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::env::set_var("RAYON_NUM_THREADS", n.to_string());
     n
+}
+
+/// Runs `f` on a thread of rayon's global pool (at once when already on one). A sampling forward is a few
+/// hundred small parallel ops, and each one called from outside the pool is a hand-off to a sleeping
+/// worker and back: a fifth of a decoding step's time went to the scheduler that way. Inside the pool the
+/// ops share its own queues. (The training update, with fewer and larger ops, measured slower in the pool
+/// and stays on its caller's thread.)
+pub fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        f()
+    } else {
+        rayon::scope(|_| f())
+    }
 }
