@@ -100,6 +100,37 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
             tasks.push((si, s.start + from, c, keys - s.new + from + c));
         }
     }
+    // Decoding sequences whose first segment is the same tensor (the system prompt every rollout starts
+    // from) read it once between them: a cascade task streams it past all their query rows and leaves each
+    // row's partial softmax (max, sum, unnormalised output), which the sequence's own task merges with its
+    // other segments'. Each cascade: up to `chunk` sequences, one partial slot each.
+    let mut cascades: Vec<Vec<usize>> = Vec::new();
+    let mut slot_of: Vec<Option<usize>> = vec![None; seqs.len()];
+    {
+        let mut by_prefix: Vec<(candle_core::TensorId, Vec<usize>)> = Vec::new();
+        for (si, s) in seqs.iter().enumerate().filter(|(_, s)| s.new == 1 && s.segments.len() > 1) {
+            let id = s.segments[0].0.id();
+            match by_prefix.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, members)) => members.push(si),
+                None => by_prefix.push((id, vec![si])),
+            }
+        }
+        let mut slots = 0;
+        for (_, members) in by_prefix.into_iter().filter(|(_, m)| m.len() > 1) {
+            for c in members.chunks(chunk) {
+                for &si in c {
+                    slot_of[si] = Some(slots);
+                    slots += 1;
+                }
+                cascades.push(c.to_vec());
+            }
+        }
+    }
+    let slots = slot_of.iter().flatten().count();
+    // Per (slot, kv group, head of the group): max, sum, and hd unnormalised outputs.
+    let mut partial_max = vec![0f32; slots * nh];
+    let mut partial_sum = vec![0f32; slots * nh];
+    let mut partial_out = vec![0f32; slots * nh * hd];
     {
         // The storages stay read-locked while the tasks read them in place.
         let (q_store, q_layout) = q.storage_and_layout();
@@ -117,22 +148,55 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
             views.push(segs);
         }
         let path = agentrt_kernels::selected();
-        let dst = Shared(out.as_mut_ptr());
-        (0..tasks.len() * nkv).into_par_iter().for_each(|task| {
-            let ((si, start, t, len), g) = (tasks[task / nkv], task % nkv);
-            let rows = rep * t;
-            // The group's query rows, head-major: row h·t + i is head g·rep + h at new position i.
-            let mut qg = vec![0f32; rows * hd];
+        // The group's query rows at `t` new positions from `start`, head-major (row h·t + i), into `dst`.
+        let gather = |dst: &mut [f32], g: usize, start: usize, t: usize| {
             for h in 0..rep {
                 for i in 0..t {
                     let at = ((g * rep + h) * n + start + i) * hd;
-                    qg[(h * t + i) * hd..][..hd].copy_from_slice(&qs[at..at + hd]);
+                    dst[(h * t + i) * hd..][..hd].copy_from_slice(&qs[at..at + hd]);
                 }
             }
-            // The segments' first `len` keys, in order: (keys, values, positions, strides).
+        };
+        let (pm, ps, po) = (Shared(partial_max.as_mut_ptr()), Shared(partial_sum.as_mut_ptr()), Shared(partial_out.as_mut_ptr()));
+        (0..cascades.len() * nkv).into_par_iter().for_each(|task| {
+            let (members, g) = (&cascades[task / nkv], task % nkv);
+            let rows = members.len() * rep;
+            let mut qg = vec![0f32; rows * hd];
+            for (j, &si) in members.iter().enumerate() {
+                gather(&mut qg[j * rep * hd..(j + 1) * rep * hd], g, seqs[si].start, 1);
+            }
+            let (ks, vs, m, kst, vst) = views[members[0]][0];
+            let mut p = vec![0f32; m * rows];
+            agentrt_kernels::decode::rows_f32(path, &qg, &ks[g * kst..g * kst + m * hd], &mut p, rows, hd);
+            // Every key of the shared prefix lies before a decoding position: all are seen (as by the last
+            // of one new position).
+            let (max, sum) = softmax_key_major(&mut p, rows, 1, scale as f32);
+            let mut og = vec![0f32; rows * hd];
+            // SAFETY: p is (rows, m) through strides (rows, 1); the values are m rows of hd at g·vst.
+            unsafe { matmul_strided((rows, hd, m), og.as_mut_ptr(), hd, false, p.as_ptr(), (rows, 1), vs[g * vst..].as_ptr(), (1, hd)) };
+            for (j, &si) in members.iter().enumerate() {
+                let at = (slot_of[si].expect("a cascade member has a slot") * nkv + g) * rep;
+                // SAFETY: each (slot, group) is written by this task alone, and read only after all end.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(max[j * rep..].as_ptr(), pm.at(at), rep);
+                    std::ptr::copy_nonoverlapping(sum[j * rep..].as_ptr(), ps.at(at), rep);
+                    std::ptr::copy_nonoverlapping(og[j * rep * hd..].as_ptr(), po.at(at * hd), rep * hd);
+                }
+            }
+        });
+        let dst = Shared(out.as_mut_ptr());
+        let (partial_max, partial_sum, partial_out) = (&partial_max, &partial_sum, &partial_out);
+        (0..tasks.len() * nkv).into_par_iter().for_each(|task| {
+            let ((si, start, t, len), g) = (tasks[task / nkv], task % nkv);
+            let rows = rep * t;
+            let mut qg = vec![0f32; rows * hd];
+            gather(&mut qg, g, start, t);
+            // The segments' first `len` keys, in order (without the shared prefix a cascade read).
+            let skip = usize::from(slot_of[si].is_some());
             let mut parts = Vec::with_capacity(views[si].len());
-            let mut left = len;
-            for &(ks, vs, m, kst, vst) in &views[si] {
+            let mut left = len - views[si][..skip].iter().map(|x| x.2).sum::<usize>();
+            let len = left;
+            for &(ks, vs, m, kst, vst) in &views[si][skip..] {
                 if left == 0 {
                     break;
                 }
@@ -146,7 +210,7 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
                 agentrt_kernels::decode::rows_f32(path, &qg, &ks[g * kst..g * kst + m * hd], &mut p[from * rows..(from + m) * rows], rows, hd);
                 from += m;
             }
-            softmax_key_major(&mut p, rows, t, scale as f32);
+            let (max, sum) = softmax_key_major(&mut p, rows, t, scale as f32);
             let mut og = vec![0f32; rows * hd];
             let mut from = 0;
             for (x, &(_, vs, m, _, vst)) in parts.iter().enumerate() {
@@ -156,6 +220,22 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
                     matmul_strided((rows, hd, m), og.as_mut_ptr(), hd, x > 0, p[from * rows..].as_ptr(), (rows, 1), vs[g * vst..].as_ptr(), (1, hd));
                 }
                 from += m;
+            }
+            for (r, o) in og.chunks_exact_mut(hd).enumerate() {
+                let (own, inv) = match slot_of[si] {
+                    // Merge with the cascade's partial for this row (t is 1: row r is head r).
+                    Some(slot) => {
+                        let at = (slot * nkv + g) * rep + r;
+                        let top = max[r].max(partial_max[at]);
+                        let (a, b) = ((partial_max[at] - top).exp(), (max[r] - top).exp());
+                        for (x, y) in o.iter_mut().zip(&partial_out[at * hd..(at + 1) * hd]) {
+                            *x = *x * b + y * a;
+                        }
+                        (o, 1.0 / (partial_sum[at] * a + sum[r] * b))
+                    }
+                    None => (o, 1.0 / sum[r]),
+                };
+                own.iter_mut().for_each(|x| *x *= inv);
             }
             for h in 0..rep {
                 for i in 0..t {
@@ -171,10 +251,11 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
     Tensor::from_vec(out, (nh, n, hd), q.device())
 }
 
-/// Softmax over keys of `p: (len, rows)` (key-major: a key's scores for every query row are contiguous, so
-/// the loops run along them), scaled by `scale`, with query row `r` (new position `r % t` of `t`) seeing
-/// the first `len - t + r % t + 1` keys; unseen keys get 0.
-fn softmax_key_major(p: &mut [f32], rows: usize, t: usize, scale: f32) {
+/// The exponentials of a softmax over keys of `p: (len, rows)` (key-major: a key's scores for every query
+/// row are contiguous, so the loops run along them), scaled by `scale`, with query row `r` (new position
+/// `r % t` of `t`) seeing the first `len - t + r % t + 1` keys; unseen keys get 0. Leaves `p` unnormalised
+/// and returns each row's max and sum, so a softmax over other keys can be merged in.
+fn softmax_key_major(p: &mut [f32], rows: usize, t: usize, scale: f32) -> (Vec<f32>, Vec<f32>) {
     let len = p.len() / rows;
     let all_see = len - t;
     let mut max = vec![f32::NEG_INFINITY; rows];
@@ -202,12 +283,7 @@ fn softmax_key_major(p: &mut [f32], rows: usize, t: usize, scale: f32) {
             *s += *x;
         }
     }
-    let inv: Vec<f32> = sum.iter().map(|s| 1.0 / s).collect();
-    for key in p.chunks_exact_mut(rows) {
-        for (x, i) in key.iter_mut().zip(&inv) {
-            *x *= i;
-        }
-    }
+    (max, sum)
 }
 
 /// One sequence's attention from candle ops (the reference, and the path where streaming does not apply):
@@ -254,6 +330,12 @@ mod tests {
         for (new, lens) in shapes {
             seqs.push(CachedSequence { start, new, segments: lens.iter().map(|&n| buffer(n, n + 7)).collect() });
             start += new;
+        }
+        // Decoding sequences that share their first segment (a cascade reads it once for them).
+        let prefix = buffer(50, 60);
+        for own in [3, 1, 8] {
+            seqs.push(CachedSequence { start, new: 1, segments: vec![prefix.clone(), buffer(own, own + 2)] });
+            start += 1;
         }
         let q = Tensor::randn(0f32, 1.0, (nh, start, hd), &dev).unwrap();
         let got = cached_attention(&q, &seqs, 0.25).unwrap();
