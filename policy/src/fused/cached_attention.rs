@@ -10,8 +10,10 @@
 //!
 //! A sequence's keys and values come in segments (shared prefixes, then its own cache: see
 //! [`crate::model::SequenceKv`]), read one after the other as if they were one tensor, so sequences that
-//! share a prefix read the same memory instead of copies of it. Sequences are ragged: each has its own
-//! number of new positions and of cached ones, and no padding. No backward: sampling only.
+//! share a prefix read the same memory instead of copies of it, and decoding sequences that start with the
+//! same segment read it once per step between them (a cascade: the shared part's partial softmax is merged
+//! into each sequence's own). Sequences are ragged: each has its own number of new positions and of cached
+//! ones, and no padding. No backward: sampling only.
 
 use super::gemm::matmul_strided;
 use super::Shared;
