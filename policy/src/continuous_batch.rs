@@ -88,11 +88,6 @@ impl<'m> ContinuousBatch<'m> {
         Ok(())
     }
 
-    /// Sequences admitted and not yet ended.
-    pub fn len(&self) -> usize {
-        self.waiting.len() + self.live.len() + self.live.iter().map(|l| l.followers.len()).sum::<usize>()
-    }
-
     /// Whether nothing is left to sample or to hand back.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty() && self.live.is_empty() && self.ended.is_empty()
@@ -178,7 +173,8 @@ impl<'m> ContinuousBatch<'m> {
                 if l.kv.len() != read.len() {
                     return Err(PolicyError::Invalid(format!("sequence {}: {} cached positions for {} tokens read", l.tag, l.kv.len(), read.len())));
                 }
-                pc.insert(read.clone(), std::mem::take(&mut l.kv).into_segments(read.len())?)?;
+                let len = read.len();
+                pc.insert(read, std::mem::take(&mut l.kv).into_segments(len)?)?;
             }
             let text_ids = if reason == FinishReason::Eos { &l.ids[..l.ids.len() - 1] } else { &l.ids[..] };
             out.push(Completion {

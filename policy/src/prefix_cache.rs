@@ -15,6 +15,7 @@
 //! Keys and values depend on the adapters' weights: a cache must not outlive an update (the trainer makes
 //! one per sampling pass, inside the rollout policy).
 
+use crate::model::kv_cache::first_positions;
 use crate::model::SharedKv;
 use serde::{Deserialize, Serialize};
 
@@ -116,17 +117,7 @@ impl PrefixCache {
     /// The keys and values of the first `m.len` tokens of entry `m.entry`, as the segments a sequence
     /// reads in place (the entry may be dropped from the cache while a sequence still reads them).
     pub(crate) fn segments(&self, m: PrefixMatch) -> candle_core::Result<Vec<SharedKv>> {
-        let mut out = Vec::new();
-        let mut left = m.len;
-        for s in &self.entries[m.entry].segments {
-            if left == 0 {
-                break;
-            }
-            let n = s.len().min(left);
-            out.push(s.narrow(n)?);
-            left -= n;
-        }
-        Ok(out)
+        first_positions(&self.entries[m.entry].segments, m.len)
     }
 
     /// Stores the keys and values of `ids` (segments covering exactly `ids.len()` positions), dropping the

@@ -177,18 +177,24 @@ impl SequenceKv {
             candle_core::bail!("{len} positions asked of a sequence cache of {}", self.len());
         }
         self.fork()?;
-        let mut out = Vec::with_capacity(self.shared.len());
-        let mut left = len;
-        for s in self.shared {
-            if left == 0 {
-                break;
-            }
-            let n = s.len().min(left);
-            out.push(s.narrow(n)?);
-            left -= n;
-        }
-        Ok(out)
+        first_positions(&self.shared, len)
     }
+}
+
+/// The segments that hold the first `len` positions of `segments`, the last one narrowed (views, nothing
+/// copied).
+pub(crate) fn first_positions(segments: &[SharedKv], len: usize) -> candle_core::Result<Vec<SharedKv>> {
+    let mut out = Vec::with_capacity(segments.len());
+    let mut left = len;
+    for s in segments {
+        if left == 0 {
+            break;
+        }
+        let n = s.len().min(left);
+        out.push(s.narrow(n)?);
+        left -= n;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
