@@ -27,14 +27,16 @@ fn main() {
     println!("{}", agentrt_kernels::describe());
     let (in_dim, out_dim) = (384, 1536);
     let q: Vec<i8> = (0..in_dim * out_dim).map(|i| ((i * 7919) % 255) as i8).collect();
-    let w = Int8Weights::new(&q, out_dim, in_dim);
-    for rows in [15, 128] {
+    let full = Int8Weights::new(&q, out_dim, in_dim);
+    let q: Vec<i8> = (0..in_dim * out_dim).map(|i| ((i * 7919) % 129) as i8 - 64).collect();
+    let narrow = Int8Weights::new(&q, out_dim, in_dim);
+    for (rows, (weights, w)) in [15, 128].into_iter().flat_map(|r| [(r, ("±127", &full)), (r, ("±64", &narrow))]) {
         let x: Vec<u8> = (0..rows * in_dim).map(|i| ((i * 31) % 255 + 1) as u8).collect();
         let mut sums = vec![0i32; rows * out_dim];
         for kernel in Int8Kernel::supported() {
             let s = time(|| w.signed_sums_with(kernel, &x, rows, &mut sums));
             let macs = (rows * in_dim * out_dim) as f64;
-            println!("int8 {out_dim}x{in_dim}, {rows:>3} rows, {:<13} {:>8.1} µs  {:>6.1} GMAC/s", kernel.name(), s * 1e6, macs / s / 1e9);
+            println!("int8 {out_dim}x{in_dim} {weights:>4}, {rows:>3} rows, {:<13} {:>8.1} µs  {:>6.1} GMAC/s", kernel.name(), s * 1e6, macs / s / 1e9);
         }
     }
     let (n, k, m) = (1536, 576, 8);

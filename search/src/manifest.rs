@@ -12,8 +12,9 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Bumped whenever the on-disk layout or the meaning of a field changes.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped whenever the on-disk layout or the meaning of a field changes. 2: the section vectors come
+/// from the encoder with weights quantised to ±64 ([`agentrt_kernels::int8::NARROW_MAX`]), not ±127.
+pub const FORMAT_VERSION: u32 = 2;
 /// The manifest's file name inside a generation directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 

@@ -1,7 +1,12 @@
-//! AVX2: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs into i16, saturating. With
-//! codes `c ∈ [1, 255]` a pair could reach 2 · 255 · 127 and saturate, so the kernel multiplies
-//! `|w|` (≤ 127) by `q · sign(w)` (`q = c − 128 ∈ [-127, 127]`): each pair stays within ±32,258, exact.
-//! `vpmaddwd` by ones then widens the pairs into i32 sums of four products.
+//! AVX2: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs into i16, saturating.
+//!
+//! Narrow weights (`|w| ≤ 64`, what the MiniLM encoder quantises to) take [`narrow_sums`]: the codes
+//! `c ∈ [1, 255]` times `w` stay within 2 · 255 · 64 = 32,640 a pair, so `vpmaddubsw(c, w)` is exact,
+//! and `128 · Σ w` is subtracted at the end. Wider weights take [`signed_sums`]: a pair of `c · w` could
+//! reach 2 · 255 · 127 and saturate, so it multiplies `|w|` (≤ 127) by `q · sign(w)`
+//! (`q = c − 128 ∈ [-127, 127]`): each pair stays within ±32,258, exact, at two more instructions per
+//! 32 multiply-adds and a signed copy of the codes (1.7x slower). `vpmaddwd` by ones then widens the
+//! pairs into i32 sums of four products.
 //!
 //! The codes are turned into `q` once per call (a thread-local copy), not once per block of outputs:
 //! that xor was a tenth of the loop. A 16-output block of the packed weights is two 256-bit registers
@@ -79,6 +84,58 @@ unsafe fn tile<const R: usize>(x: *const i8, in_dim: usize, w: *const i8, sums: 
     for (r, acc_r) in acc.iter().enumerate() {
         _mm256_storeu_si256(sums.add(r * out_dim) as *mut __m256i, acc_r[0]);
         _mm256_storeu_si256(sums.add(r * out_dim + 8) as *mut __m256i, acc_r[1]);
+    }
+}
+
+/// As [`signed_sums`] for narrow weights (every `|w| ≤ 64`): `vpmaddubsw` of the codes themselves
+/// (`c ≤ 255`) and `w` stays within 2 · 255 · 64 = 32,640, so no sign juggling: three instructions per
+/// 32 multiply-adds instead of four, and no signed copy of the codes. `128 · Σ w` is subtracted at the
+/// end, as VNNI does.
+///
+/// # Safety
+/// AVX2 must be present; every weight within ±64; `sums` as the reference requires.
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn narrow_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], offsets: &[i32], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
+    debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim && offsets.len() == out_dim);
+    let block_bytes = in_dim * BLOCK_OUT;
+    for block in columns.start / BLOCK_OUT..columns.end / BLOCK_OUT {
+        let w = packed.as_ptr().add(block * block_bytes);
+        let off = offsets.as_ptr().add(block * BLOCK_OUT);
+        let mut r = 0;
+        while r < rows {
+            let n = (rows - r).min(TILE_ROWS);
+            let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.add(r * out_dim + block * BLOCK_OUT));
+            match n {
+                4 => narrow_tile::<4>(xp, in_dim, w, off, sp, out_dim),
+                3 => narrow_tile::<3>(xp, in_dim, w, off, sp, out_dim),
+                2 => narrow_tile::<2>(xp, in_dim, w, off, sp, out_dim),
+                _ => narrow_tile::<1>(xp, in_dim, w, off, sp, out_dim),
+            }
+            r += n;
+        }
+    }
+}
+
+/// `R` rows × one 16-output block, narrow weights.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn narrow_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8, offsets: *const i32, sums: *mut i32, out_dim: usize) {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    for g in 0..in_dim / GROUP_IN {
+        let w0 = _mm256_loadu_si256(w.add(g * 64) as *const __m256i);
+        let w1 = _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
+            acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w0), ones));
+            acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w1), ones));
+        }
+    }
+    let (o0, o1) = (_mm256_loadu_si256(offsets as *const __m256i), _mm256_loadu_si256(offsets.add(8) as *const __m256i));
+    for (r, acc_r) in acc.iter().enumerate() {
+        _mm256_storeu_si256(sums.add(r * out_dim) as *mut __m256i, _mm256_sub_epi32(acc_r[0], o0));
+        _mm256_storeu_si256(sums.add(r * out_dim + 8) as *mut __m256i, _mm256_sub_epi32(acc_r[1], o1));
     }
 }
 

@@ -9,7 +9,7 @@
 //! | kernel | file | how |
 //! |---|---|---|
 //! | generic | `generic.rs` | `(c − 128) · w`, one product at a time: the reference |
-//! | avx2 | `avx2.rs` | `vpmaddubsw(|w|, sign(q, w))`, then `vpmaddwd` by ones: `|w| ≤ 127` and `|q| ≤ 127` keep each pair of products within i16 (`c · w` could reach 2 · 255 · 127 and saturate) |
+//! | avx2 | `avx2.rs` | narrow weights (`|w| ≤ 64`): `vpmaddubsw(c, w)`, then `vpmaddwd` by ones, minus `128 · Σ w`; wider ones: `vpmaddubsw(|w|, sign(q, w))`, since a pair of `c · w` could reach 2 · 255 · 127 and saturate the i16 |
 //! | avx512-vnni | `avx512.rs` | `vpdpbusd(c, w)`, 64 multiply-adds an instruction, minus `128 · Σ w` per output |
 //! | amx | `amx.rs` | `tdpbusd` tiles of 16 rows × 16 outputs × 64 inputs, minus `128 · Σ w` |
 //! | neon | `neon.rs` | `smull` of `q` and `w` into i16, `sadalp` into i32 |
@@ -113,7 +113,13 @@ pub struct Int8Weights {
     /// the VNNI and AMX kernels only).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     offsets: Vec<i32>,
+    /// Every weight within ±[`NARROW_MAX`]: the AVX2 kernel then multiplies the codes directly.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    narrow: bool,
 }
+
+/// The largest weight magnitude of a narrow matrix: `2 · 255 · 64` still fits `vpmaddubsw`'s i16.
+pub const NARROW_MAX: i8 = 64;
 
 impl Int8Weights {
     /// Lay out `q`, `out_dim × in_dim` row-major int8 weights.
@@ -135,7 +141,8 @@ impl Int8Weights {
             }
         }
         let offsets = q.chunks_exact(in_dim).map(|row| 128 * row.iter().map(|&w| w as i32).sum::<i32>()).collect();
-        Int8Weights { in_dim, out_dim, packed, offsets }
+        let narrow = q.iter().all(|&w| w.unsigned_abs() <= NARROW_MAX as u8);
+        Int8Weights { in_dim, out_dim, packed, offsets, narrow }
     }
 
     /// Input width.
@@ -179,6 +186,8 @@ impl Int8Weights {
                 Int8Kernel::Amx if k.is_multiple_of(64) => amx::signed_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
                 #[cfg(target_arch = "x86_64")]
                 Int8Kernel::Avx512Vnni | Int8Kernel::Amx => avx512::signed_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
+                #[cfg(target_arch = "x86_64")]
+                Int8Kernel::Avx2 if self.narrow => avx2::narrow_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
                 #[cfg(target_arch = "x86_64")]
                 Int8Kernel::Avx2 => avx2::signed_sums(x, rows, k, &self.packed, n, columns, sums),
                 #[cfg(target_arch = "aarch64")]
@@ -319,14 +328,53 @@ mod tests {
         }
     }
 
+    /// Narrow weights (every `|w| ≤ 64`) take the AVX2 kernel's direct path: `vpmaddubsw` of a code
+    /// and a weight, where 255 · 64 twice must not saturate. One weight of 65 sends a matrix back to
+    /// the sign-adjusting path; both give the definition's sums.
+    #[test]
+    fn narrow_weights_are_exact_at_the_extremes() {
+        let (in_dim, out_dim, rows) = (256, 64, 4);
+        let x: Vec<u8> = [vec![255u8; in_dim], vec![1u8; in_dim], codes(in_dim, 3), vec![128u8; in_dim]].concat();
+        let mut q: Vec<i8> = (0..out_dim * in_dim).map(|i| if (i / in_dim) % 2 == 0 { NARROW_MAX } else { -NARROW_MAX }).collect();
+        q[in_dim + 3] = 17;
+        let narrow = Int8Weights::new(&q, out_dim, in_dim);
+        assert!(narrow.narrow);
+        let want = definition(&x, rows, &q, out_dim, in_dim);
+        assert_eq!(want[0], 127 * 64 * in_dim as i32);
+        q[5] = NARROW_MAX + 1;
+        let wide = Int8Weights::new(&q, out_dim, in_dim);
+        assert!(!wide.narrow);
+        let want_wide = definition(&x, rows, &q, out_dim, in_dim);
+        for kernel in Int8Kernel::supported() {
+            for (w, want) in [(&narrow, &want), (&wide, &want_wide)] {
+                let mut got = vec![0i32; rows * out_dim];
+                w.signed_sums_with(kernel, &x, rows, &mut got);
+                assert_eq!(&got, want, "{} kernel, narrow: {}", kernel.name(), w.narrow);
+            }
+        }
+        for rows in [1, 2, 3, 5, 17] {
+            let q: Vec<i8> = weights(192 * 128, rows as u64).into_iter().map(|w| w / 2).collect();
+            let w = Int8Weights::new(&q, 128, 192);
+            assert!(w.narrow);
+            let x = codes(rows * 192, 40 + rows as u64);
+            let want = definition(&x, rows, &q, 128, 192);
+            for kernel in Int8Kernel::supported() {
+                let mut got = vec![0i32; rows * 128];
+                w.signed_sums_with(kernel, &x, rows, &mut got);
+                assert_eq!(got, want, "{} kernel, {rows} rows of narrow weights", kernel.name());
+            }
+        }
+    }
+
     #[test]
     fn a_column_range_writes_only_its_columns() {
         let (in_dim, out_dim, rows) = (128, 192, 7);
-        let q = weights(out_dim * in_dim, 5);
-        let w = Int8Weights::new(&q, out_dim, in_dim);
-        let x = codes(rows * in_dim, 6);
-        let want = definition(&x, rows, &q, out_dim, in_dim);
-        for kernel in Int8Kernel::supported() {
+        let wide = weights(out_dim * in_dim, 5);
+        let narrow: Vec<i8> = wide.iter().map(|w| w / 2).collect();
+        for (q, kernel) in [&wide, &narrow].into_iter().flat_map(|q| Int8Kernel::supported().into_iter().map(move |k| (q, k))) {
+            let w = Int8Weights::new(q, out_dim, in_dim);
+            let x = codes(rows * in_dim, 6);
+            let want = definition(&x, rows, q, out_dim, in_dim);
             let mut got = vec![i32::MIN; rows * out_dim];
             // SAFETY: sized, exclusive, and the kernel runs here.
             unsafe { w.signed_sums(kernel, &x, rows, 64..128, got.as_mut_ptr()) };
