@@ -5,6 +5,7 @@
 //! cargo run --release -p agentrt-search --example wiki -- index  [--pages F] [--index-dir D]
 //! cargo run --release -p agentrt-search --example wiki -- search --queries F [--index-dir D]   # timings, JSON
 //! cargo run --release -p agentrt-search --example wiki -- eval   [--split dev] [--index-dir D]
+//! (search and eval take --query-encoder distilled|full)
 //! cargo run --release -p agentrt-search --example wiki -- stages --queries F [--index-dir D]  # where a query's time goes
 
 use agentrt_search::*;
@@ -18,6 +19,7 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dir = arg(&args, "--index-dir").map(PathBuf::from).unwrap_or_else(default_index_dir);
+    let query_encoder: QueryEncoder = arg(&args, "--query-encoder").map(|q| q.parse()).transpose()?.unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("index") => {
             let pages = PathBuf::from(arg(&args, "--pages").unwrap_or_else(|| "data/wiki/pages.jsonl".into()));
@@ -44,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("search") => {
             let t = Instant::now();
-            let index = WikiIndex::open(&dir)?;
+            let index = WikiIndex::open(&dir)?.with_query_encoder(query_encoder);
             let open_ms = t.elapsed().as_secs_f64() * 1e3;
             let mode: SearchMode = arg(&args, "--mode").unwrap_or_else(|| "hybrid".into()).parse()?;
             let file = arg(&args, "--queries").ok_or("--queries FILE")?;
@@ -65,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "{}",
                 serde_json::json!({"stack": "agentrt", "queries": lat.len(), "open_ms": open_ms,
-                    "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean, "kernels": agentrt_kernels::describe()})
+                    "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean, "query_encoder": query_encoder.to_string(), "kernels": agentrt_kernels::describe()})
             );
         }
         Some("stages") => {
@@ -79,10 +81,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Some(d) => Embedder::load(std::path::Path::new(&d))?,
                 None => Embedder::minilm()?,
             };
-            let mut stages: Vec<(&str, Vec<f64>)> = ["embed (int8)", "embed (candle f32)", "vector ranking", "bm25 ranking", "search_pages (hybrid)"]
-                .into_iter()
-                .map(|s| (s, Vec::new()))
-                .collect();
+            let mut stages: Vec<(&str, Vec<f64>)> =
+                ["embed (int8, full)", "embed (candle f32)", "embed query (int8, distilled)", "vector ranking", "bm25 ranking", "search_pages (hybrid)"]
+                    .into_iter()
+                    .map(|s| (s, Vec::new()))
+                    .collect();
             let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
             // candle's pass in its own loop: its 90 MB of f32 weights would push the int8 weights out of
             // the cache between stages, which the real search path never does.
@@ -93,32 +96,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             for q in &queries {
                 let t = Instant::now();
-                let v = embedder.embed_one(q)?;
+                embedder.embed_one(q)?;
                 stages[0].1.push(ms(t));
                 let t = Instant::now();
-                index.vector_pages(&v);
+                let v = embedder.embed_query(q)?;
                 stages[2].1.push(ms(t));
                 let t = Instant::now();
-                index.bm25_pages(q)?;
+                index.vector_pages(&v);
                 stages[3].1.push(ms(t));
+                let t = Instant::now();
+                index.bm25_pages(q)?;
+                stages[4].1.push(ms(t));
                 index.clear_query_cache();
                 let t = Instant::now();
                 index.search_pages(q, 10)?;
-                stages[4].1.push(ms(t));
+                stages[5].1.push(ms(t));
             }
-            println!("{} queries, ms            p50      p99     mean", queries.len());
+            println!("{} queries, ms                  p50      p99     mean", queries.len());
             for (name, mut lat) in stages {
                 lat.sort_by(f64::total_cmp);
                 let pct = |p: f64| lat[((p / 100.0) * (lat.len() - 1) as f64).round() as usize];
-                println!("{name:<24} {:>8.3} {:>8.3} {:>8.3}", pct(50.0), pct(99.0), lat.iter().sum::<f64>() / lat.len() as f64);
+                println!("{name:<30} {:>8.3} {:>8.3} {:>8.3}", pct(50.0), pct(99.0), lat.iter().sum::<f64>() / lat.len() as f64);
             }
         }
         Some("eval") => {
-            let index = WikiIndex::open(&dir)?;
+            let index = WikiIndex::open(&dir)?.with_query_encoder(query_encoder);
             let split = arg(&args, "--split").unwrap_or_else(|| "dev".into());
             let qs = read_questions(std::path::Path::new("data/wiki/questions.jsonl"), Some(&split))?;
             let r = evaluate(&index, &qs, &mut |_| {})?;
-            println!("{} {split} questions", r.questions);
+            println!("{} {split} questions, {query_encoder} query encoder", r.questions);
             for x in r.modes.iter().chain(&r.fusions) {
                 println!("{:<22} {:>6.3} {:>6.3} {:>6.3}", x.mode, x.at1, x.at5, x.at10);
             }

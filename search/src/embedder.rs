@@ -9,10 +9,12 @@
 
 use crate::error::SearchError;
 use crate::int8_bert::{Int8Bert, Scratch};
+use crate::query_encoder::{load_distilled, QueryEncoder};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use tokenizers::{Tokenizer, TruncationParams};
@@ -61,28 +63,50 @@ impl ModelId {
 pub struct Embedder {
     dir: PathBuf,
     encoder: Int8Bert,
+    /// What [`Embedder::embed_query`] runs: the distilled encoder, or none for the full one.
+    query_encoder: Option<Int8Bert>,
     tokenizer: Tokenizer,
     /// candle's f32 BERT, loaded by the first [`Embedder::embed_one_f32`].
     reference: OnceLock<Result<BertModel, String>>,
 }
 
 impl Embedder {
-    /// Fetch (or find in the cache) all-MiniLM-L6-v2 and load it.
+    /// Fetch (or find in the cache) all-MiniLM-L6-v2 and load it, with the default query encoder.
     pub fn minilm() -> Result<Self, SearchError> {
-        let dir = agentrt_assets::fetch(&agentrt_assets::ALL_MINILM_L6_V2).map_err(|e| SearchError::Embedder(format!("cannot fetch all-MiniLM-L6-v2: {e}")))?;
-        Self::load(&dir)
+        Self::minilm_with(QueryEncoder::default())
     }
 
-    /// Load a BERT sentence embedder from a directory with config.json, model.safetensors, tokenizer.json.
+    /// As [`Embedder::minilm`], with queries embedded by `queries`.
+    pub fn minilm_with(queries: QueryEncoder) -> Result<Self, SearchError> {
+        let dir = agentrt_assets::fetch(&agentrt_assets::ALL_MINILM_L6_V2).map_err(|e| SearchError::Embedder(format!("cannot fetch all-MiniLM-L6-v2: {e}")))?;
+        Self::load_with(&dir, queries)
+    }
+
+    /// Load a BERT sentence embedder from a directory with config.json, model.safetensors, tokenizer.json;
+    /// queries go through the same encoder as sections.
     pub fn load(dir: &Path) -> Result<Self, SearchError> {
-        let encoder = Int8Bert::load(dir)?;
+        Self::load_with(dir, QueryEncoder::Full)
+    }
+
+    /// As [`Embedder::load`], with queries embedded by `queries` (the distilled encoder fits
+    /// all-MiniLM-L6-v2 only: it reads its embeddings from that model's tensors).
+    fn load_with(dir: &Path, queries: QueryEncoder) -> Result<Self, SearchError> {
+        let origin = dir.display().to_string();
+        let config = std::fs::read_to_string(dir.join("config.json")).map_err(|e| SearchError::Embedder(format!("{origin}: config.json: {e}")))?;
+        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
+            .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
+        let query_encoder = match queries {
+            QueryEncoder::Distilled => Some(load_distilled(&tensors)?),
+            QueryEncoder::Full => None,
+        };
+        let encoder = Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new())?;
         let path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&path).map_err(|e| SearchError::Embedder(format!("{}: {e}", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
             .map_err(|e| SearchError::Embedder(format!("tokenizer truncation: {e}")))?;
-        Ok(Embedder { dir: dir.to_path_buf(), encoder, tokenizer, reference: OnceLock::new() })
+        Ok(Embedder { dir: dir.to_path_buf(), encoder, query_encoder, tokenizer, reference: OnceLock::new() })
     }
 
     fn reference(&self) -> Result<&BertModel, SearchError> {
@@ -108,25 +132,32 @@ impl Embedder {
         Ok(())
     }
 
-    /// One L2-normalised vector for one text (a query), on the int8 [`Int8Bert`].
+    /// The vector a search compares with the sections': on the query encoder this embedder was
+    /// loaded with ([`QueryEncoder`]), with a second core lent to it.
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SearchError> {
+        let ids = self.tokenize(text)?;
+        encode(self.query_encoder.as_ref().unwrap_or(&self.encoder), &ids, true)
+    }
+
+    /// The encoder [`Embedder::embed_query`] runs.
+    pub fn query_encoder(&self) -> QueryEncoder {
+        if self.query_encoder.is_some() {
+            QueryEncoder::Distilled
+        } else {
+            QueryEncoder::Full
+        }
+    }
+
+    /// One L2-normalised vector for one text on the full int8 [`Int8Bert`], the encoder of the sections.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
-        self.encode(&ids, true)
+        encode(&self.encoder, &ids, true)
     }
 
     /// As [`Embedder::embed_one`], on the kernels of `path` (tests hold every path to the same vector).
     pub fn embed_one_on(&self, path: agentrt_kernels::KernelPath, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
         self.encoder.encode_on(path, &ids, &mut Scratch::default(), true)
-    }
-
-    fn encode(&self, ids: &[u32], second_core: bool) -> Result<Vec<f32>, SearchError> {
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => self.encoder.encode(ids, &mut scratch, second_core),
-            // Re-entered on this thread: a rayon worker waiting at the end of one encoding (for the
-            // second core's task) may pick up another text's encoding meanwhile.
-            Err(_) => self.encoder.encode(ids, &mut Scratch::default(), second_core),
-        })
     }
 
     /// One L2-normalised vector for one text on candle's f32 BERT (the reference for the int8 vectors;
@@ -142,7 +173,7 @@ impl Embedder {
     pub fn embed_many(&self, texts: &[String], chunk: usize, progress: &mut dyn FnMut(usize)) -> Result<Vec<Vec<f32>>, SearchError> {
         let mut out = Vec::with_capacity(texts.len());
         for group in texts.chunks(chunk.max(1)) {
-            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| self.encode(&self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
+            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| encode(&self.encoder, &self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
             out.extend(vectors);
             progress(out.len());
         }
@@ -185,6 +216,16 @@ impl Embedder {
 thread_local! {
     // Buffers reused across texts on a thread: fresh ones cost page faults on every query.
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Run `encoder` on this thread's scratch buffers.
+fn encode(encoder: &Int8Bert, ids: &[u32], second_core: bool) -> Result<Vec<f32>, SearchError> {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => encoder.encode(ids, &mut scratch, second_core),
+        // Re-entered on this thread: a rayon worker waiting at the end of one encoding (for the
+        // second core's task) may pick up another text's encoding meanwhile.
+        Err(_) => encoder.encode(ids, &mut Scratch::default(), second_core),
+    })
 }
 
 /// Scale a vector to unit length (a zero vector stays zero).

@@ -13,6 +13,7 @@ use crate::error::SearchError;
 use crate::hybrid::{self, Fusion, SearchMode};
 use crate::ingest;
 use crate::manifest::{FileSum, Inputs, Manifest, FORMAT_VERSION, MANIFEST_FILE};
+use crate::query_encoder::QueryEncoder;
 use crate::sections::{self, ChunkParams};
 use crate::vectors::{VectorStore, VECTORS_FILE};
 use serde::Serialize;
@@ -111,6 +112,8 @@ pub struct WikiIndex {
     vectors: VectorStore,
     bm25: Bm25,
     embedder: OnceLock<Result<Arc<Embedder>, String>>,
+    /// The encoder queries go through (sections went through the full model).
+    query_encoder: QueryEncoder,
     /// Query vectors already computed: a GRPO group asks the same question many times and the policy
     /// often repeats its queries. Bounded; cleared whole when full.
     query_cache: std::sync::Mutex<std::collections::HashMap<String, Arc<Vec<f32>>>>,
@@ -180,7 +183,31 @@ impl WikiIndex {
                 ModelId::minilm().name
             )));
         }
-        Ok(WikiIndex { dir: dir.to_path_buf(), manifest, catalog, vectors, bm25, embedder: OnceLock::new(), query_cache: Default::default() })
+        Ok(WikiIndex {
+            dir: dir.to_path_buf(),
+            manifest,
+            catalog,
+            vectors,
+            bm25,
+            embedder: OnceLock::new(),
+            query_encoder: QueryEncoder::default(),
+            query_cache: Default::default(),
+        })
+    }
+
+    /// Embed queries with `encoder` rather than the default ([`QueryEncoder`]).
+    pub fn with_query_encoder(mut self, encoder: QueryEncoder) -> Self {
+        if encoder != self.query_encoder {
+            self.query_encoder = encoder;
+            self.embedder = OnceLock::new();
+            self.clear_query_cache();
+        }
+        self
+    }
+
+    /// The encoder queries go through.
+    pub fn query_encoder(&self) -> QueryEncoder {
+        self.query_encoder
     }
 
     /// The manifest the index was built with.
@@ -219,7 +246,7 @@ impl WikiIndex {
     }
 
     fn embedder(&self) -> Result<Arc<Embedder>, SearchError> {
-        self.embedder.get_or_init(|| Embedder::minilm().map(Arc::new).map_err(|e| e.to_string())).clone().map_err(SearchError::Embedder)
+        self.embedder.get_or_init(|| Embedder::minilm_with(self.query_encoder).map(Arc::new).map_err(|e| e.to_string())).clone().map_err(SearchError::Embedder)
     }
 
     /// Embed a query with the index's model (unit vector).
@@ -227,7 +254,7 @@ impl WikiIndex {
         if let Some(v) = self.query_cache.lock().ok().and_then(|c| c.get(query).cloned()) {
             return Ok(v.as_ref().clone());
         }
-        let v = self.embedder()?.embed_one(query)?;
+        let v = self.embedder()?.embed_query(query)?;
         if let Ok(mut c) = self.query_cache.lock() {
             if c.len() >= QUERY_CACHE_SIZE {
                 c.clear();
@@ -248,7 +275,7 @@ impl WikiIndex {
     /// that recall is measured on the vectors the tools see.
     pub fn embed_queries(&self, queries: &[String]) -> Result<Vec<Vec<f32>>, SearchError> {
         let embedder = self.embedder()?;
-        queries.iter().map(|q| embedder.embed_one(q)).collect()
+        queries.iter().map(|q| embedder.embed_query(q)).collect()
     }
 
     /// BM25 section hits, best first.

@@ -19,9 +19,8 @@ use crate::int8::{Int8Linear, QuantizedRows, SecondCore};
 use crate::lanes;
 use agentrt_kernels::int8::Int8Kernel;
 use agentrt_kernels::KernelPath;
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use std::collections::HashMap;
-use std::path::Path;
 
 /// The architecture numbers this encoder reads from config.json (BERT, absolute positions, GELU).
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -84,12 +83,12 @@ pub struct Scratch {
 }
 
 impl Int8Bert {
-    /// Load from a sentence-transformers directory (config.json, model.safetensors).
-    pub fn load(dir: &Path) -> Result<Self, SearchError> {
-        let err = |what: String| SearchError::Embedder(format!("{}: {what}", dir.display()));
-        let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| err(format!("config.json: {e}")))?;
-        let shape: BertShape = serde_json::from_str(&text).map_err(|e| err(format!("config.json: {e}")))?;
+    /// Build from a config.json's text and a safetensors file's tensors; a tensor missing from
+    /// `tensors` is taken from `base` (a distilled query encoder ships its layers only and shares the
+    /// embeddings of the model it was distilled from). `origin` names the weights in errors.
+    pub fn from_tensors(origin: &str, config: &str, tensors: HashMap<String, Tensor>, base: HashMap<String, Tensor>) -> Result<Self, SearchError> {
+        let err = |what: String| SearchError::Embedder(format!("{origin}: {what}"));
+        let shape: BertShape = serde_json::from_str(config).map_err(|e| err(format!("config.json: {e}")))?;
         if shape.hidden_act != "gelu" || shape.position_embedding_type != "absolute" {
             return Err(err(format!(
                 "config.json: the int8 encoder runs BERT with GELU and absolute positions, not {:?} with {:?}",
@@ -103,10 +102,9 @@ impl Int8Bert {
         if head_width != 32 && head_width != 64 {
             return Err(err(format!("config.json: heads {head_width} wide; the int8 encoder runs heads of 32 or 64")));
         }
-        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).map_err(|e| err(format!("model.safetensors: {e}")))?;
-        let mut weights = Weights { tensors, prefix: String::new(), dir };
+        let mut weights = Weights { tensors, base, prefix: String::new(), origin };
         // Some exports nest everything under `bert.`.
-        if !weights.tensors.contains_key("embeddings.word_embeddings.weight") && weights.tensors.contains_key("bert.embeddings.word_embeddings.weight") {
+        if !weights.has("embeddings.word_embeddings.weight") && weights.has("bert.embeddings.word_embeddings.weight") {
             weights.prefix = "bert.".into();
         }
         let (h, ffn) = (shape.hidden_size, shape.intermediate_size);
@@ -375,18 +373,23 @@ impl LayerNorm {
     }
 }
 
-/// The safetensors file's tensors, read by name with their shapes checked.
+/// The safetensors file's tensors (then the base model's), read by name with their shapes checked.
 struct Weights<'a> {
     tensors: HashMap<String, Tensor>,
+    base: HashMap<String, Tensor>,
     prefix: String,
-    dir: &'a Path,
+    origin: &'a str,
 }
 
 impl Weights<'_> {
+    fn has(&self, full: &str) -> bool {
+        self.tensors.contains_key(full) || self.base.contains_key(full)
+    }
+
     fn get(&self, name: &str, shape: (Option<usize>, usize), matrix: bool) -> Result<Vec<f32>, SearchError> {
         let full = format!("{}{name}", self.prefix);
-        let err = |what: String| SearchError::Embedder(format!("{}/model.safetensors: {full}: {what}", self.dir.display()));
-        let t = self.tensors.get(&full).ok_or_else(|| err("missing".into()))?;
+        let err = |what: String| SearchError::Embedder(format!("{}: model.safetensors: {full}: {what}", self.origin));
+        let t = self.tensors.get(&full).or_else(|| self.base.get(&full)).ok_or_else(|| err("missing".into()))?;
         let dims = t.dims().to_vec();
         let ok = if matrix { dims.len() == 2 && dims[1] == shape.1 && shape.0.is_none_or(|r| dims[0] == r) } else { dims == [shape.1] };
         if !ok {

@@ -41,6 +41,7 @@ pub mod int8;
 pub mod int8_bert;
 pub mod lanes;
 pub mod manifest;
+pub mod query_encoder;
 pub mod sections;
 pub mod vectors;
 
@@ -50,6 +51,7 @@ pub use eval::{evaluate, read_questions, Question, Recall, RetrievalReport};
 pub use hybrid::{Fusion, SearchMode};
 pub use index::{build_index, BuildOptions, BuildOutcome, PageHit, Progress, Rankings, SectionInfo, WikiIndex};
 pub use ingest::{read_pages, Corpus, Page};
+pub use query_encoder::QueryEncoder;
 pub use sections::{split_page, ChunkParams, Section};
 
 /// The directory `agentrt index` writes and every other command opens by default:

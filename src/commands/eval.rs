@@ -8,7 +8,7 @@ use agentrt_environments::EnvName;
 use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_rollout::AgentSettings;
-use agentrt_search::{evaluate, read_questions, Recall, WikiIndex};
+use agentrt_search::{evaluate, read_questions, QueryEncoder, Recall, WikiIndex};
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -165,6 +165,9 @@ pub struct RetrievalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// What embeds the questions: distilled (the default, as search_pages does) or full.
+    #[arg(long, default_value = "distilled")]
+    pub query_encoder: QueryEncoder,
     /// Where the index lives (default: $AGENTRT_CACHE/index).
     #[arg(long, env = "AGENTRT_INDEX_DIR")]
     pub index_dir: Option<PathBuf>,
@@ -297,7 +300,7 @@ fn episode_plan(args: &EpisodeArgs, agent: Option<&AgentSettings>) -> anyhow::Re
 
 fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
     let dir = args.index_dir.unwrap_or_else(agentrt_search::default_index_dir);
-    let index = WikiIndex::open(&dir)?;
+    let index = WikiIndex::open(&dir)?.with_query_encoder(args.query_encoder);
     let split = if args.split == "all" { None } else { Some(args.split.as_str()) };
     let mut qs = read_questions(&args.questions, split)?;
     if let Some(n) = args.limit {
@@ -311,7 +314,7 @@ fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    println!("retrieval on {} {} questions (gold = the question's page)\n", report.questions, args.split);
+    println!("retrieval on {} {} questions (gold = the question's page; {} query encoder)\n", report.questions, args.split, args.query_encoder);
     let table = |rows: &[Recall]| {
         println!("{:<22} {:>9} {:>9} {:>9}", "mode", "recall@1", "recall@5", "recall@10");
         for r in rows {

@@ -1,6 +1,6 @@
 //! `agentrt search`: query the index the way the `search_pages` tool does.
 
-use agentrt_search::{SearchMode, WikiIndex};
+use agentrt_search::{QueryEncoder, SearchMode, WikiIndex};
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -21,6 +21,10 @@ pub struct Args {
     /// Ranking: hybrid (default), bm25 or vector.
     #[arg(long, default_value = "hybrid")]
     pub mode: SearchMode,
+    /// What embeds the query: distilled (default; 3 layers distilled from all-MiniLM-L6-v2 for queries,
+    /// half the work) or full (the 6-layer model that embedded the sections).
+    #[arg(long, default_value = "distilled")]
+    pub query_encoder: QueryEncoder,
     /// Print a JSON array of {page_id, title, score}.
     #[arg(long)]
     pub json: bool,
@@ -41,7 +45,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let dir = args.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir);
     let t = Instant::now();
-    let index = WikiIndex::open(&dir)?;
+    let index = WikiIndex::open(&dir)?.with_query_encoder(args.query_encoder);
     let open_ms = t.elapsed().as_secs_f64() * 1e3;
     let queries: Vec<String> = match (&args.query, &args.queries) {
         (Some(q), _) => vec![q.clone()],
@@ -73,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if args.json {
             println!(
                 "{}",
-                serde_json::json!({"stack": "agentrt", "mode": format!("{:?}", args.mode).to_lowercase(),
+                serde_json::json!({"stack": "agentrt", "mode": format!("{:?}", args.mode).to_lowercase(), "query_encoder": args.query_encoder.to_string(),
                     "queries": lat.len(), "open_ms": open_ms, "model_load_ms": load_ms,
                     "p50_ms": pct(50.0), "p99_ms": pct(99.0), "mean_ms": mean, "kernels": agentrt_kernels::describe()})
             );

@@ -1,0 +1,87 @@
+//! Which encoder embeds a query. Sections are embedded once, at index time, by the full six-layer
+//! all-MiniLM-L6-v2. A query is embedded on every search, and its encoding is most of the search's
+//! latency. So by default a query goes through a distilled encoder of half the depth, trained to put
+//! a query where the full model puts it: it costs half the multiply-adds.
+//!
+//! The distilled encoder is `models/minilm-l6-v2-queries-l3` (its README says how it was made and what
+//! it costs in recall). It ships inside the binary, as three encoder layers in f16; it shares the full
+//! model's tokenizer and embeddings, which are read from the fetched all-MiniLM-L6-v2.
+
+use crate::error::SearchError;
+use crate::int8_bert::Int8Bert;
+use candle_core::Tensor;
+use std::collections::HashMap;
+
+/// The encoder that embeds queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryEncoder {
+    /// The three-layer encoder distilled from all-MiniLM-L6-v2 for queries (the default).
+    #[default]
+    Distilled,
+    /// The six-layer all-MiniLM-L6-v2 that embedded the sections.
+    Full,
+}
+
+impl std::str::FromStr for QueryEncoder {
+    type Err = SearchError;
+    fn from_str(s: &str) -> Result<Self, SearchError> {
+        match s {
+            "distilled" => Ok(QueryEncoder::Distilled),
+            "full" => Ok(QueryEncoder::Full),
+            other => Err(SearchError::Embedder(format!("query encoder {other:?}: expected \"distilled\" or \"full\""))),
+        }
+    }
+}
+
+impl std::fmt::Display for QueryEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QueryEncoder::Distilled => "distilled",
+            QueryEncoder::Full => "full",
+        })
+    }
+}
+
+/// Where the distilled encoder's files live in the repository (read at compile time).
+pub const DISTILLED_NAME: &str = "minilm-l6-v2-queries-l3";
+const DISTILLED_CONFIG: &str = include_str!("../../models/minilm-l6-v2-queries-l3/config.json");
+const DISTILLED_LAYERS: &[u8] = include_bytes!("../../models/minilm-l6-v2-queries-l3/model.safetensors");
+
+/// The distilled query encoder, over the embeddings among `base`, the tensors of all-MiniLM-L6-v2.
+pub(crate) fn load_distilled(base: &HashMap<String, Tensor>) -> Result<Int8Bert, SearchError> {
+    let origin = format!("{DISTILLED_NAME} (built in)");
+    let layers = candle_core::safetensors::load_buffer(DISTILLED_LAYERS, &candle_core::Device::Cpu)
+        .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
+    if layers.keys().any(|k| k.contains("embeddings.")) {
+        return Err(SearchError::Embedder(format!("{origin}: carries embeddings; it must share the base model's")));
+    }
+    let embeddings = base.iter().filter(|(k, _)| k.contains("embeddings.")).map(|(k, t)| (k.clone(), t.clone())).collect();
+    Int8Bert::from_tensors(&origin, DISTILLED_CONFIG, layers, embeddings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryEncoder;
+
+    #[test]
+    fn names_parse_back_and_a_wrong_one_is_named() {
+        for e in [QueryEncoder::Distilled, QueryEncoder::Full] {
+            assert_eq!(e.to_string().parse::<QueryEncoder>().unwrap(), e);
+        }
+        assert_eq!(QueryEncoder::default(), QueryEncoder::Distilled);
+        let err = "fast".parse::<QueryEncoder>().unwrap_err().to_string();
+        assert!(err.contains("\"fast\"") && err.contains("distilled") && err.contains("full"), "{err}");
+    }
+
+    #[test]
+    fn the_built_in_layers_are_three_and_carry_no_embeddings() {
+        let layers = candle_core::safetensors::load_buffer(super::DISTILLED_LAYERS, &candle_core::Device::Cpu).unwrap();
+        let mut depth: Vec<usize> = layers.keys().filter_map(|k| k.strip_prefix("encoder.layer.")?.split('.').next()?.parse().ok()).collect();
+        depth.sort_unstable();
+        depth.dedup();
+        assert_eq!(depth, [0, 1, 2]);
+        assert!(layers.keys().all(|k| k.starts_with("encoder.layer.")), "{:?}", layers.keys().collect::<Vec<_>>());
+        assert!(super::DISTILLED_CONFIG.contains("\"num_hidden_layers\": 3"));
+    }
+}
