@@ -44,6 +44,10 @@ pub struct ToolOptions {
     /// debugging the sandbox itself).
     #[arg(long, conflicts_with = "index_dir")]
     pub fixture: bool,
+    /// What embeds search_pages' queries: distilled (default; 3 layers distilled from all-MiniLM-L6-v2,
+    /// half the work) or full (the 6-layer model that embedded the sections; a point more recall@10).
+    #[arg(long, value_name = "ENCODER", env = "AGENTRT_QUERY_ENCODER", default_value = "distilled")]
+    pub query_encoder: agentrt_search::QueryEncoder,
 }
 
 impl SandboxOptions {
@@ -79,10 +83,8 @@ impl ToolOptions {
         if self.fixture {
             return Ok(Arc::new(FixtureTools::default()));
         }
-        match &self.index_dir {
-            Some(dir) => crate::wiki_tools::open(dir),
-            None => crate::wiki_tools::open_default(),
-        }
+        let dir = self.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir);
+        crate::wiki_tools::open(&dir, self.query_encoder)
     }
 
     /// A sandbox with these tools and `limits` as every program's default bounds.

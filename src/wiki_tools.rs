@@ -2,7 +2,7 @@
 //! `agentrt-search` meet.
 
 use agentrt_runtime::{PageHit, SectionRef, ToolFailure, ToolHost};
-use agentrt_search::{SearchError, WikiIndex};
+use agentrt_search::{QueryEncoder, SearchError, WikiIndex};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,17 +18,12 @@ impl IndexTools {
     }
 }
 
-/// Opens the index at `dir`, or says how to build it.
-pub fn open(dir: &Path) -> anyhow::Result<Arc<dyn ToolHost>> {
+/// Opens the index at `dir`, its queries embedded by `queries`, or says how to build it.
+pub fn open(dir: &Path, queries: QueryEncoder) -> anyhow::Result<Arc<dyn ToolHost>> {
     if !dir.exists() {
         anyhow::bail!("no search index at {}: build it with `agentrt index` (about two minutes on the bundled corpus)", dir.display());
     }
-    Ok(Arc::new(IndexTools::new(Arc::new(WikiIndex::open(dir)?))))
-}
-
-/// Opens the index at its default location.
-pub fn open_default() -> anyhow::Result<Arc<dyn ToolHost>> {
-    open(&agentrt_search::default_index_dir())
+    Ok(Arc::new(IndexTools::new(Arc::new(WikiIndex::open(dir)?.with_query_encoder(queries)))))
 }
 
 fn failure(error: SearchError) -> ToolFailure {

@@ -1,6 +1,8 @@
-//! Who matches (part one): all-MiniLM-L6-v2 sentence vectors, for sections and queries alike, from
-//! the int8 [`Int8Bert`] (one text at a time; sections on every core). candle's f32 BERT stays
-//! beside it, loaded only when asked for, as the reference the int8 vectors are checked against.
+//! Who matches (part one): all-MiniLM-L6-v2 sentence vectors from the int8 [`Int8Bert`] (one text at
+//! a time; sections on every core). Sections go through the full six layers; queries through the
+//! encoder [`QueryEncoder`] names (by default three layers distilled from the six for queries).
+//! candle's f32 BERT stays beside them, loaded only when asked for, as the reference the int8 vectors
+//! are checked against.
 //!
 //! Mean pooling over the tokens, then L2 normalisation, as sentence-transformers does; inputs are
 //! truncated at 256 word pieces (the model's `max_seq_length`), sections at 128. The tokenizer.json that
