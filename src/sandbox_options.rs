@@ -46,7 +46,7 @@ pub struct ToolOptions {
     pub fixture: bool,
     /// What embeds search_pages' queries: distilled (default; 3 layers distilled from all-MiniLM-L6-v2,
     /// half the work) or full (the 6-layer model that embedded the sections; a point more recall@10).
-    #[arg(long, value_name = "ENCODER", env = "AGENTRT_QUERY_ENCODER", default_value = "distilled")]
+    #[arg(long, value_name = "ENCODER", env = "AGENTRT_QUERY_ENCODER", default_value_t = agentrt_search::QueryEncoder::default())]
     pub query_encoder: agentrt_search::QueryEncoder,
 }
 

@@ -205,11 +205,6 @@ impl WikiIndex {
         self
     }
 
-    /// The encoder queries go through.
-    pub fn query_encoder(&self) -> QueryEncoder {
-        self.query_encoder
-    }
-
     /// The manifest the index was built with.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest

@@ -43,8 +43,8 @@ impl std::fmt::Display for QueryEncoder {
     }
 }
 
-/// Where the distilled encoder's files live in the repository (read at compile time).
-pub const DISTILLED_NAME: &str = "minilm-l6-v2-queries-l3";
+/// The distilled encoder's name (its directory under `models/`), as errors give it.
+const DISTILLED_NAME: &str = "minilm-l6-v2-queries-l3";
 const DISTILLED_CONFIG: &str = include_str!("../../models/minilm-l6-v2-queries-l3/config.json");
 const DISTILLED_LAYERS: &[u8] = include_bytes!("../../models/minilm-l6-v2-queries-l3/model.safetensors");
 

@@ -166,7 +166,7 @@ pub struct RetrievalArgs {
     #[arg(long)]
     pub json: bool,
     /// What embeds the questions: distilled (the default, as search_pages does) or full.
-    #[arg(long, default_value = "distilled")]
+    #[arg(long, env = "AGENTRT_QUERY_ENCODER", default_value_t = QueryEncoder::default())]
     pub query_encoder: QueryEncoder,
     /// Where the index lives (default: $AGENTRT_CACHE/index).
     #[arg(long, env = "AGENTRT_INDEX_DIR")]

@@ -23,7 +23,7 @@ pub struct Args {
     pub mode: SearchMode,
     /// What embeds the query: distilled (default; 3 layers distilled from all-MiniLM-L6-v2 for queries,
     /// half the work) or full (the 6-layer model that embedded the sections).
-    #[arg(long, default_value = "distilled")]
+    #[arg(long, env = "AGENTRT_QUERY_ENCODER", default_value_t = QueryEncoder::default())]
     pub query_encoder: QueryEncoder,
     /// Print a JSON array of {page_id, title, score}.
     #[arg(long)]
