@@ -1,39 +1,40 @@
 #!/usr/bin/env bash
-# The evidence that training here makes a better agent: SmolLM2-135M zero-shot, the random baseline,
-# SFT on synthesised trajectories, SFT + RL, and Qwen2.5-Coder-0.5B zero-shot with the `full` prompt,
-# each evaluated by `agentrt eval` on the same dev questions (articles no training question comes from),
-# greedy, with the rule judge. RL starts from an early SFT checkpoint (RL_FROM) so that the same start
-# point can be carried on two ways, by RL and by more SFT, and both are evaluated. Writes bench/learning/table.md (every row with its 95% intervals),
-# accuracy.png, the SFT and RL curves as PNG and stage_times.tsv (with the CPU), which bench/learning.md
-# reports and discusses.
+# The evidence that training here makes a better agent, and the recipe of the shipped adapter:
+# synthesised `read` trajectories on every train question, SFT of SmolLM2-135M on them, then GRPO from the
+# SFT adapter (bench/learning_rl.toml: dynamic sampling, token-level loss, clip-higher, F1 partial credit,
+# a held-out slice evaluated while it runs). Zero-shot, random, SFT and SFT + RL are each evaluated by
+# `agentrt eval` on the same 300 dev questions (articles no training question comes from), greedy, with
+# the rule judge, and SFT + RL is compared with SFT question by question (paired interval, McNemar).
+# Writes bench/learning/table.md, paired.md, accuracy.png, sft-curves.png, rl-curves.png and
+# stage_times.tsv (with the CPU), which bench/learning.md reports and discusses.
 #
-# Usage: bench/learning.sh            (from the repository root; resumable: a finished stage is skipped)
-# Env:   N_DEV=300 dev questions (seed 0)      SYNTH_LIMIT=3000 train questions played by the synthesiser
-#        SFT_STEPS=300 (x 4 conversations)  SFT_LR=3e-4     RL_FROM=100 the SFT step RL starts from
-#        RL_STEPS=15 GRPO steps (RL_LR, RL_BETA, RL_GROUP rollouts per question, RL_QUESTIONS per step)
-#        N_QWEN=$N_DEV questions for the Qwen row (it is ~4x slower)    WORK=bench/learning (outputs)
-#        AGENTRT=target/release/agentrt (built if missing)
-# Budget on a 2-core AVX2 machine (AMD EPYC, measured): trajectories 20 s, SFT 300 steps 1.5-2 h, RL 15
-# steps 17-20 min, each 300-question evaluation of SmolLM2 20-28 min (random: seconds), Qwen about 4x that:
-# about 4 hours without the Qwen row, 6 with it. Each stage's time is printed and recorded.
+# Usage: bench/learning.sh            (from the repository root; resumable: a finished stage is skipped,
+#                                      and a stopped RL run goes on from its last checkpoint)
+# Env:   N_DEV=300 dev questions (seed 0)          SYNTH_LIMIT=0 train questions synthesised (0: all 7,361)
+#        SFT_EPOCHS=2  SFT_BATCH=8  SFT_LR=3e-4    SFT_STEP=last  the SFT checkpoint RL starts from
+#        RL_STEPS=100 GRPO steps  RL_LR=2e-4        RL_STEP=last   the RL checkpoint evaluated
+#        WORK=bench/learning/read (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
+# Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
+# RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
+# plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min. Each stage's wall time is
+# recorded in stage_times.tsv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N_DEV=${N_DEV:-300}
-N_QWEN=${N_QWEN:-$N_DEV}
-SYNTH_LIMIT=${SYNTH_LIMIT:-3000}
-SFT_STEPS=${SFT_STEPS:-300}
-RL_FROM=${RL_FROM:-100}
+SYNTH_LIMIT=${SYNTH_LIMIT:-0}
+SFT_EPOCHS=${SFT_EPOCHS:-2}
+SFT_BATCH=${SFT_BATCH:-8}
 SFT_LR=${SFT_LR:-3e-4}
-RL_STEPS=${RL_STEPS:-15}
-RL_QUESTIONS=${RL_QUESTIONS:-2}
-RL_LR=${RL_LR:-5e-5}
-RL_BETA=${RL_BETA:-0.02}
-RL_GROUP=${RL_GROUP:-4}
-WORK=${WORK:-bench/learning}
+SFT_STEP=${SFT_STEP:-last}
+RL_STEPS=${RL_STEPS:-100}
+RL_LR=${RL_LR:-2e-4}
+RL_STEP=${RL_STEP:-last}
+OUT=bench/learning
+WORK=${WORK:-$OUT/read}
 AGENTRT=${AGENTRT:-target/release/agentrt}
 [ -x "$AGENTRT" ] || cargo build --release --bin agentrt
 mkdir -p "$WORK"
-TIMES="$WORK/stage_times.tsv"
+TIMES="$OUT/stage_times.tsv"
 [ -s "$TIMES" ] || printf 'cpu\t%s; %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(grep -o 'avx[^ ]*' /proc/cpuinfo | sort -u | xargs)" > "$TIMES"
 
 # stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists, and records its wall time.
@@ -52,6 +53,11 @@ stage() {
   echo "== $name: ${dt} s" >&2
 }
 
+# checkpoint RUN STEP: RUN/checkpoint-STEP, or the newest one for `last`.
+checkpoint() {
+  if [ "$2" = last ]; then ls -d "$1"/checkpoint-* | sort -t- -k2 -n | tail -1; else echo "$1/checkpoint-$2"; fi
+}
+
 # The trained agent's system prompt (bench/learning_prompt.txt): the tools and the reply format in a few
 # lines, since the trajectories teach the rest and each of its tokens is paid in every training and
 # evaluation sequence. The adapter records it in its agent.json, so `agentrt eval --adapter` prompts it
@@ -59,38 +65,47 @@ stage() {
 PROMPT=$(cat bench/learning_prompt.txt)
 EVAL=(eval --split dev --num-samples "$N_DEV" --seed 0)
 stage index "$HOME/.cache/agentrt/index/CURRENT" "$AGENTRT" index
-stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style passages --limit "$SYNTH_LIMIT" --system-prompt "$PROMPT" --out "$WORK/synth.jsonl"
-stage sft "$WORK/sft/DONE" bash -c "'$AGENTRT' sft --data '$WORK/synth.jsonl' --max-steps $SFT_STEPS --lr $SFT_LR --set data.val_examples=40 --set sft.eval_steps=50 --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress && touch '$WORK/sft/DONE'"
-SFT_CKPT=$(ls -d "$WORK"/sft/checkpoint-* | sort -t- -k2 -n | tail -1)
-RL_START="$WORK/sft/checkpoint-$RL_FROM"
-[ -d "$RL_START" ] || { echo "RL_FROM=$RL_FROM: $RL_START is not a checkpoint of the SFT run (save_steps is 50)" >&2; exit 1; }
-# RL plays the adapter exactly as SFT trained it (its agent.json, turned into the run's [rollout] config),
-# from that SFT checkpoint, which is also the KL reference.
-python3 - "$RL_START/agent.json" > "$WORK/rl.toml" <<'PY'
+stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style read --limit "$SYNTH_LIMIT" --system-prompt "$PROMPT" --out "$WORK/synth.jsonl"
+# The ceiling of the program the trajectories teach: the share of dev questions whose printed sections hold
+# a gold answer (the synthesiser answers exactly when they do), and its tool calls.
+stage ceiling-dev "$WORK/synth-dev.jsonl" "$AGENTRT" trajectories synth --style read --split dev --system-prompt "$PROMPT" --out "$WORK/synth-dev.jsonl"
+stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --no-progress; else \
+  '$AGENTRT' sft --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=20 \
+  --set data.val_examples=100 --set sft.eval_steps=90 --set run.save_steps=90 --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
+  && touch '$WORK/sft/DONE'"
+SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
+
+# RL plays the adapter exactly as SFT trained it (its agent.json, turned into --set overrides), from that
+# SFT checkpoint, which is also the KL reference; the rest of the recipe is bench/learning_rl.toml.
+mapfile -t PLAYED < <(python3 - "$SFT_CKPT/agent.json" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))
-print("[rollout]")
-print("system_prompt =", json.dumps(a["system_prompt"]))
-print("demonstration =", "true" if a["demonstration"] else "false")
-print("max_turns =", a["max_turns"])
-print("max_new_tokens =", a["max_new_tokens"])
+for k in ["system_prompt", "demonstration", "max_turns", "max_new_tokens"]:
+    print("--set")
+    print(f"rollout.{k}={json.dumps(a[k]) if k == 'system_prompt' else str(a[k]).lower()}")
 PY
-stage rl "$WORK/rl/DONE" bash -c "'$AGENTRT' train --config '$WORK/rl.toml' --init-adapter '$RL_START' --max-steps $RL_STEPS --lr $RL_LR --beta $RL_BETA \
-  --set rollout.num_rollouts=$RL_GROUP --set rollout.batch_size=$RL_QUESTIONS --set run.save_steps=5 --output-dir '$WORK' --run-name rl --no-progress && touch '$WORK/rl/DONE'"
-RL_CKPT=$(ls -d "$WORK"/rl/checkpoint-* | sort -t- -k2 -n | tail -1)
+)
+rl() {
+  if [ -e "$WORK/rl/config.toml" ]; then
+    "$AGENTRT" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress
+  else
+    "$AGENTRT" train --config bench/learning_rl.toml "${PLAYED[@]}" --init-adapter "$SFT_CKPT" --lr "$RL_LR" --max-steps "$RL_STEPS" \
+      --output-dir "$WORK" --run-name rl --no-progress
+  fi
+  touch "$WORK/rl/DONE"
+}
+stage rl "$WORK/rl/DONE" rl
+RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 
 stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --baseline zero-shot --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
-stage eval-sft-$RL_FROM "$WORK/eval/sft-$RL_FROM/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_START" --output-dir "$WORK/eval/sft-$RL_FROM"
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
 stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"
-stage eval-qwen "$WORK/eval/qwen-full/results.json" "$AGENTRT" eval --split dev --num-samples "$N_QWEN" --seed 0 \
-  --model qwen2.5-coder-0.5b --system-prompt full --output-dir "$WORK/eval/qwen-full"
 
-"$AGENTRT" plot "$WORK/sft" --out "$WORK/sft-curves.png"
-"$AGENTRT" plot "$WORK/rl" --out "$WORK/rl-curves.png"
-"$AGENTRT" eval table --out "$WORK/accuracy.png" \
-  "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT $RL_FROM=$WORK/eval/sft-$RL_FROM" \
-  "SFT $RL_FROM + RL $RL_STEPS=$WORK/eval/sft-rl" "SFT $SFT_STEPS (shipped)=$WORK/eval/sft" \
-  "qwen2.5-coder-0.5b zero-shot (full prompt)=$WORK/eval/qwen-full" > "$WORK/table.md"
-echo "table: $WORK/table.md; stage times: $TIMES" >&2
+"$AGENTRT" eval compare "$WORK/eval/sft" "$WORK/eval/sft-rl" > "$OUT/paired.md"
+"$AGENTRT" plot "$WORK/sft" --out "$OUT/sft-curves.png"
+"$AGENTRT" plot "$WORK/rl" --out "$OUT/rl-curves.png"
+"$AGENTRT" eval table --out "$OUT/accuracy.png" \
+  "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT ($(basename "$SFT_CKPT"))=$WORK/eval/sft" \
+  "SFT + RL ($(basename "$RL_CKPT"))=$WORK/eval/sft-rl" > "$OUT/table.md"
+echo "table: $OUT/table.md; paired: $OUT/paired.md; stage times: $TIMES" >&2

@@ -167,7 +167,7 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
     args.extend(["--set".to_string(), format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url)]);
     run_ok(agentrt().args(&args));
     let m: serde_json::Value = serde_json::from_str(std::fs::read_to_string(out.join("skipped/metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
-    assert_eq!((m["skipped_groups"].as_u64(), m["trained_samples"].as_u64()), (Some(2), Some(0)), "the premise (every group skipped) failed: {m}");
+    assert_eq!((m["groups_dropped"].as_u64(), m["trained_samples"].as_u64()), (Some(2), Some(0)), "the premise (every group dropped) failed: {m}");
     assert!(m["logprob_gap_tokens"].as_u64().unwrap() > 0, "no gap measured when every group was skipped: {m}");
     assert!(m["logprob_gap_abs_mean"].as_f64().unwrap().is_finite(), "{m}");
 }

@@ -148,3 +148,77 @@ fn print_config_gives_the_commented_defaults_or_the_config_the_layers_make() {
     assert!(!out.status.success(), "a bad override is an error, also when only printing");
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_turns"), "the error names the key: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// DAPO's dynamic sampling on the tiny model and the fixture tools. The rewards are the overlong penalty
+/// alone (the tiny model answers nothing right): each rollout's reward falls with its reply's length, so a
+/// group is all-equal (dropped) only when every reply ran to the limit. Each step draws groups until it
+/// has `batch_size` with a signal or has drawn `max_draws` x `batch_size`; every kept group trains, no
+/// dropped one does; and with no signal at all nothing trains: the adapters stay as they were.
+#[test]
+fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_train_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let run = |name: &str, penalty: f64| {
+        let mut args = train_args(&model, &qs, &out, name, 3);
+        for set in [
+            "algorithm.advantage=grpo",
+            "algorithm.dynamic_sampling=true",
+            "algorithm.max_draws=3",
+            "algorithm.program_bonus=0",
+            &format!("algorithm.overlong_penalty={penalty}"),
+            "algorithm.overlong_buffer=95",
+            "rollout.max_new_tokens=96",
+            "rollout.temperature=2.0",
+            "rollout.top_k=0",
+            "run.eval_steps=2",
+            "run.eval_questions=2",
+            "run.eval_split=train",
+            "run.eval_skip=1",
+        ] {
+            args.extend(["--set".to_string(), set.to_string()]);
+        }
+        // train_args says reinforce; dynamic sampling needs a group baseline.
+        let at = args.iter().position(|a| a == "--advantage").unwrap();
+        args.drain(at..at + 2);
+        run_ok(&args);
+        out.join(name)
+    };
+
+    let signal = run("signal", 1.0);
+    let m = metrics(&signal);
+    assert_eq!(m.len(), 3);
+    let (batch, cap, group) = (2u64, 6u64, 2u64);
+    let mut seen = 0;
+    for l in &m {
+        let n = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("no {k}: {l}"));
+        let (drawn, kept, dropped) = (n("groups_drawn"), n("groups_kept"), n("groups_dropped"));
+        assert_eq!(drawn, kept + dropped, "{l}");
+        assert!(kept == batch || drawn == cap, "a step stopped before its batch was full or the cap was hit: {l}");
+        assert!(kept <= batch && drawn <= cap, "{l}");
+        assert_eq!(n("trained_samples"), kept * group, "every kept group trains, no dropped one: {l}");
+        assert_eq!(n("episodes"), drawn * group, "{l}");
+        seen += drawn;
+        assert_eq!(n("questions_seen"), seen, "each drawn group is a question drawn: {l}");
+    }
+    assert!(m.iter().any(|l| l["draw_rounds"].as_u64().unwrap() > 1), "no step needed a second draw, so the test shows nothing: {m:?}");
+    assert!(m.iter().any(|l| l["groups_kept"].as_u64().unwrap() > 0), "nothing was kept: {m:?}");
+    // The held-out slice: before training, at step 2 and at the last step, also on those metrics lines.
+    let dev: Vec<serde_json::Value> =
+        std::fs::read_to_string(signal.join("dev_eval.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(dev.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 2, 3]);
+    assert!(dev.iter().all(|l| l["questions"] == 2 && l["accuracy"].is_number()), "{dev:?}");
+    assert!(m[0]["dev_accuracy"].is_null() && m[1]["dev_accuracy"].is_number() && m[2]["dev_accuracy"].is_number(), "{m:?}");
+
+    // No signal at all: every group is dropped, every step draws up to the cap, and nothing trains.
+    let flat = run("flat", 0.0);
+    for l in metrics(&flat) {
+        assert_eq!((l["groups_drawn"].as_u64(), l["groups_kept"].as_u64(), l["trained_samples"].as_u64()), (Some(cap), Some(0), Some(0)), "{l}");
+        assert!(l["grad_norm"].is_null(), "an optimizer step was taken on nothing: {l}");
+    }
+    let adapters = |step: u32| std::fs::read(flat.join(format!("checkpoint-{step}/adapters/adapter_model.safetensors"))).unwrap();
+    assert_eq!(adapters(1), adapters(3), "dropped groups changed the adapters");
+    if m[1..].iter().any(|l| l["groups_kept"].as_u64().unwrap() > 0) {
+        let trained = |step: u32| std::fs::read(signal.join(format!("checkpoint-{step}/adapters/adapter_model.safetensors"))).unwrap();
+        assert_ne!(trained(1), trained(3), "kept groups did not change the adapters");
+    }
+}

@@ -63,10 +63,13 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     assert!(m["command"].as_str().unwrap().contains("trajectories synth"));
     assert!(m["time_utc"].as_str().unwrap().ends_with('Z'));
 
-    // The default style, passages: one program, then the answer as the printed sentences spell it. The
-    // fixture's Super Bowl sentence says "Broncos", not "Denver Broncos", so only q2 is kept.
+    // The passages style: one program, then the answer as the printed sentences spell it. The fixture's
+    // Super Bowl sentence says "Broncos", not "Denver Broncos", so only q2 is kept.
     let out = dir.path().join("passages.jsonl");
-    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    let o = agentrt()
+        .args(["trajectories", "synth", "--fixture", "--style", "passages", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let kept = lines(&out);
     let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
@@ -77,6 +80,22 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     assert!(messages[2]["content"].as_str().unwrap().contains("read_section(hit[\"section_id\"])"), "{}", messages[2]);
     assert_eq!(messages[4]["content"], "<answer>Carl Wilhelm Scheele</answer>");
     assert_eq!(manifest(&out)["settings"]["style"], "passages");
+
+    // The default style, read: the top hit's best section printed whole, then the answer as it spells it
+    // (or the next hits' sections first): every kept conversation starts with the same program.
+    let out = dir.path().join("read.jsonl");
+    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kept = lines(&out);
+    assert!(!kept.is_empty());
+    for t in &kept {
+        let messages = t["messages"].as_array().unwrap();
+        let question = messages[1]["content"].as_str().unwrap();
+        assert_eq!(messages[2]["content"], format!("```python\nhits = search_pages({question:?})\nprint(read_section(hits[0][\"section_id\"]))\n```"));
+        assert!(messages.last().unwrap()["content"].as_str().unwrap().starts_with("<answer>"));
+        assert!(t["tool_calls"].as_u64().unwrap() == 2 || t["tool_calls"].as_u64().unwrap() == 5, "{t}");
+    }
+    assert_eq!(manifest(&out)["settings"]["style"], "read");
 }
 
 #[test]

@@ -9,15 +9,18 @@
 //!   of replies with a runnable program and the failure categories, each rate with a 95% Wilson interval;
 //!   and [`Diversity`]: distinct samples and pairwise similarity, with a `degenerate` flag for collapse.
 //! - **who reports**: [`write_report`] writes `results.json`, `results.md`, `results.png` and
-//!   `transcripts.jsonl` into the output directory; [`compare`] puts two of them side by side.
+//!   `transcripts.jsonl` into the output directory; [`compare`] puts two of them side by side, with
+//!   [`paired`]'s question-by-question difference (paired bootstrap interval, McNemar's exact test).
 
 mod diversity;
 mod metrics;
+mod paired;
 mod pass_at_k;
 mod report;
 
 pub use diversity::{jaccard, preview, spread, DegeneracyThresholds, Diversity, MAX_PAIRED_SAMPLES};
 pub use metrics::{difference_interval, sample_text, wilson_interval, Mean, Metrics, Rate};
+pub use paired::{mcnemar_exact, paired, paired_outcomes, Paired, BOOTSTRAP_RESAMPLES};
 pub use pass_at_k::{pass_at_k, CodeMetrics, TaskResult};
 pub use report::{compare, markdown as report_markdown, read_results, table, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
 

@@ -114,6 +114,15 @@ pub struct Metrics {
     /// How varied the samples are, and whether they look collapsed (absent in older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diversity: Option<Diversity>,
+    /// Episodes whose tool outputs held a gold answer as a whole word (of episodes with gold answers and
+    /// at least one tool output): the ceiling a perfect reader of what the programs printed would reach.
+    /// Absent in results written before it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_printed: Option<Rate>,
+    /// Of the episodes counted in `answer_printed`, those answered correctly: how well the model reads the
+    /// answer out of what its programs printed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction: Option<Rate>,
     /// How episodes ended: `correct`, `wrong_answer`, `no_answer`, `max_turns` (each of all episodes).
     pub outcomes: BTreeMap<String, Rate>,
     /// Failed programs by error kind (`syntax`, `exception:NameError`, `limit-exceeded:fuel`, …), of all programs.
@@ -159,7 +168,13 @@ impl Metrics {
                 *error_counts.entry(kind.clone()).or_default() += 1;
             }
         }
+        let read: Vec<&Episode> = episodes.iter().filter(|e| !e.question.answers.is_empty() && e.turns.iter().any(|t| t.observation.is_some())).collect();
+        let printed: Vec<&&Episode> =
+            read.iter().filter(|e| e.turns.iter().filter_map(|t| t.observation.as_deref()).any(|o| e.question.answered_in(o))).collect();
+        let extracted = printed.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count();
         Metrics {
+            answer_printed: Some(Rate::new(printed.len(), read.len())),
+            extraction: Some(Rate::new(extracted, printed.len())),
             num_questions: n,
             accuracy: Rate::new(correct, n),
             mean_reward: episodes.iter().map(|e| e.reward as f64).sum::<f64>() / nf,

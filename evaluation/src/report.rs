@@ -80,6 +80,10 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     row("searched", pct(&m.searched));
     row("search hit rate (gold in first search)", pct(&m.search_hit_rate));
     row("mean gold rank", m.mean_gold_rank.map_or("-".into(), |r| format!("{r:.2}")));
+    if let (Some(p), Some(x)) = (&m.answer_printed, &m.extraction) {
+        row("gold answer printed (ceiling)", pct(p));
+        row("correct where printed (extraction)", pct(x));
+    }
     row("replies with a program", pct(&m.program_replies));
     row("replies with a runnable program", pct(&m.runnable_program_replies));
     if let Some(r) = &m.runnable_programs {
@@ -165,17 +169,20 @@ pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Resul
         rows.iter().map(|(label, dir)| read_results(dir).map(|(i, m)| (label.clone(), i, m))).collect::<Result<_, _>>()?;
     let pc = |r: &Rate| format!("{:.1}% [{:.1}, {:.1}]", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1);
     let mut s = String::from(
-        "| policy | questions | accuracy | vs first row | answer F1 | tool calls | search hit rate | runnable programs |\n|---|---|---|---|---|---|---|---|\n",
+        "| policy | questions | accuracy | vs first row | gold printed | extraction | answer F1 | tool calls | search hit rate | runnable programs |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let first = &read[0].2.accuracy;
     let mut notes = String::new();
     for (i, (label, info, m)) in read.iter().enumerate() {
         let (lo, hi) = difference_interval(first, &m.accuracy);
         let delta = if i == 0 { "-".to_string() } else { format!("{:+.1} [{:+.1}, {:+.1}]", 100.0 * (m.accuracy.value - first.value), 100.0 * lo, 100.0 * hi) };
+        let optional = |r: &Option<Rate>| r.as_ref().map_or("-".to_string(), pc);
         s.push_str(&format!(
-            "| {label} | {} | {} | {delta} | {} | {} | {} | {} |\n",
+            "| {label} | {} | {} | {delta} | {} | {} | {} | {} | {} | {} |\n",
             m.num_questions,
             pc(&m.accuracy),
+            optional(&m.answer_printed),
+            optional(&m.extraction),
             mean(&m.answer_f1, 3),
             mean(&m.tool_calls, 2),
             pc(&m.search_hit_rate),
@@ -217,6 +224,10 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
     let mut num = |k: &str, x: f64, y: f64| row(k, x, y, "");
     num("mean reward", ma.mean_reward, mb.mean_reward);
     num("answer F1", ma.answer_f1.value, mb.answer_f1.value);
+    if let (Some(pa), Some(pb), Some(xa), Some(xb)) = (&ma.answer_printed, &mb.answer_printed, &ma.extraction, &mb.extraction) {
+        num("gold answer printed", pa.value, pb.value);
+        num("extraction (correct where printed)", xa.value, xb.value);
+    }
     num("avg tool calls", ma.tool_calls.value, mb.tool_calls.value);
     num("avg turns", ma.avg_turns, mb.avg_turns);
     num("avg model tokens", ma.avg_model_tokens, mb.avg_model_tokens);
@@ -225,6 +236,26 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
     for k in ma.outcomes.keys().chain(mb.outcomes.keys()).collect::<std::collections::BTreeSet<_>>() {
         let get = |m: &Metrics| m.outcomes.get(k).map_or(0.0, |r| r.value);
         num(&format!("outcome: {k}"), get(&ma), get(&mb));
+    }
+    s.push_str("\nThe accuracy interval above is Newcombe's, which treats A and B as independent samples.\n");
+    // On the same questions, the paired comparison is the one to read; other questions have none.
+    match crate::paired(a, b) {
+        Ok(p) => s.push_str(&format!(
+            "Question by question ({} questions): right in both {}, in A only {}, in B only {}, in neither {}. \
+             B - A = {:+.3}, paired 95% interval [{:+.3}, {:+.3}] (bootstrap over the questions, {} resamples); \
+             McNemar's exact p = {:.4}.\n",
+            p.questions,
+            p.both,
+            p.only_a,
+            p.only_b,
+            p.neither,
+            p.difference,
+            p.ci95.0,
+            p.ci95.1,
+            crate::BOOTSTRAP_RESAMPLES,
+            p.mcnemar_p
+        )),
+        Err(e) => s.push_str(&format!("No paired comparison: {e}\n")),
     }
     Ok(s)
 }

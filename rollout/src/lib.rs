@@ -42,8 +42,8 @@ pub use grading::{FailureKind, Grade, Grader, JudgeGrader, TestFailure, TestResu
 pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig, ToolTurns};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
-pub use questions::{read_questions, Question};
-pub use synthetic::{check_visible, passages_program, SynthStyle, SynthesizingPolicy};
+pub use questions::{read_questions, seeded_order, seeded_subset, Question};
+pub use synthetic::{check_visible, passages_program, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
 pub use trace::TraceBuilder;
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, ReplyStream, TurnPolicy};

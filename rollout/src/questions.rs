@@ -20,6 +20,14 @@ pub struct Question {
     pub split: Option<String>,
 }
 
+impl Question {
+    /// Whether `text` holds one of the answers as a whole word, ASCII case folded: what a reader of that
+    /// text could answer with (the ceiling of a program's printed output).
+    pub fn answered_in(&self, text: &str) -> bool {
+        self.answers.iter().any(|a| find_word_ci(text, a).is_some())
+    }
+}
+
 #[derive(Deserialize)]
 struct Row {
     id: Option<serde_json::Value>,
@@ -46,6 +54,45 @@ impl Row {
             Some(other) => other.to_string(),
         };
         Ok(Question { id, question, answers, page: self.page, split: self.split })
+    }
+}
+
+/// The character index of `needle` in `hay`, ASCII case folded, at an occurrence not inside a longer word (`air` is not found in `repair`).
+pub fn find_word_ci(hay: &str, needle: &str) -> Option<usize> {
+    let needle = needle.trim().to_ascii_lowercase();
+    if needle.is_empty() {
+        return None;
+    }
+    let lower = hay.to_ascii_lowercase();
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
+    let mut from = 0;
+    while let Some(b) = lower[from..].find(&needle).map(|b| b + from) {
+        let e = b + needle.len();
+        if !alnum(lower[..b].chars().next_back()) && !alnum(lower[e..].chars().next()) {
+            return Some(lower[..b].chars().count());
+        }
+        from = b + lower[b..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
+}
+
+/// `items` in a seeded random order: the one order `agentrt eval --num-samples N --seed S` takes its first
+/// N questions from, and training's held-out evaluation slice (`run.eval_skip`) skips them in.
+pub fn seeded_order<T>(mut items: Vec<T>, seed: u64) -> Vec<T> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    items.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    items
+}
+
+/// The first `n` of [`seeded_order`] (all of `items`, in their own order, when `n` is 0 or more than there are).
+pub fn seeded_subset<T>(items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
+    if n > 0 && n < items.len() {
+        let mut items = seeded_order(items, seed);
+        items.truncate(n);
+        items
+    } else {
+        items
     }
 }
 

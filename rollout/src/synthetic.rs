@@ -1,7 +1,14 @@
 //! Synthesised trajectories: a policy that plays each training question through the real sandbox the
 //! way we want the model to, writing only what it could have written from what it has seen.
 //!
-//! Two styles ([`SynthStyle`]). **Passages** (the recipe's choice): one program that searches with the
+//! Three styles ([`SynthStyle`]). **Read** (the recipe's choice): a program that searches with the
+//! question and prints the top hit's best section whole; then the answer as the section spells it, or,
+//! when the section holds none, a second program that prints the next two hits' sections, then the
+//! answer. Two tool calls, or five with the second program; the decision to go on is what the model
+//! sees (the section), made by the look-ahead as rejection sampling would make it (the episodes that
+//! answer after the first read are those whose read held the answer). Measured on the 952 dev
+//! questions: the first read holds a gold answer in 83.1% of them, either read in 87.3%.
+//! **Passages**: one program that searches with the
 //! question itself, reads the best-matching section of each of the top three hits (`hit["section_id"]`),
 //! scores every sentence by how many of the question's words it holds and prints the best three; then
 //! the answer as those sentences spell it. Four tool calls, two replies, and the program is the same for
@@ -31,7 +38,7 @@
 use crate::conversation::Conversation;
 use crate::episode::Episode;
 use crate::error::RolloutError;
-use crate::questions::Question;
+use crate::questions::{find_word_ci, Question};
 use crate::turn_policy::{Reply, TurnPolicy};
 use agentrt_runtime::reply::{parse_reply, ReplyAction};
 use agentrt_runtime::ToolHost;
@@ -57,15 +64,20 @@ const TOOL_KEYS: &[&str] = &["page_id", "title", "score", "section_id", "|", ". 
 
 /// Hits whose best section a passages program reads.
 const PASSAGE_HITS: usize = 3;
+/// The hits (after the first) whose sections a read-style second program prints.
+const READ_MORE_HITS: std::ops::Range<usize> = 1..3;
 /// Sentences a passages program prints.
 const PASSAGE_SENTENCES: usize = 3;
 
 /// How the synthesising policy plays (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SynthStyle {
+    /// Search with the question and print the top hit's best section; answer from it, or print the next
+    /// two hits' sections when it holds no answer, then answer.
+    #[default]
+    Read,
     /// One program: search with the question, read each top hit's best section, print the sentences
     /// holding most of the question's words; then answer.
-    #[default]
     Passages,
     /// Search, list a page's sections, read one, answer: three programs.
     Browse,
@@ -75,9 +87,10 @@ impl std::str::FromStr for SynthStyle {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "read" => Ok(SynthStyle::Read),
             "passages" => Ok(SynthStyle::Passages),
             "browse" => Ok(SynthStyle::Browse),
-            other => Err(format!("unknown synth style {other:?}: expected `passages` or `browse`")),
+            other => Err(format!("unknown synth style {other:?}: expected `read`, `passages` or `browse`")),
         }
     }
 }
@@ -95,6 +108,21 @@ found.sort(key=lambda f: -f[0])
 for n, sentence in found[:{PASSAGE_SENTENCES}]:
     print(sentence)",
         py_str(question.trim())
+    ))
+}
+
+/// The read style's first program: search with the question, print the top hit's best section.
+pub fn read_program(question: &str) -> String {
+    program(&format!("hits = search_pages({})\nprint(read_section(hits[0][\"section_id\"]))", py_str(question.trim())))
+}
+
+/// The read style's second program: the same search, the next hits' sections.
+pub fn read_more_program(question: &str) -> String {
+    program(&format!(
+        "for hit in search_pages({})[{}:{}]:\n    print(read_section(hit[\"section_id\"]))",
+        py_str(question.trim()),
+        READ_MORE_HITS.start,
+        READ_MORE_HITS.end
     ))
 }
 
@@ -217,16 +245,19 @@ impl SynthesizingPolicy {
                     _ => give_up,
                 }
             }
-            [printed] => {
-                let mut found: Vec<String> = q
-                    .answers
-                    .iter()
-                    .filter_map(|a| find_word_ci(printed, a).map(|at| printed.chars().skip(at).take(a.trim().chars().count()).collect()))
-                    .collect();
-                found.sort_by_key(|a: &String| std::cmp::Reverse(a.chars().count()));
-                found.first().map_or(give_up, |a| format!("<answer>{a}</answer>"))
-            }
+            [printed] => answer_tag(printed, &q.answers).unwrap_or(give_up),
             _ => give_up,
+        }
+    }
+
+    /// The read style: the first program; then the answer if the section holds one, else the second
+    /// program; then the answer from what it printed, or give up.
+    fn decide_read(q: &Question, seen: &[&str]) -> String {
+        match seen {
+            [] => read_program(&q.question),
+            [first] => answer_tag(first, &q.answers).unwrap_or_else(|| read_more_program(&q.question)),
+            [_, more] => answer_tag(more, &q.answers).unwrap_or_else(|| "<answer></answer>".to_string()),
+            _ => "<answer></answer>".to_string(),
         }
     }
 
@@ -234,8 +265,10 @@ impl SynthesizingPolicy {
         let q =
             self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
         let seen = episode_tool_outputs(c);
-        if self.style == SynthStyle::Passages {
-            return Ok(self.decide_passages(q, &seen).await);
+        match self.style {
+            SynthStyle::Read => return Ok(Self::decide_read(q, &seen)),
+            SynthStyle::Passages => return Ok(self.decide_passages(q, &seen).await),
+            SynthStyle::Browse => {}
         }
         let give_up = "<answer></answer>".to_string();
         let Some(plan) = self.plan(q).await else { return Ok(give_up) };
@@ -302,6 +335,14 @@ fn py_str(s: &str) -> String {
     out
 }
 
+/// `<answer>…</answer>` with the longest answer alias `printed` holds as a whole word, spelled as printed.
+fn answer_tag(printed: &str, answers: &[String]) -> Option<String> {
+    let mut found: Vec<String> =
+        answers.iter().filter_map(|a| find_word_ci(printed, a).map(|at| printed.chars().skip(at).take(a.trim().chars().count()).collect())).collect();
+    found.sort_by_key(|a: &String| std::cmp::Reverse(a.chars().count()));
+    found.first().map(|a| format!("<answer>{a}</answer>"))
+}
+
 /// Whether a tool output lists `id` as a line `id | title`.
 fn lists(output: &str, id: &str) -> bool {
     output.lines().any(|l| l.split(" | ").next() == Some(id))
@@ -326,25 +367,6 @@ fn answer_as_read(output: &str, answers: &[String]) -> Option<String> {
 /// The character (code point) index of `needle` in `hay`, as Python's `str.find` gives it.
 fn find_chars(hay: &str, needle: &str) -> Option<usize> {
     hay.find(needle).map(|b| hay[..b].chars().count())
-}
-
-/// The character index of `needle` in `hay`, ASCII case folded, at an occurrence not inside a longer word (`air` is not found in `repair`).
-fn find_word_ci(hay: &str, needle: &str) -> Option<usize> {
-    let needle = needle.trim().to_ascii_lowercase();
-    if needle.is_empty() {
-        return None;
-    }
-    let lower = hay.to_ascii_lowercase();
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
-    let mut from = 0;
-    while let Some(b) = lower[from..].find(&needle).map(|b| b + from) {
-        let e = b + needle.len();
-        if !alnum(lower[..b].chars().next_back()) && !alnum(lower[e..].chars().next()) {
-            return Some(lower[..b].chars().count());
-        }
-        from = b + lower[b..].chars().next().map_or(1, char::len_utf8);
-    }
-    None
 }
 
 /// The question's words: runs of letters and digits, in order.
@@ -593,6 +615,41 @@ mod tests {
             check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
             assert_eq!(e.turns.len(), 2, "{}", e.question.id);
         }
+        assert!(batch.episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count() >= 3);
+    }
+
+    /// The read style on the fixture: a question whose answer is in the top hit's section answers after
+    /// one program (two tool calls); one whose answer is only in a later hit's section goes on to the
+    /// second program (five); one whose answer is nowhere printed gives up; every kept episode passes
+    /// the check.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_episodes_go_on_only_when_the_first_section_holds_no_answer() {
+        let runner = fixture_runner(EpisodeConfig { max_turns: 3, ..EpisodeConfig::default() }).await;
+        let tools = Arc::new(FixtureTools::default());
+        let questions = fixture_questions();
+        let policy = SynthesizingPolicy::new(SynthStyle::Read, tools.clone(), &questions);
+        let batch = runner.run(&policy, &questions).await.unwrap();
+        let mut went_on = 0;
+        for e in &batch.episodes {
+            let replies: Vec<&str> = e.conversation.messages.iter().filter(|m| m.role == "assistant").map(|m| m.content.as_str()).collect();
+            assert_eq!(replies[0], read_program(&e.question.question), "{}", e.question.id);
+            let first = e.turns[0].observation.as_deref().unwrap_or_default();
+            let in_first = e.question.answers.iter().any(|a| find_word_ci(first, a).is_some());
+            if in_first {
+                assert_eq!(e.outcome, EpisodeOutcome::Correct, "{}: {:?}", e.question.id, e.turns);
+                assert_eq!((e.turns.len(), e.tool_calls().count()), (2, 2), "{}", e.question.id);
+            } else {
+                assert_eq!(replies[1], read_more_program(&e.question.question), "{}", e.question.id);
+                assert_eq!(e.turns.len(), 3, "{}", e.question.id);
+                went_on += 1;
+            }
+            if e.outcome == EpisodeOutcome::Correct {
+                check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
+            }
+        }
+        let by_id = |id: &str| batch.episodes.iter().find(|e| e.question.id == id).unwrap();
+        assert_eq!(by_id("gold").outcome, EpisodeOutcome::WrongAnswer);
+        assert!(went_on >= 1, "no fixture question needed the second program");
         assert!(batch.episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count() >= 3);
     }
 

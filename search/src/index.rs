@@ -348,7 +348,13 @@ impl WikiIndex {
                 let (bm25, vector) = rayon::join(|| self.bm25_sections(query), || self.vector_sections(&embedded));
                 let bm25 = bm25?;
                 let pages = hybrid::fuse(&hybrid::pages_from_sections(&bm25, page_of), &hybrid::pages_from_sections(&vector, page_of), fusion);
-                (pages, hybrid::best_sections(&[&bm25, &vector], page_of))
+                // A page's best section is BM25's (a page only the vectors found takes theirs): on the
+                // train questions, the section BM25 picks inside the right page held a gold answer 7.7
+                // points more often than the one both rankings agreed on (the vectors read a section's
+                // first 128 word pieces only).
+                let mut best = hybrid::best_sections(&[&vector], page_of);
+                best.extend(hybrid::best_sections(&[&bm25], page_of));
+                (pages, best)
             }
         };
         Ok(self.hits(&ranked, k, &best))

@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Bumped whenever the on-disk layout or the meaning of a field changes. 2: the section vectors come
-/// from the encoder with weights quantised to ±64 ([`agentrt_kernels::int8::NARROW_MAX`]), not ±127.
-pub const FORMAT_VERSION: u32 = 2;
+/// from the encoder with weights quantised to ±64 ([`agentrt_kernels::int8::NARROW_MAX`]), not ±127. 3: BM25
+/// indexes section bodies only (no page-title or section-title fields).
+pub const FORMAT_VERSION: u32 = 3;
 /// The manifest's file name inside a generation directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 

@@ -6,7 +6,8 @@
 //!   first sub-heading is the page's `intro`;
 //! - a section longer than [`ChunkParams::max_chars`] is cut into groups of whole paragraphs of at most
 //!   about that length (a single paragraph longer than that is cut at sentence ends), titled by their
-//!   first words — the 48 long articles, which have no sub-headings, become ~25 readable chunks each.
+//!   first words — the 48 long articles, which have no sub-headings, become ~45 chunks each, most of
+//!   them one paragraph.
 //!
 //! Ids are `page_id:slug`: the heading's slug, `intro`, or the slug of a chunk's first words, with `-2`,
 //! `-3`... on a collision inside the page. The same page always gives the same ids.
@@ -22,9 +23,14 @@ pub struct ChunkParams {
     pub title_words: usize,
 }
 
+/// Why 800: about one paragraph of the long articles (SQuAD's unit), so the section a search names is
+/// the passage that matched, not its neighbours too. Measured on 1,000 train questions (the top hit's
+/// best section read whole): a gold answer in 72.1% of them at 500 characters (380 printed on
+/// average), 74.9% at 800 (625), 73.2% at 1,500 (1,068) and 65.4% at 3,000; page recall@1 0.911 at
+/// 800 against 0.868 at 1,500.
 impl Default for ChunkParams {
     fn default() -> Self {
-        ChunkParams { max_chars: 1500, title_words: 8 }
+        ChunkParams { max_chars: 800, title_words: 8 }
     }
 }
 

@@ -193,17 +193,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// A seeded random subset of `n` items (all when `n` is 0 or more than there are).
-pub(crate) fn seeded_subset<T>(mut items: Vec<T>, n: usize, seed: u64) -> Vec<T> {
-    use agentrt_policy::rand::seq::SliceRandom;
-    use agentrt_policy::rand::SeedableRng;
-    if n > 0 && n < items.len() {
-        items.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(seed));
-        items.truncate(n);
-    }
-    items
-}
-
 fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     if let Some(from) = &args.regrade {
         // Only code replies are regraded: --regrade implies --env code.
@@ -225,7 +214,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     let split = if split_name == "all" { None } else { Some(split_name.as_str()) };
     let questions = agentrt_rollout::read_questions(&questions_path, split)?;
     anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", split_name, questions_path.display());
-    let questions = seeded_subset(questions, args.num_samples.unwrap_or(50), args.seed);
+    let questions = agentrt_rollout::seeded_subset(questions, args.num_samples.unwrap_or(50), args.seed);
     let (demonstrate, max_turns) = (plan.demonstration, plan.config.max_turns);
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

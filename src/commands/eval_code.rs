@@ -6,14 +6,14 @@
 //! grades an earlier run's replies again, under this run's test limits, without sampling (as HumanEval's
 //! `evaluate_functional_correctness` grades a samples file).
 
-use crate::commands::eval::{seeded_subset, EpisodeArgs};
+use crate::commands::eval::EpisodeArgs;
 use crate::policy_options::{EpisodePlan, LoadedPolicy};
 use agentrt_environments::code::answer::{extract_code, solution};
 use agentrt_environments::code::tasks::{read_tasks as read_tasks_file, CodeTask};
 use agentrt_environments::EnvName;
 use agentrt_eval::{CodeMetrics, TaskResult};
 use agentrt_progress::Progress;
-use agentrt_rollout::{Episode, Question};
+use agentrt_rollout::{seeded_subset, Episode, Question};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};

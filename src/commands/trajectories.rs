@@ -90,10 +90,13 @@ pub struct CommonArgs {
 pub struct SynthArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// `passages`: one program that searches with the question, reads each top hit's best-matching
-    /// section and prints the sentences holding most of the question's words, then the answer (four tool
-    /// calls, two replies). `browse`: search, list a page's sections, read one, answer (three programs).
-    #[arg(long, default_value = "passages")]
+    /// `read`: a program that searches with the question and prints the top hit's best section, then
+    /// the answer; when that section holds none, a second program printing the next two hits'
+    /// sections first (two or five tool calls, two or three replies). `passages`: one program that
+    /// reads each top hit's best section and prints the sentences holding most of the question's
+    /// words, then the answer (four tool calls). `browse`: search, list a page's sections, read one,
+    /// answer (three programs).
+    #[arg(long, default_value = "read")]
     pub style: agentrt_rollout::SynthStyle,
 }
 
@@ -226,6 +229,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let mut manifest = settings(c, &plan);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
+        agentrt_rollout::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer as printed, or first print the next two hits' sections when it holds no answer)",
         agentrt_rollout::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
         agentrt_rollout::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
     }

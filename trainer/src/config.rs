@@ -160,6 +160,63 @@ pub struct AlgorithmSection {
     pub f1_weight: f64,
     /// Added when the episode ended with an `<answer>` reply.
     pub format_bonus: f64,
+    /// DAPO's soft overlong punishment: up to this much reward lost by a reply that runs into the last
+    /// `overlong_buffer` tokens of `rollout.max_new_tokens` (0: off).
+    #[serde(default)]
+    pub overlong_penalty: f64,
+    /// Tokens before the reply limit where the overlong penalty starts (0: only a reply cut at the limit).
+    #[serde(default)]
+    pub overlong_buffer: usize,
+    /// DAPO's dynamic sampling: drop groups whose rewards are all equal and draw more questions until
+    /// `rollout.batch_size` groups carry a signal (or `max_draws` x `batch_size` were drawn).
+    #[serde(default)]
+    pub dynamic_sampling: bool,
+    /// The cap of dynamic sampling, in multiples of `rollout.batch_size` questions per accumulation batch.
+    #[serde(default = "default_max_draws")]
+    pub max_draws: usize,
+    /// How the policy-gradient loss is averaged over a step's tokens.
+    #[serde(default)]
+    pub loss_aggregation: LossAggregation,
+    /// Optimizer steps per step's samples (each on a part of whole groups); with more than one, the
+    /// PPO-clipped objective applies.
+    #[serde(default = "default_one")]
+    pub mini_batches: usize,
+    /// Passes over a step's samples.
+    #[serde(default = "default_one")]
+    pub update_epochs: usize,
+    /// The clipped objective keeps each token's probability ratio to the sampler above `1 - clip_low` ...
+    #[serde(default = "default_clip_low")]
+    pub clip_low: f64,
+    /// ... and below `1 + clip_high` (DAPO's clip-higher: a larger upper bound lets rare good tokens grow).
+    #[serde(default = "default_clip_high")]
+    pub clip_high: f64,
+}
+
+fn default_max_draws() -> usize {
+    4
+}
+
+fn default_one() -> usize {
+    1
+}
+
+fn default_clip_low() -> f64 {
+    0.2
+}
+
+fn default_clip_high() -> f64 {
+    0.28
+}
+
+/// How the policy-gradient loss of a step is averaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LossAggregation {
+    /// The mean over each sample's model tokens, then over the samples (GRPO's original).
+    #[default]
+    Sample,
+    /// The mean over all model tokens of the step (DAPO's token-level loss).
+    Token,
 }
 
 /// `[routing]`: which samples train only the forget adapter, and the three-mode evaluation.
@@ -194,6 +251,31 @@ pub struct RunSection {
     pub save_steps: usize,
     /// Checkpoints kept, oldest deleted first (0 keeps all).
     pub save_total_limit: usize,
+    /// Greedy evaluation on the held-out slice before the first step and every this many steps (0: off).
+    #[serde(default)]
+    pub eval_steps: usize,
+    /// Questions in the held-out slice.
+    #[serde(default = "default_eval_questions")]
+    pub eval_questions: usize,
+    /// The split of `data.questions` the slice comes from.
+    #[serde(default = "default_eval_split")]
+    pub eval_split: String,
+    /// The slice starts after this many questions of the split's seed-0 order (those `agentrt eval
+    /// --num-samples N` with N up to this reports).
+    #[serde(default = "default_eval_skip")]
+    pub eval_skip: usize,
+}
+
+fn default_eval_questions() -> usize {
+    100
+}
+
+fn default_eval_split() -> String {
+    "dev".into()
+}
+
+fn default_eval_skip() -> usize {
+    300
 }
 
 impl Default for TrainConfig {
@@ -212,8 +294,16 @@ impl TrainConfig {
     }
 
     /// The keys a resumed run may change: its length and how often it logs, evaluates and saves.
-    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] =
-        &["run.max_steps", "run.logging_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name", "routing.eval_routing_steps"];
+    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] = &[
+        "run.max_steps",
+        "run.logging_steps",
+        "run.save_steps",
+        "run.save_total_limit",
+        "run.output_dir",
+        "run.run_name",
+        "routing.eval_routing_steps",
+        "run.eval_steps",
+    ];
 
     /// The config to resume the run of `saved` (its `config.toml`) with: see [`resumed`].
     pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<TrainConfig, TrainError> {
@@ -267,6 +357,30 @@ impl TrainConfig {
         }
         if a.gradient_accumulation_steps == 0 {
             return bad("algorithm.gradient_accumulation_steps", "must be at least 1");
+        }
+        if !(a.overlong_penalty >= 0.0 && a.overlong_penalty.is_finite()) {
+            return bad("algorithm.overlong_penalty", "must be a finite number, 0 or more");
+        }
+        if a.overlong_buffer >= r.max_new_tokens {
+            return bad("algorithm.overlong_buffer", "must be below rollout.max_new_tokens (the penalty starts that many tokens before the limit)");
+        }
+        if a.dynamic_sampling && a.advantage == AdvantageKind::Reinforce {
+            return bad("algorithm.dynamic_sampling", "drops groups whose rewards are all equal, which carry a signal only for grpo and rloo, not reinforce");
+        }
+        if a.max_draws == 0 {
+            return bad("algorithm.max_draws", "must be at least 1 (a step draws at most max_draws x rollout.batch_size questions)");
+        }
+        if a.mini_batches == 0 || a.update_epochs == 0 {
+            return bad("algorithm.mini_batches / update_epochs", "must be at least 1");
+        }
+        if a.mini_batches > r.batch_size * a.gradient_accumulation_steps {
+            return bad("algorithm.mini_batches", "a mini-batch holds whole groups: at most rollout.batch_size x gradient_accumulation_steps of them");
+        }
+        if !(a.clip_low > 0.0 && a.clip_low < 1.0 && a.clip_high > 0.0 && a.clip_high.is_finite()) {
+            return bad("algorithm.clip_low / clip_high", "clip_low in (0, 1), clip_high above 0");
+        }
+        if self.run.eval_steps > 0 && self.run.eval_questions == 0 {
+            return bad("run.eval_questions", "must be at least 1 when run.eval_steps is on");
         }
         if self.model.lora_rank == 0 || self.model.lora_targets.is_empty() {
             return bad("model.lora_rank / model.lora_targets", "need a rank of at least 1 and at least one target");

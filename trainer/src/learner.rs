@@ -1,11 +1,15 @@
 //! The policy-gradient update: per-sequence loss on the model's own tokens, gradients summed over a step
 //! (and over accumulation batches), clipped by global norm, one AdamW step on the adapters.
 //!
-//! Loss of sample `i` (divided by the number of samples in the step):
+//! Loss of sample `i` (divided by the number of samples in the step; or, with [`LossScale::PerToken`],
+//! summed over its tokens and divided by the step's model tokens):
 //! `mean over its model tokens t of [ -A_i · log p(t) + beta · k3(t) ]`, where `k3 = exp(r) - r - 1` with
 //! `r = log p_ref(t) - log p(t)` (Schulman's unbiased, non-negative KL estimator) against the reference:
 //! the base model (adapters off), or, for a run warm-started from an adapter (`model.init_adapter`), the
-//! base model with that initial adapter, frozen ([`Learner::set_reference`]). Tool output and prompt tokens are masked out. A routed sample's gradient reaches only
+//! base model with that initial adapter, frozen ([`Learner::set_reference`]). With [`LearnerConfig::clip`]
+//! (several optimizer steps on one step's samples), `-A_i · log p(t)` becomes PPO's clipped objective
+//! `-min(ρ·A_i, clip(ρ, 1 - low, 1 + high)·A_i)` with `ρ = p(t) / p_sampler(t)`, the sampler's
+//! log-probs carried by each [`Sample`]; its gradient at `ρ = 1` is the plain one. Tool output and prompt tokens are masked out. A routed sample's gradient reaches only
 //! the forget adapter; the retain adapter's parameters are then absent from its gradients, so AdamW leaves
 //! them untouched.
 
@@ -40,6 +44,39 @@ pub struct LearnerConfig {
     /// Forward the prompt that consecutive samples share once ([`shared_prefix_groups`]); the loss and
     /// gradients are those of the samples taken one by one.
     pub share_prefixes: bool,
+    /// PPO's clipped objective with these `(low, high)` bounds on the ratio to the sampler (`None`: the
+    /// plain policy gradient, the same at a ratio of 1). Needs the samples' sampled log-probs.
+    pub clip: Option<(f64, f64)>,
+}
+
+/// How a pass's loss is scaled: what each sample's tokens are divided by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossScale {
+    /// Each sample's mean over its model tokens, divided by this many samples (GRPO's original).
+    PerSample {
+        /// The samples the step's loss is averaged over.
+        samples: usize,
+    },
+    /// Every model token divided by this many tokens (DAPO's token-level loss).
+    PerToken {
+        /// The model tokens the step's loss is averaged over.
+        tokens: usize,
+    },
+}
+
+impl LossScale {
+    /// The weight of each model token of a sample with `n_model` of them.
+    fn token_weight(self, n_model: usize) -> f64 {
+        match self {
+            LossScale::PerSample { samples } => 1.0 / (samples as f64 * n_model as f64),
+            LossScale::PerToken { tokens } => 1.0 / tokens as f64,
+        }
+    }
+}
+
+/// The model tokens (after the first id) of `samples`: what [`LossScale::PerToken`] divides by.
+pub fn model_tokens(samples: &[Sample]) -> usize {
+    samples.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).sum()
 }
 
 /// Rows one shared-prefix group may hold (its prefix and every sample's continuation): they stay in
@@ -97,6 +134,8 @@ pub struct UpdateStats {
     pub model_tokens: usize,
     /// Samples that contributed a gradient (zero-advantage samples without a KL term are skipped).
     pub samples: usize,
+    /// Model tokens whose ratio to the sampler lay outside the clip bounds (0 without clipping).
+    pub clipped_tokens: usize,
     /// Over the model tokens whose sampling log-prob is known: the sum of `sampled - learner` log-probs,
     /// the sum of its absolute value, and how many tokens. The sampler and the learner compute the same
     /// function on the same weights, so this is rounding (about 1e-5) when sampling is local, and measures
@@ -148,6 +187,21 @@ fn gap(s: &Sample, lp: &Tensor) -> Result<LogprobGap, TrainError> {
     Ok(g)
 }
 
+/// The sampler's log-probs of `group` laid out as `lp` (`[B, T-1]`: entry `t` of row `b` is the log-prob of
+/// id `t + 1`), on each sample's model tokens; `lp`'s own detached values everywhere else.
+fn sampler_logprobs(group: &[&Sample], lp: &Tensor, masks: &[Vec<bool>]) -> Result<Tensor, TrainError> {
+    let own: Vec<Vec<f32>> = lp.detach().to_dtype(candle_core::DType::F32)?.to_vec2()?;
+    let width = lp.dim(1)?;
+    let mut out = Vec::with_capacity(group.len() * width);
+    for ((s, row), mask) in group.iter().zip(own).zip(masks) {
+        for (t, v) in row.into_iter().enumerate() {
+            let model = mask.get(t + 1).copied().unwrap_or(false);
+            out.push(if model { s.sampled_logprobs[t + 1] } else { v });
+        }
+    }
+    Ok(Tensor::from_vec(out, (group.len(), width), lp.device())?.to_dtype(lp.dtype())?)
+}
+
 /// The policy with its optimizer and the gradients gathered for the next step.
 pub struct Learner {
     /// The model being trained, carrying the trainable adapters.
@@ -176,9 +230,9 @@ impl Learner {
         Ok(Learner { policy, optimizer, config, vars, pending, reference: None })
     }
 
-    /// Adds the gradients of `samples`, each weighted `1 / normalizer`.
-    pub fn accumulate(&mut self, samples: &[Sample], normalizer: usize) -> Result<UpdateStats, TrainError> {
-        assert!(normalizer > 0, "normalizer must be positive");
+    /// Adds the gradients of `samples`, scaled by `scale`.
+    pub fn accumulate(&mut self, samples: &[Sample], scale: LossScale) -> Result<UpdateStats, TrainError> {
+        assert!(matches!(scale, LossScale::PerSample { samples: 1.. } | LossScale::PerToken { tokens: 1.. }), "a loss scale must be positive: {scale:?}");
         let mut stats = UpdateStats::default();
         let mut kl_sum = 0.0;
         let beta = self.config.beta;
@@ -190,6 +244,13 @@ impl Learner {
             }
             if s.routed && !dual {
                 return Err(TrainError::Run("a routed sample, but the policy has no forget adapter".into()));
+            }
+            if self.config.clip.is_some() && s.sampled_logprobs.len() != s.ids.len() {
+                return Err(TrainError::Run(format!(
+                    "the clipped objective needs the sampler's log-probs, but a sample has {} for {} ids (sample locally, or with rollout.sampler_exact_tokens = true)",
+                    s.sampled_logprobs.len(),
+                    s.ids.len()
+                )));
             }
             let n_model = s.model_mask.iter().skip(1).filter(|&&m| m).count();
             if n_model > 0 && (s.advantage != 0.0 || beta != 0.0) {
@@ -203,7 +264,7 @@ impl Learner {
             used.iter().map(|&s| (vec![s], 0)).collect()
         };
         for (group, prefix) in groups {
-            self.accumulate_group(&group, prefix, normalizer, &mut stats, &mut kl_sum)?;
+            self.accumulate_group(&group, prefix, scale, &mut stats, &mut kl_sum)?;
         }
         if stats.model_tokens > 0 {
             stats.kl = kl_sum / stats.model_tokens as f64;
@@ -212,7 +273,7 @@ impl Learner {
     }
 
     /// The gradients of `group`, forwarded together over its shared `prefix` (0: one sample, whole).
-    fn accumulate_group(&mut self, group: &[&Sample], prefix: usize, normalizer: usize, stats: &mut UpdateStats, kl_sum: &mut f64) -> Result<(), TrainError> {
+    fn accumulate_group(&mut self, group: &[&Sample], prefix: usize, scale: LossScale, stats: &mut UpdateStats, kl_sum: &mut f64) -> Result<(), TrainError> {
         let seqs: Vec<Vec<u32>> = group.iter().map(|s| s.ids.clone()).collect();
         let routed: Vec<bool> = if group[0].routed { vec![true; group.len()] } else { vec![] };
         let logprobs = |policy: &Policy, routed: &[bool]| {
@@ -234,12 +295,26 @@ impl Learner {
                 stats.logprob_gap.add(gap(s, &lp.narrow(0, b, 1)?.narrow(1, 0, s.ids.len() - 1)?)?);
             }
         }
-        // Sample b's tokens weigh 1 / (normalizer · its model tokens), its log-probs also −advantage.
+        // Sample b's tokens weigh `scale.token_weight(its model tokens)`, its log-probs also −advantage.
         let n_model: Vec<usize> = group.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).collect();
-        let weight: Vec<f32> = n_model.iter().map(|&n| (1.0 / (normalizer as f64 * n as f64)) as f32).collect();
+        let weight: Vec<f32> = n_model.iter().map(|&n| scale.token_weight(n) as f32).collect();
         let policy_weight: Vec<f32> = group.iter().zip(&weight).map(|(s, w)| -s.advantage * w).collect();
         let column = |v: Vec<f32>| Tensor::from_vec(v, (group.len(), 1), &dev);
-        let mut per_token = lp.broadcast_mul(&column(policy_weight)?)?;
+        let mut per_token = match self.config.clip {
+            None => lp.broadcast_mul(&column(policy_weight)?)?,
+            Some((low, high)) => {
+                // ρ = p / p_sampler on the model's tokens; 1 elsewhere (the sampler's log-prob there is
+                // the learner's own, detached), so masked positions stay finite.
+                let old = sampler_logprobs(group, &lp, &masks)?;
+                let ratio = (&lp - &old)?.exp()?;
+                let advantage = column(group.iter().map(|s| s.advantage).collect())?;
+                let clipped = ratio.clamp(1.0 - low, 1.0 + high)?;
+                let objective = ratio.broadcast_mul(&advantage)?.minimum(&clipped.broadcast_mul(&advantage)?)?;
+                let outside = ((ratio.lt(1.0 - low)?.to_dtype(candle_core::DType::F32)? + ratio.gt(1.0 + high)?.to_dtype(candle_core::DType::F32)?)? * &mask)?;
+                stats.clipped_tokens += outside.sum_all()?.to_scalar::<f32>()? as usize;
+                (objective.broadcast_mul(&column(weight.iter().map(|w| -w).collect())?))?
+            }
+        };
         if let Some(r) = &reference {
             let diff = (r - &lp)?;
             let k3 = ((diff.exp()? - &diff)? - 1.0)?;
@@ -362,7 +437,7 @@ mod tests {
 
     fn gradients(learner: &mut Learner, samples: &[Sample], share: bool) -> (UpdateStats, Vec<Option<Vec<f32>>>) {
         learner.config.share_prefixes = share;
-        let stats = learner.accumulate(samples, 4).unwrap();
+        let stats = learner.accumulate(samples, LossScale::PerSample { samples: 4 }).unwrap();
         let grads = std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()]);
         (stats, grads.into_iter().map(|g| g.map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect())
     }
@@ -377,7 +452,8 @@ mod tests {
             policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 5).unwrap();
             policy.adapters.as_ref().unwrap().randomize_b(0.05).unwrap();
             let mut learner =
-                Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true }).unwrap();
+                Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None })
+                    .unwrap();
             // A KL reference that differs from the policy: the same adapters with other B's.
             let reference =
                 AdapterSet::new(learner.policy.adapters.as_ref().unwrap().config.clone(), &learner.policy.decoder.cfg, learner.policy.device(), 9).unwrap();
@@ -412,6 +488,56 @@ mod tests {
             }
             assert!(compared >= learner.vars.len() / 2, "{arch:?}: only {compared} gradients compared");
         }
+    }
+
+    /// The clipped objective: at a ratio of 1 (the sampler's log-probs are the learner's) it gives the
+    /// plain policy gradient; where the ratio is below `1 - clip_low` and the advantage negative, PPO's
+    /// minimum takes the clipped branch, so those tokens give no gradient and are counted as clipped.
+    #[test]
+    fn the_clipped_objective_is_the_plain_gradient_at_ratio_one_and_flat_where_it_clips() {
+        let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
+        policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
+        policy.adapters.as_ref().unwrap().randomize_b(0.05).unwrap();
+        let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None };
+        let mut learner = Learner::new(policy, config).unwrap();
+        let mut all = samples(false);
+        // The sampler's log-probs: the learner's own (entry t + 1 is the log-prob of id t + 1).
+        for s in &mut all {
+            let lp: Vec<f32> = learner.policy.token_logprobs(std::slice::from_ref(&s.ids), &[]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+            s.sampled_logprobs = std::iter::once(0.0).chain(lp).collect();
+        }
+        let scale = LossScale::PerToken { tokens: model_tokens(&all) };
+        let flat = |g: &[Option<Vec<f32>>]| g.iter().flatten().flatten().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+        let plain = {
+            learner.accumulate(&all, scale).unwrap();
+            std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()])
+        };
+        learner.config.clip = Some((0.2, 0.28));
+        let stats = learner.accumulate(&all, scale).unwrap();
+        let clipped = std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()]);
+        assert_eq!(stats.clipped_tokens, 0);
+        let (plain, clipped): (Vec<_>, Vec<_>) = (
+            plain.into_iter().map(|g| g.map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect(),
+            clipped.into_iter().map(|g| g.map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect(),
+        );
+        let norm = flat(&plain);
+        assert!(norm > 0.0);
+        let diff: f64 = plain.iter().flatten().flatten().zip(clipped.iter().flatten().flatten()).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>().sqrt();
+        assert!(diff <= 1e-4 * norm, "at ratio 1 the clipped gradient differs by {diff} (norm {norm})");
+
+        // The sampler thought every token e times likelier (ratio 1/e < 0.8), and every advantage is negative.
+        for s in &mut all {
+            s.advantage = -s.advantage.abs();
+            for (lp, m) in s.sampled_logprobs.iter_mut().zip(&s.model_mask) {
+                if *m {
+                    *lp += 1.0;
+                }
+            }
+        }
+        let stats = learner.accumulate(&all, scale).unwrap();
+        assert_eq!(stats.clipped_tokens, model_tokens(&all), "every model token is outside the bounds");
+        let grads: Vec<_> = learner.pending.iter().map(|g| g.as_ref().map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect();
+        assert!(flat(&grads) < 1e-9, "the clipped branch passed a gradient: {}", flat(&grads));
     }
 
     #[test]

@@ -31,10 +31,10 @@ pub mod warm_start;
 
 pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
-pub use learner::{Learner, LearnerConfig, Sample, UpdateStats};
+pub use learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
 pub use trainer::{
-    agent_settings, environment, episode_config, learner_config, limits_of, sample_seed, sampling_of, train, training_questions, wiki_settings, TrainRequest,
-    TrainSummary,
+    agent_settings, environment, episode_config, eval_slice, learner_config, limits_of, sample_seed, sampling_of, train, training_questions, wiki_settings,
+    TrainRequest, TrainSummary,
 };

@@ -1,9 +1,10 @@
-//! `agentrt plot RUN`: the curves of a run as one PNG (reward, accuracy, tool calls, KL, loss, and the
-//! routing evaluation when the run has one; for an `agentrt sft` run, train and validation loss, lr, grad
+//! `agentrt plot RUN`: the curves of a run as one PNG (reward, accuracy, tool calls, KL, loss, the groups
+//! dynamic sampling drew, kept and dropped, the held-out slice's accuracy and the routing evaluation when
+//! the run has them; for an `agentrt sft` run, train and validation loss, lr, grad
 //! norm and tokens).
 
 use crate::error::TrainError;
-use crate::run_dir::{RunDir, METRICS, ROUTING_EVAL};
+use crate::run_dir::{RunDir, DEV_EVAL, METRICS, ROUTING_EVAL};
 use agentrt_charts::{write_line_charts, LineChart, Series};
 use std::path::{Path, PathBuf};
 
@@ -57,6 +58,31 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
             ],
         ),
     ];
+    // Runs from before dynamic sampling have no group counts; every line of a newer run has them.
+    if lines.iter().all(|l| l.get("groups_drawn").is_some()) {
+        charts.push(chart(
+            "groups per step",
+            "groups",
+            vec![
+                series(&lines, METRICS, "drawn", "/groups_drawn")?,
+                series(&lines, METRICS, "kept", "/groups_kept")?,
+                series(&lines, METRICS, "dropped (all-equal)", "/groups_dropped")?,
+            ],
+        ));
+    }
+    let dev = dir.read_lines(DEV_EVAL)?;
+    if !dev.is_empty() {
+        charts.push(chart(
+            "held-out slice (greedy)",
+            "fraction correct",
+            vec![
+                series(&dev, DEV_EVAL, "accuracy", "/accuracy")?,
+                series(&dev, DEV_EVAL, "95% low", "/accuracy_low")?,
+                series(&dev, DEV_EVAL, "95% high", "/accuracy_high")?,
+                series(&dev, DEV_EVAL, "answer F1", "/answer_f1")?,
+            ],
+        ));
+    }
     let routing = dir.read_lines(ROUTING_EVAL)?;
     if !routing.is_empty() {
         charts.push(chart(

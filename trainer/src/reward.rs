@@ -1,10 +1,10 @@
 //! The reward an episode trains on: the judge's verdict (the headline, logged as accuracy) plus the shaped
 //! parts the search-RL literature uses for small models, each set in `[algorithm]` and logged on its own
-//! in metrics.jsonl (`reward_judge`, `reward_program`, `reward_f1`, `reward_format`), so a shaped reward
-//! can never hide a flat accuracy.
+//! in metrics.jsonl (`reward_judge`, `reward_program`, `reward_f1`, `reward_format`, `reward_overlong`),
+//! so a shaped reward can never hide a flat accuracy.
 
 use crate::config::AlgorithmSection;
-use agentrt_rollout::{Episode, TurnAction};
+use agentrt_rollout::{Episode, Finish, TurnAction};
 
 /// The parts of one episode's reward; [`RewardParts::total`] is what the advantages see.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -20,11 +20,15 @@ pub struct RewardParts {
     pub f1: f32,
     /// `format_bonus` when the episode ended with an `<answer>` reply.
     pub format: f32,
+    /// DAPO's soft overlong punishment, subtracted: `overlong_penalty` times how far its longest reply ran
+    /// into the last `overlong_buffer` tokens of the reply limit (all of it for a reply cut at the limit).
+    pub overlong: f32,
 }
 
 impl RewardParts {
-    /// The parts of `e`, whose `reward` is still the judge's alone.
-    pub fn of(e: &Episode, algorithm: &AlgorithmSection) -> RewardParts {
+    /// The parts of `e`, whose `reward` is still the judge's alone; `max_new_tokens` is the reply limit
+    /// it was sampled under.
+    pub fn of(e: &Episode, algorithm: &AlgorithmSection, max_new_tokens: usize) -> RewardParts {
         let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
         // A code answer is well-formed when its tests could run (its code block, its reasoning format).
         let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer) && e.tests.as_ref().is_none_or(|t| t.unrunnable.is_none());
@@ -35,13 +39,31 @@ impl RewardParts {
             program: if ran { algorithm.program_bonus as f32 } else { 0.0 },
             f1: (algorithm.f1_weight * f1) as f32,
             format: if answered { algorithm.format_bonus as f32 } else { 0.0 },
+            overlong: (algorithm.overlong_penalty * overlong_fraction(e, algorithm.overlong_buffer, max_new_tokens)) as f32,
         }
     }
 
-    /// The reward the advantages see: the judge's plus every shaped part.
+    /// The reward the advantages see: the judge's plus every shaped part, less the overlong penalty.
     pub fn total(&self) -> f32 {
-        self.judge + self.program + self.f1 + self.format
+        self.judge + self.program + self.f1 + self.format - self.overlong
     }
+}
+
+/// How far `e`'s longest reply ran into the last `buffer` tokens before `limit`, from 0 to 1: 1 for a reply
+/// cut at the limit, `(tokens - (limit - buffer)) / buffer` inside the buffer, 0 before it.
+fn overlong_fraction(e: &Episode, buffer: usize, limit: usize) -> f64 {
+    e.turns
+        .iter()
+        .map(|t| {
+            if t.finish == Finish::Length || t.reply_tokens >= limit {
+                1.0
+            } else if buffer > 0 && t.reply_tokens > limit - buffer {
+                (t.reply_tokens - (limit - buffer)) as f64 / buffer as f64
+            } else {
+                0.0
+            }
+        })
+        .fold(0.0, f64::max)
 }
 
 #[cfg(test)]
@@ -82,19 +104,37 @@ mod tests {
         (a.program_bonus, a.f1_weight, a.format_bonus) = (0.1, 0.5, 0.2);
         // A run program, then a near miss in <answer>: partial credit, no judge reward.
         let near = episode(vec![turn(TurnAction::Program, None), turn(TurnAction::Answer, None)], Some("the Denver team"), 0.0);
-        let p = RewardParts::of(&near, &a);
+        let p = RewardParts::of(&near, &a, 160);
         assert_eq!((p.judge, p.program, p.format), (0.0, 0.1, 0.2));
         // F1 of "the Denver team" vs "Denver Broncos": articles dropped, 1 of 2 tokens each way: 0.5.
         assert!((p.f1 - 0.25).abs() < 1e-6, "{p:?}");
         assert!((p.total() - 0.55).abs() < 1e-6);
         // A failed program and no answer tag: nothing but the judge.
         let failed = episode(vec![turn(TurnAction::Program, Some("syntax")), turn(TurnAction::Other, None)], Some("x"), 0.0);
-        assert_eq!(RewardParts::of(&failed, &a), RewardParts { judge: 0.0, program: 0.0, f1: 0.0, format: 0.0 });
+        assert_eq!(RewardParts::of(&failed, &a, 160), RewardParts { judge: 0.0, program: 0.0, f1: 0.0, format: 0.0, overlong: 0.0 });
         // All shaping off (f1_weight and format_bonus default to 0): the judge, plus the program bonus.
         let d = crate::TrainConfig::default().algorithm;
         let right = episode(vec![turn(TurnAction::Program, None), turn(TurnAction::Answer, None)], Some("Broncos"), 1.0);
-        let p = RewardParts::of(&right, &d);
+        let p = RewardParts::of(&right, &d, 160);
         assert_eq!((p.judge, p.f1, p.format), (1.0, 0.0, 0.0));
         assert_eq!(p.total(), 1.0 + d.program_bonus as f32);
+    }
+
+    #[test]
+    fn the_overlong_penalty_grows_through_the_buffer_and_is_whole_for_a_cut_reply() {
+        let mut a = crate::TrainConfig::default().algorithm;
+        (a.program_bonus, a.overlong_penalty, a.overlong_buffer) = (0.0, 0.5, 40);
+        let with = |a: &crate::config::AlgorithmSection, tokens: usize, finish: Finish| {
+            let mut t = turn(TurnAction::Answer, None);
+            (t.reply_tokens, t.finish) = (tokens, finish);
+            RewardParts::of(&episode(vec![turn(TurnAction::Program, None), t], Some("Broncos"), 1.0), a, 160)
+        };
+        assert_eq!(with(&a, 120, Finish::Stop).overlong, 0.0, "before the buffer");
+        assert!((with(&a, 140, Finish::Stop).overlong - 0.25).abs() < 1e-6, "half way through the buffer: half the penalty");
+        assert_eq!(with(&a, 160, Finish::Length).overlong, 0.5);
+        assert!((with(&a, 160, Finish::Length).total() - 0.5).abs() < 1e-6, "the judge's 1 less the penalty");
+        a.overlong_buffer = 0;
+        assert_eq!(with(&a, 159, Finish::Stop).overlong, 0.0, "without a buffer only a cut reply pays");
+        assert_eq!(with(&a, 80, Finish::Length).overlong, 0.5);
     }
 }

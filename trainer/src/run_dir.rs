@@ -29,6 +29,8 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 /// The three-mode routing evaluations, one JSON line each (every `routing.eval_routing_steps` steps).
 pub const ROUTING_EVAL: &str = "routing_eval.jsonl";
+/// The greedy evaluations on the held-out slice (`run.eval_steps`), one JSON object a line, step 0 first.
+pub const DEV_EVAL: &str = "dev_eval.jsonl";
 /// The run's resolved config, which `--resume` reads back.
 pub const CONFIG: &str = "config.toml";
 const STATE: &str = "trainer_state.json";
@@ -83,6 +85,7 @@ impl RunDir {
         let written = match file {
             METRICS => agentrt_tensorboard::append_scalars(&self.path, step, value),
             ROUTING_EVAL => agentrt_tensorboard::append_scalars(&self.path, step, &serde_json::json!({ "routing": value })),
+            DEV_EVAL => agentrt_tensorboard::append_scalars(&self.path, step, &serde_json::json!({ "held_out": value })),
             TRANSCRIPTS => agentrt_tensorboard::append_text(&self.path, "transcripts", step, &transcript_markdown(value)),
             _ => Ok(()),
         };
@@ -96,7 +99,7 @@ impl RunDir {
 
     /// Drops log lines of steps after `step` (they belong to work a resume redoes), atomically.
     pub fn truncate_logs_after(&self, step: usize) -> Result<(), TrainError> {
-        for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL] {
+        for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL] {
             let p = self.path.join(file);
             if !p.exists() {
                 continue;

@@ -17,7 +17,7 @@
 
 use crate::config::{layered, read_exactly, ModelSection};
 use crate::error::{io_err, TrainError};
-use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
+use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::routing::Detector;
 use crate::run_dir::{write_atomic, DataOrder, RunDir, TrainerState, CONFIG, METRICS};
 use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
@@ -459,6 +459,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
             max_grad_norm: s.max_grad_norm,
             optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() },
             share_prefixes: true,
+            clip: None,
         },
     )?;
     if let Some((step, ckpt)) = &resume_from {
@@ -499,7 +500,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
                 })
                 .collect();
             seen += s.batch_size;
-            let u = learner.accumulate(&samples, per_step)?;
+            let u = learner.accumulate(&samples, LossScale::PerSample { samples: per_step })?;
             update.loss += u.loss;
             update.model_tokens += u.model_tokens;
             update.samples += u.samples;

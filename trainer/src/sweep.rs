@@ -3,7 +3,7 @@
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::run_dir::{RunDir, METRICS};
+use crate::run_dir::{RunDir, DEV_EVAL, METRICS};
 use std::path::Path;
 
 /// One axis of the grid: `section.key=v1,v2,...`.
@@ -71,15 +71,15 @@ pub fn expand(file: Option<&Path>, fixed: &[String], axes: &[Axis]) -> Result<Ve
 /// A markdown table of each run's last step and best reward (runs without metrics say so).
 pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32>]) -> Result<String, TrainError> {
     let mut s = String::from(
-        "| run | exit | steps | reward (last) | accuracy (last) | best reward | tool calls | s/step | distinct samples | pairwise Jaccard | degenerate |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| run | exit | steps | reward (last) | accuracy (last) | best reward | held-out accuracy (first → last) | tool calls | s/step | distinct samples | pairwise Jaccard | degenerate |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (p, status) in points.iter().zip(statuses) {
         let dir = RunDir { path: output_dir.join(&p.run_name) };
         let lines = dir.read_lines(METRICS)?;
         let exit = status.map_or("killed".to_string(), |c| c.to_string());
         match lines.last() {
-            None => s.push_str(&format!("| {} | {exit} | 0 | - | - | - | - | - | - | - | - |\n", p.run_name)),
+            None => s.push_str(&format!("| {} | {exit} | 0 | - | - | - | - | - | - | - | - | - |\n", p.run_name)),
             Some(l) => {
                 // A missing value is an error naming the run and the key, not a NaN in the table.
                 let number = |l: &serde_json::Value, key: &str| {
@@ -91,12 +91,23 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
                 for line in &lines {
                     best = best.max(number(line, "/reward_mean")?);
                 }
+                // The held-out slice (run.eval_steps), when the run evaluated one: before training, and last.
+                let dev = dir.read_lines(DEV_EVAL)?;
+                let held_out = match (dev.first(), dev.last()) {
+                    (Some(a), Some(b)) => {
+                        let acc = |l: &serde_json::Value| {
+                            l["accuracy"].as_f64().ok_or_else(|| TrainError::Run(format!("{}/{DEV_EVAL}: a line has no `accuracy`", dir.path.display())))
+                        };
+                        format!("{:.3} → {:.3} (step {})", acc(a)?, acc(b)?, b["step"])
+                    }
+                    _ => "-".to_string(),
+                };
                 let degenerate = l
                     .get("degenerate")
                     .and_then(|v| v.as_bool())
                     .ok_or_else(|| TrainError::Run(format!("{}/{METRICS}: the last line has no `degenerate` flag", dir.path.display())))?;
                 s.push_str(&format!(
-                    "| {} | {exit} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} | {:.0}% | {:.3} | {} |\n",
+                    "| {} | {exit} | {} | {:.3} | {:.3} | {:.3} | {held_out} | {:.2} | {:.1} | {:.0}% | {:.3} | {} |\n",
                     p.run_name,
                     l["step"],
                     number(l, "/reward_mean")?,

@@ -16,7 +16,7 @@
 use crate::advantages::advantages;
 use crate::config::AdvantageKind;
 use crate::error::TrainError;
-use crate::learner::{Learner, LearnerConfig, Sample};
+use crate::learner::{Learner, LearnerConfig, LossScale, Sample};
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::{AdamWConfig, Message, Policy, Routing, SamplingParams};
@@ -159,7 +159,7 @@ pub fn train(learner: &mut Learner, cfg: &ToyConfig, route: bool) -> Result<Vec<
                 Sample { ids, model_mask: mask, advantage: a, routed: route && cfg.hack.held_by(&c.text, &c.token_ids), sampled_logprobs: Vec::new() }
             })
             .collect();
-        learner.accumulate(&samples, samples.len())?;
+        learner.accumulate(&samples, LossScale::PerSample { samples: samples.len() })?;
         learner.step()?;
     }
     Ok(curve)
@@ -173,7 +173,10 @@ pub fn tiny_learner(seed: u64, rank: usize, dual: bool, lr: f64) -> Result<Learn
 /// A learner over `policy` with fresh adapters of `rank` (retain and forget ones when `dual`) drawn from `seed`.
 pub fn learner(mut policy: Policy, rank: usize, dual: bool, lr: f64, seed: u64) -> Result<Learner, TrainError> {
     policy.init_adapters(agentrt_policy::LoraConfig { rank, alpha: 2.0 * rank as f64, dual, ..Default::default() }, seed)?;
-    Learner::new(policy, LearnerConfig { beta: 0.0, max_grad_norm: 1.0, optimizer: AdamWConfig { lr, ..AdamWConfig::default() }, share_prefixes: true })
+    Learner::new(
+        policy,
+        LearnerConfig { beta: 0.0, max_grad_norm: 1.0, optimizer: AdamWConfig { lr, ..AdamWConfig::default() }, share_prefixes: true, clip: None },
+    )
 }
 
 /// The routing experiment's model: the tiny Llama with an untied output head. Why: the tied tiny models

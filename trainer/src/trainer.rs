@@ -2,18 +2,21 @@
 //! checkpoints.
 
 use crate::advantages::{advantages, skipped_samples};
+use crate::config::LossAggregation;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::external::{publish_adapter, ExternalSampler};
-use crate::learner::{Learner, LearnerConfig, Sample, UpdateStats};
+use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
-use crate::run_dir::{DataOrder, RunDir, TrainerState, METRICS, ROUTING_EVAL, TRANSCRIPTS};
+use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, METRICS, ROUTING_EVAL, TRANSCRIPTS};
 use agentrt_environments::{EnvName, Environment, WikiSettings};
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
-use agentrt_rollout::{read_questions, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
+use agentrt_rollout::{
+    read_questions, seeded_order, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy,
+};
 use agentrt_runtime::{Limits, Sandbox};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -135,10 +138,33 @@ pub fn learner_config(config: &TrainConfig) -> LearnerConfig {
         max_grad_norm: a.max_grad_norm,
         optimizer: AdamWConfig { lr: a.lr, weight_decay: a.weight_decay, ..AdamWConfig::default() },
         share_prefixes: a.shared_prefix_update,
+        // One optimizer step per step's samples keeps the ratio to the sampler at 1: nothing to clip.
+        clip: (a.mini_batches > 1 || a.update_epochs > 1).then_some((a.clip_low, a.clip_high)),
     }
 }
 
-/// The seed of the sampler of step `step` (from 1), accumulation batch `micro`, of a run seeded `seed`.
+/// The held-out slice a config evaluates during training (`run.eval_*`): `eval_questions` questions of
+/// `data.questions`' `eval_split` after the first `eval_skip` of its seed-0 order ([`seeded_order`], the
+/// order `agentrt eval --num-samples N --seed 0` takes its first N from). Empty when `run.eval_steps` is 0.
+pub fn eval_slice(config: &TrainConfig) -> Result<Vec<Question>, TrainError> {
+    let r = &config.run;
+    if r.eval_steps == 0 {
+        return Ok(vec![]);
+    }
+    let split = read_questions(Path::new(&config.data.questions), Some(&r.eval_split))?;
+    let n = split.len();
+    let slice: Vec<Question> = seeded_order(split, 0).into_iter().skip(r.eval_skip).take(r.eval_questions).collect();
+    if slice.is_empty() {
+        return Err(TrainError::Config(format!(
+            "run.eval_steps: the slice is empty: {} has {n} questions of split `{}`, and run.eval_skip skips {}",
+            config.data.questions, r.eval_split, r.eval_skip
+        )));
+    }
+    Ok(slice)
+}
+
+/// The seed of the sampler of step `step` (from 1), draw `micro` (the accumulation batch, then dynamic
+/// sampling's further draws), of a run seeded `seed`.
 pub fn sample_seed(seed: u64, step: usize, micro: usize) -> u64 {
     seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64)
 }
@@ -254,20 +280,18 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     // Both measure from here, so a resumed run's ETA counts only the steps it ran.
     let bar = progress.then(|| Progress::new("train", "steps", config.run.max_steps as u64, start_step as u64));
 
+    let dev_slice = eval_slice(&config)?;
+    if !dev_slice.is_empty() && resume_from.is_none() {
+        let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config, 0).await?;
+        run.append(DEV_EVAL, &dev)?;
+        eprintln!("held-out slice before training: {dev}");
+    }
+
     // The last step's samples (question id, replies), for the collapse check at the end.
     let mut last_samples: Vec<(String, String)> = Vec::new();
     for step in start_step + 1..=config.run.max_steps {
         let step_started = Instant::now();
-        let mut episodes: Vec<Episode> = Vec::new();
-        let mut times = agentrt_rollout::PhaseTimes::default();
-        let mut update = UpdateStats::default();
-        let mut update_s = 0.0;
-        let mut skipped_groups = 0;
-        let mut step_parts: Vec<RewardParts> = Vec::new();
-        let mut routed = 0;
-        // What local sampling read and reused (a server's sampling is not counted: its engine knows).
-        let mut tokens: Option<agentrt_policy::TokenCounts> = remote.is_none().then(Default::default);
-        let per_step = config.rollout.batch_size * group * config.algorithm.gradient_accumulation_steps;
+        let mut drawn = Drawn::new(remote.is_none());
         // The servers sample with the adapters as they are now (after step - 1 updates).
         let served = match &remote {
             None => None,
@@ -276,95 +300,83 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
                 Some(OpenAiPolicyConfig { model: name, ..c.clone() })
             }
         };
-        for micro in 0..config.algorithm.gradient_accumulation_steps {
-            let batch: Vec<Question> = (0..config.rollout.batch_size)
-                .flat_map(|i| {
-                    let q = questions[order.at(questions_seen + i)].clone();
-                    std::iter::repeat_n(q, group)
-                })
-                .collect();
-            questions_seen += config.rollout.batch_size;
-            let local = LocalPolicy::new(&learner.policy, sampling_of(&config), sample_seed(seed, step, micro));
-            let (mut rollouts, logprobs_known) = match &served {
-                None => {
-                    let r = runner.run(&local, &batch).await?;
-                    if let (Some(t), Some(c)) = (tokens.as_mut(), local.token_counts()) {
-                        t.add(c);
-                    }
-                    (r, true)
-                }
-                Some(c) => {
-                    let sampler = ExternalSampler::new(OpenAiPolicy::new(c.clone())?, local, &learner.policy);
-                    let r = runner.run(&sampler as &dyn TurnPolicy, &batch).await?;
-                    (r, sampler.retokenised.load(std::sync::atomic::Ordering::Relaxed) == 0)
-                }
-            };
-            times.generate_s += rollouts.times.generate_s;
-            times.tools_s += rollouts.times.tools_s;
-            times.judge_s += rollouts.times.judge_s;
-            let parts: Vec<RewardParts> = rollouts.episodes.iter().map(|e| RewardParts::of(e, &config.algorithm)).collect();
-            for (e, p) in rollouts.episodes.iter_mut().zip(&parts) {
-                e.reward = p.total();
-            }
-            step_parts.extend(parts);
-            let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
-            let (adv, skipped) = advantages(&rewards, group, config.algorithm.advantage, config.algorithm.baseline, config.algorithm.scale_by_std);
-            skipped_groups += skipped;
-            // Skipped groups are left out of the update entirely (their KL term alone is not worth a forward
-            // and backward pass: 165 s of a 230 s step measured on the defaults when every group was skipped).
-            let skip = skipped_samples(&rewards, group, config.algorithm.advantage);
-            let mut samples = Vec::with_capacity(rollouts.episodes.len());
-            // With servers sampling, the off-policy gap is measured on every sample, the skipped ones too
-            // (a forward pass each): a step whose groups were all skipped would otherwise say nothing of it.
-            // Sampling locally the gap is float rounding, not worth that pass.
-            let mut unread = Vec::new();
-            for ((e, a), skip) in rollouts.episodes.iter().zip(adv).zip(skip) {
-                let t = e.conversation.tokens.as_ref().ok_or_else(|| TrainError::Run("an episode has no token trace".into()))?;
-                let flagged = detector.flags(e);
-                routed += flagged as usize;
-                let sampled_logprobs = if logprobs_known { t.sampled_logprobs.clone() } else { Vec::new() };
-                let sample = Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage: a, routed: flagged, sampled_logprobs };
-                if !skip {
-                    samples.push(sample);
-                } else if served.is_some() && logprobs_known {
-                    unread.push(sample);
+        let batch_size = config.rollout.batch_size;
+        let accumulation = config.algorithm.gradient_accumulation_steps;
+        let dynamic = config.algorithm.dynamic_sampling;
+        for micro in 0..accumulation {
+            // Dynamic sampling draws the groups still missing, round after round, until the batch is full
+            // or the cap is reached; without it one round of batch_size groups.
+            let (mut kept, mut drawn_here, mut round) = (0, 0, 0);
+            let cap = config.algorithm.max_draws * batch_size;
+            loop {
+                let want = if dynamic { (batch_size - kept).min(cap - drawn_here) } else { batch_size };
+                let batch: Vec<Question> = (0..want)
+                    .flat_map(|i| {
+                        let q = questions[order.at(questions_seen + i)].clone();
+                        std::iter::repeat_n(q, group)
+                    })
+                    .collect();
+                questions_seen += want;
+                drawn_here += want;
+                let seed = sample_seed(seed, step, micro + round * accumulation);
+                kept += drawn.play(&runner, &learner, served.as_ref(), &batch, seed, &detector, &config).await?;
+                round += 1;
+                if !dynamic || kept == batch_size || drawn_here >= cap {
+                    break;
                 }
             }
-            let started = Instant::now();
-            update.logprob_gap.add(learner.measure_gap(&unread)?);
-            let s = learner.accumulate(&samples, per_step)?;
-            update_s += started.elapsed().as_secs_f64();
-            update.loss += s.loss;
-            update.kl += s.kl * s.model_tokens as f64;
-            update.model_tokens += s.model_tokens;
-            update.samples += s.samples;
-            update.logprob_gap.add(s.logprob_gap);
-            episodes.extend(rollouts.episodes);
         }
+
+        // The update: the kept groups in `mini_batches` parts, each one optimizer step, `update_epochs` times.
         let started = Instant::now();
-        let grad_norm = learner.step()?;
-        update_s += started.elapsed().as_secs_f64();
+        let mut update = UpdateStats::default();
+        update.logprob_gap.add(learner.measure_gap(&drawn.unread)?);
+        let parts = mini_batches(&drawn.groups, config.algorithm.mini_batches);
+        let mut norms = Vec::new();
+        for _ in 0..config.algorithm.update_epochs {
+            for part in &parts {
+                let samples: Vec<Sample> = part.concat();
+                let scale = match config.algorithm.loss_aggregation {
+                    LossAggregation::Token => LossScale::PerToken { tokens: model_tokens(&samples).max(1) },
+                    // Without dynamic sampling (and one part) the step's loss is averaged over every sample
+                    // drawn, all-equal groups included, as it always was; otherwise over those trained.
+                    LossAggregation::Sample if !dynamic && parts.len() == 1 => LossScale::PerSample { samples: batch_size * group * accumulation },
+                    LossAggregation::Sample => LossScale::PerSample { samples: samples.len().max(1) },
+                };
+                let s = learner.accumulate(&samples, scale)?;
+                update.loss += s.loss;
+                update.kl += s.kl * s.model_tokens as f64;
+                update.model_tokens += s.model_tokens;
+                update.samples += s.samples;
+                update.clipped_tokens += s.clipped_tokens;
+                update.logprob_gap.add(s.logprob_gap);
+                norms.extend(learner.step()?);
+            }
+        }
+        if parts.is_empty() {
+            // Nothing to train on: still one (empty) step, which applies nothing.
+            norms.extend(learner.step()?);
+        }
+        let update_s = started.elapsed().as_secs_f64();
         if update.model_tokens > 0 {
             update.kl /= update.model_tokens as f64;
         }
+        let grad_norm = (!norms.is_empty()).then(|| norms.iter().sum::<f64>() / norms.len() as f64);
 
+        let episodes = &drawn.episodes;
         last_samples = episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
-        let line = step_metrics(
-            step,
-            questions_seen,
-            &episodes,
-            &step_parts,
-            &update,
-            grad_norm,
-            skipped_groups,
-            routed,
-            config.algorithm.lr,
-            times,
-            tokens,
-            update_s,
-            step_started.elapsed().as_secs_f64(),
-            &config,
-        );
+        let mut line = step_metrics(step, questions_seen, &drawn, &update, grad_norm, norms.len(), update_s, step_started.elapsed().as_secs_f64(), &config);
+        if !dev_slice.is_empty() && (step % config.run.eval_steps == 0 || step == config.run.max_steps) {
+            let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config, step).await?;
+            for key in ["accuracy", "answer_f1", "tool_calls", "questions"] {
+                line[format!("dev_{key}")] = dev[key].clone();
+            }
+            run.append(DEV_EVAL, &dev)?;
+        } else {
+            for key in ["accuracy", "answer_f1", "tool_calls", "questions"] {
+                line[format!("dev_{key}")] = serde_json::Value::Null;
+            }
+        }
         run.append(METRICS, &line)?;
         if step % config.run.logging_steps == 0 {
             for e in episodes.iter().take(group) {
@@ -422,23 +434,169 @@ fn report_collapse(samples: &[(String, String)]) {
     }
 }
 
+/// What a step drew and played: every episode (kept or dropped), the kept groups' samples, and the
+/// counts dynamic sampling reports.
+struct Drawn {
+    episodes: Vec<Episode>,
+    parts: Vec<RewardParts>,
+    /// The samples of each group kept for the update (its rewards differ, or REINFORCE keeps it).
+    groups: Vec<Vec<Sample>>,
+    /// Samples of dropped groups whose sampled log-probs came from a server: the off-policy gap is
+    /// measured on them too.
+    unread: Vec<Sample>,
+    groups_drawn: usize,
+    groups_kept: usize,
+    groups_dropped: usize,
+    rounds: usize,
+    routed: usize,
+    times: agentrt_rollout::PhaseTimes,
+    /// What local sampling read and reused (a server's sampling is not counted: its engine knows).
+    tokens: Option<agentrt_policy::TokenCounts>,
+}
+
+impl Drawn {
+    fn new(local: bool) -> Drawn {
+        Drawn {
+            episodes: vec![],
+            parts: vec![],
+            groups: vec![],
+            unread: vec![],
+            groups_drawn: 0,
+            groups_kept: 0,
+            groups_dropped: 0,
+            rounds: 0,
+            routed: 0,
+            times: Default::default(),
+            tokens: local.then(Default::default),
+        }
+    }
+
+    /// Plays `batch` (consecutive groups of `rollout.num_rollouts`), scores it, and keeps the groups that
+    /// carry a signal; returns how many it kept.
+    #[allow(clippy::too_many_arguments)]
+    async fn play(
+        &mut self,
+        runner: &EpisodeRunner,
+        learner: &Learner,
+        served: Option<&OpenAiPolicyConfig>,
+        batch: &[Question],
+        seed: u64,
+        detector: &Detector,
+        config: &TrainConfig,
+    ) -> Result<usize, TrainError> {
+        let group = config.rollout.num_rollouts;
+        let local = LocalPolicy::new(&learner.policy, sampling_of(config), seed);
+        let (mut rollouts, logprobs_known) = match served {
+            None => {
+                let r = runner.run(&local, batch).await?;
+                if let (Some(t), Some(c)) = (self.tokens.as_mut(), local.token_counts()) {
+                    t.add(c);
+                }
+                (r, true)
+            }
+            Some(c) => {
+                let sampler = ExternalSampler::new(OpenAiPolicy::new(c.clone())?, local, &learner.policy);
+                let r = runner.run(&sampler as &dyn TurnPolicy, batch).await?;
+                (r, sampler.retokenised.load(std::sync::atomic::Ordering::Relaxed) == 0)
+            }
+        };
+        self.rounds += 1;
+        self.times.generate_s += rollouts.times.generate_s;
+        self.times.tools_s += rollouts.times.tools_s;
+        self.times.judge_s += rollouts.times.judge_s;
+        let parts: Vec<RewardParts> = rollouts.episodes.iter().map(|e| RewardParts::of(e, &config.algorithm, config.rollout.max_new_tokens)).collect();
+        for (e, p) in rollouts.episodes.iter_mut().zip(&parts) {
+            e.reward = p.total();
+        }
+        self.parts.extend(parts);
+        let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
+        let a = &config.algorithm;
+        let (adv, _) = advantages(&rewards, group, a.advantage, a.baseline, a.scale_by_std);
+        // A group whose rewards are all equal is dropped: it carries no signal, and its KL term alone is
+        // not worth a forward and backward pass (165 s of a 230 s step measured on the defaults when every
+        // group was all-equal).
+        let skip = skipped_samples(&rewards, group, a.advantage);
+        let mut kept = 0;
+        for ((episodes, adv), skip) in rollouts.episodes.chunks(group).zip(adv.chunks(group)).zip(skip.chunks(group)) {
+            let mut samples = Vec::with_capacity(group);
+            for (e, &advantage) in episodes.iter().zip(adv) {
+                let t = e.conversation.tokens.as_ref().ok_or_else(|| TrainError::Run("an episode has no token trace".into()))?;
+                let routed = detector.flags(e);
+                self.routed += routed as usize;
+                let sampled_logprobs = if logprobs_known { t.sampled_logprobs.clone() } else { Vec::new() };
+                samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage, routed, sampled_logprobs });
+            }
+            self.groups_drawn += 1;
+            if skip[0] {
+                self.groups_dropped += 1;
+                // With servers sampling, the off-policy gap is measured on every sample, the dropped ones
+                // too: a step whose groups were all dropped would otherwise say nothing of it. Sampling
+                // locally the gap is float rounding, not worth that pass.
+                if served.is_some() && logprobs_known {
+                    self.unread.extend(samples);
+                }
+            } else {
+                self.groups_kept += 1;
+                kept += 1;
+                self.groups.push(samples);
+            }
+        }
+        self.episodes.extend(rollouts.episodes);
+        Ok(kept)
+    }
+}
+
+/// `groups` cut into at most `n` consecutive parts of whole groups, as even as they go (none when there
+/// are no groups).
+fn mini_batches(groups: &[Vec<Sample>], n: usize) -> Vec<&[Vec<Sample>]> {
+    if groups.is_empty() {
+        return vec![];
+    }
+    let n = n.clamp(1, groups.len());
+    let (base, extra) = (groups.len() / n, groups.len() % n);
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for i in 0..n {
+        let len = base + usize::from(i < extra);
+        out.push(&groups[at..at + len]);
+        at += len;
+    }
+    out
+}
+
+/// Greedy episodes on the held-out slice with the adapters as they are: the `dev_eval.jsonl` line of
+/// `step` (0: before training), whose accuracy, answer F1 and tool calls also go on the step's metrics line.
+async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], config: &TrainConfig, step: usize) -> Result<serde_json::Value, TrainError> {
+    let started = Instant::now();
+    let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..sampling_of(config) }, 0);
+    let batch = runner.run(&local, questions).await?;
+    let m = Metrics::from_episodes(&batch.episodes);
+    Ok(json!({
+        "step": step,
+        "questions": questions.len(),
+        "accuracy": m.accuracy.value,
+        "accuracy_low": m.accuracy.ci95.0,
+        "accuracy_high": m.accuracy.ci95.1,
+        "answer_f1": m.answer_f1.value,
+        "tool_calls": m.tool_calls.value,
+        "search_hit_rate": m.search_hit_rate.value,
+        "seconds": started.elapsed().as_secs_f64(),
+    }))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn step_metrics(
     step: usize,
     questions_seen: usize,
-    episodes: &[Episode],
-    parts: &[RewardParts],
+    drawn: &Drawn,
     update: &UpdateStats,
     grad_norm: Option<f64>,
-    skipped_groups: usize,
-    routed: usize,
-    lr: f64,
-    times: agentrt_rollout::PhaseTimes,
-    tokens: Option<agentrt_policy::TokenCounts>,
+    optimizer_steps: usize,
     update_s: f64,
     step_s: f64,
     config: &TrainConfig,
 ) -> serde_json::Value {
+    let (episodes, parts, times, tokens) = (&drawn.episodes, &drawn.parts, drawn.times, drawn.tokens);
     // The episode metrics are `agentrt eval`'s, by the same definitions; the rest is training's own.
     let m = Metrics::from_episodes(episodes);
     let rm = m.mean_reward;
@@ -453,6 +611,7 @@ fn step_metrics(
         "reward_program": mean(parts.iter().map(|p| p.program as f64)),
         "reward_f1": mean(parts.iter().map(|p| p.f1 as f64)),
         "reward_format": mean(parts.iter().map(|p| p.format as f64)),
+        "reward_overlong": mean(parts.iter().map(|p| p.overlong as f64)),
         "accuracy": m.accuracy.value,
         "answer_f1": m.answer_f1.value,
         "tool_calls": m.tool_calls.value,
@@ -466,8 +625,7 @@ fn step_metrics(
         "mean_jaccard": m.diversity.as_ref().map_or(0.0, |d| d.mean_jaccard),
         "mean_jaccard_within_question": m.diversity.as_ref().and_then(|d| d.mean_jaccard_within_question),
         "degenerate": m.diversity.as_ref().is_some_and(|d| d.degenerate),
-        "skipped_groups": skipped_groups,
-        "routed_fraction": routed as f64 / episodes.len().max(1) as f64,
+        "routed_fraction": drawn.routed as f64 / episodes.len().max(1) as f64,
         "loss": update.loss,
         "kl": update.kl,
         "grad_norm": grad_norm,
@@ -477,10 +635,21 @@ fn step_metrics(
         "logprob_gap_mean": update.logprob_gap.means().map(|m| m.0),
         "logprob_gap_abs_mean": update.logprob_gap.means().map(|m| m.1),
         "logprob_gap_tokens": update.logprob_gap.tokens,
-        "lr": lr,
+        "lr": config.algorithm.lr,
         "beta": config.algorithm.beta,
         "seconds": {"generate": times.generate_s, "tools": times.tools_s, "judge": times.judge_s, "update": update_s, "step": step_s},
     });
+    // Groups played this step, those with a signal (trained) and those whose rewards were all equal
+    // (dropped: they train nothing), and the sampling rounds it took (more than one per accumulation batch
+    // only with dynamic sampling).
+    line["groups_drawn"] = json!(drawn.groups_drawn);
+    line["groups_kept"] = json!(drawn.groups_kept);
+    line["groups_dropped"] = json!(drawn.groups_dropped);
+    line["draw_rounds"] = json!(drawn.rounds);
+    // AdamW steps taken on the step's samples (algorithm.mini_batches x update_epochs, fewer when fewer
+    // groups were kept), and the share of trained tokens whose ratio to the sampler was clipped.
+    line["optimizer_steps"] = json!(optimizer_steps);
+    line["clip_fraction"] = json!(update.clipped_tokens as f64 / update.model_tokens.max(1) as f64);
     // Prompt tokens run through the model, prompt tokens whose keys and values came from a shared prefix
     // instead, tokens sampled: the rollout engine's saving, step by step (null when servers sample).
     line["tokens_prefilled"] = json!(tokens.map(|t| t.prefilled));

@@ -6,7 +6,7 @@ use agentrt_policy::{AdamWConfig, Device, ModelSource, Policy, Tensor};
 use agentrt_rollout::{EpisodeConfig, Question, ScriptedPolicy};
 use agentrt_trainer::sft::{load_examples, validation_loss};
 use agentrt_trainer::sft_data::{read_conversations, TranscriptOptions};
-use agentrt_trainer::{sft, Learner, LearnerConfig, Sample, SftConfig, SftRequest};
+use agentrt_trainer::{sft, Learner, LearnerConfig, LossScale, Sample, SftConfig, SftRequest};
 use std::path::{Path, PathBuf};
 
 fn tiny_model(dir: &Path) -> PathBuf {
@@ -246,7 +246,7 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     let reference = agentrt_trainer::warm_start::reference_adapters(&policy, &tc.model).unwrap();
     let mut learner = Learner::new(
         policy,
-        LearnerConfig { beta: 0.1, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() }, share_prefixes: true },
+        LearnerConfig { beta: 0.1, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() }, share_prefixes: true, clip: None },
     )
     .unwrap();
     learner.set_reference(reference);
@@ -255,7 +255,12 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     assert!(max_diff(&r0, &lp_trained) < 1e-5, "the KL reference is not the warm-started model");
     // One update: the policy moves, the reference stays where it was (a frozen copy, not the trained one).
     let mask: Vec<bool> = (0..seq.len()).map(|i| i > seq.len() / 2).collect();
-    let s = learner.accumulate(&[Sample { ids: seq.clone(), model_mask: mask, advantage: 1.0, routed: false, sampled_logprobs: Vec::new() }], 1).unwrap();
+    let s = learner
+        .accumulate(
+            &[Sample { ids: seq.clone(), model_mask: mask, advantage: 1.0, routed: false, sampled_logprobs: Vec::new() }],
+            LossScale::PerSample { samples: 1 },
+        )
+        .unwrap();
     assert!(s.kl.abs() < 1e-5, "the first step's KL to the warm-started reference is {}", s.kl);
     learner.step().unwrap();
     let after = logprobs(&learner.policy, &seq);

@@ -14,7 +14,7 @@
 
 use super::workload::{Workload, WorkloadArgs};
 use agentrt_rollout::LocalPolicy;
-use agentrt_trainer::{Learner, Sample};
+use agentrt_trainer::{Learner, LossScale, Sample};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -106,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut ours_loss = None;
     for _ in 0..args.repeats {
         let t = Instant::now();
-        let stats = learner.accumulate(&samples, samples.len())?;
+        let stats = learner.accumulate(&samples, LossScale::PerSample { samples: samples.len() })?;
         learner.step()?;
         ours_seconds.push(t.elapsed().as_secs_f64());
         ours_loss.get_or_insert(stats.loss);
