@@ -29,6 +29,7 @@ pub fn open(dir: &Path, queries: QueryEncoder) -> anyhow::Result<Arc<dyn ToolHos
 fn failure(error: SearchError) -> ToolFailure {
     match error {
         SearchError::UnknownPage(_) | SearchError::UnknownSection(_) => ToolFailure::NotFound(error.to_string()),
+        SearchError::EmptyQuery => ToolFailure::BadArgument(error.to_string()),
         other => ToolFailure::Failed(other.to_string()),
     }
 }
@@ -40,9 +41,6 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, SearchError> 
 #[async_trait::async_trait]
 impl ToolHost for IndexTools {
     async fn search_pages(&self, query: &str, k: usize) -> Result<Vec<PageHit>, ToolFailure> {
-        if query.trim().is_empty() {
-            return Err(ToolFailure::BadArgument("the query is empty".into()));
-        }
         let index = self.index.clone();
         let query = query.to_string();
         let hits = blocking(move || index.search_pages(&query, k)).await?;

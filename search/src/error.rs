@@ -53,6 +53,10 @@ pub enum SearchError {
         /// What is missing or does not check out.
         reason: String,
     },
+    /// A search was asked for a query with no words: there is nothing to rank, and any hits would be
+    /// arbitrary.
+    #[error("the query is empty: give the words to search for")]
+    EmptyQuery,
     /// `view_sections` was asked for a page the corpus does not have.
     #[error("unknown page id {0:?}: use an id returned by search_pages")]
     UnknownPage(String),

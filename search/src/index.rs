@@ -324,6 +324,9 @@ impl WikiIndex {
 
     /// [`WikiIndex::search_pages_with`] with an explicit fusion (for experiments).
     pub fn search_pages_fused(&self, query: &str, k: usize, mode: SearchMode, fusion: Fusion) -> Result<Vec<PageHit>, SearchError> {
+        if query.trim().is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
         // One hand-off into the thread pool per query: called from outside it, the encoder's second core
         // and the two rankings' join would each be a separate hand-off to a sleeping worker.
         if rayon::current_thread_index().is_none() {

@@ -114,6 +114,20 @@ fn unknown_ids_are_typed_errors_naming_the_id() {
 }
 
 #[test]
+fn an_empty_query_is_refused_in_every_mode() {
+    // `agentrt search ""` printed arbitrary hits and exited 0 while `search_pages("")` in the sandbox
+    // refused: the index itself refuses now, so every caller does.
+    let idx = shared();
+    for query in ["", "   ", "\n\t"] {
+        for mode in [SearchMode::Hybrid, SearchMode::Bm25, SearchMode::Vector] {
+            let e = idx.search_pages_with(query, 5, mode).unwrap_err();
+            assert!(matches!(e, SearchError::EmptyQuery), "{query:?} {mode:?}: {e}");
+        }
+    }
+    assert!(!idx.search_pages("chess", 5).unwrap().is_empty());
+}
+
+#[test]
 fn rebuild_is_a_noop_then_changes_are_named_and_corruption_detected() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(build(dir.path()), BuildOutcome::Built { ref reason, .. } if reason == "no index yet"));

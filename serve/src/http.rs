@@ -30,8 +30,14 @@ pub struct ServerState {
     adapters: RwLock<BTreeMap<String, Arc<AdapterSet>>>,
     engine: mpsc::Sender<Job>,
     stats: Arc<Mutex<EngineStats>>,
-    created: u64,
+    /// When the server started: the `created` of the models it lists.
+    started: u64,
     next_id: AtomicU64,
+}
+
+/// Seconds since the Unix epoch, as OpenAI's `created` fields count.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 impl ServerState {
@@ -42,14 +48,13 @@ impl ServerState {
         let policy = Arc::new(policy);
         let stats = Arc::new(Mutex::new(EngineStats::default()));
         let engine = engine::start(policy.clone(), config, stats.clone());
-        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         Arc::new(ServerState {
             policy,
             base_name: base_name.into(),
             adapters: RwLock::new(BTreeMap::new()),
             engine,
             stats,
-            created,
+            started: unix_now(),
             next_id: AtomicU64::new(0),
         })
     }
@@ -123,7 +128,7 @@ async fn models(State(s): State<Arc<ServerState>>) -> Json<Value> {
         .into_iter()
         .map(|id| {
             let parent = if id == s.base_name { Value::Null } else { json!(s.base_name) };
-            json!({"id": id, "object": "model", "created": s.created, "owned_by": "agentrt", "root": s.base_name, "parent": parent})
+            json!({"id": id, "object": "model", "created": s.started, "owned_by": "agentrt", "root": s.base_name, "parent": parent})
         })
         .collect();
     Json(json!({"object": "list", "data": data}))
@@ -189,6 +194,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 struct Queued {
     request: ChatRequest,
     id: String,
+    /// When the request was accepted: every chunk of its reply carries it, as OpenAI's do.
+    created: u64,
     prompt_tokens: usize,
     events: UnboundedReceiver<Event>,
 }
@@ -217,7 +224,7 @@ fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
     let job = Job { adapter, prompt, params: request.params.clone(), rngs, events: tx };
     s.engine.send(job).map_err(|_| ApiError::internal("the sampling thread has stopped"))?;
     let id = format!("chatcmpl-{}", s.next_id.fetch_add(1, Ordering::Relaxed));
-    Ok(Queued { request, id, prompt_tokens, events })
+    Ok(Queued { request, id, created: unix_now(), prompt_tokens, events })
 }
 
 async fn chat(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
@@ -279,7 +286,7 @@ async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<Value, ApiError> 
     Ok(json!({
         "id": q.id,
         "object": "chat.completion",
-        "created": s.created,
+        "created": q.created,
         "model": q.request.model,
         "choices": choices,
         "usage": usage(q.prompt_tokens, completion_tokens),
@@ -297,7 +304,7 @@ fn stream_reply(s: Arc<ServerState>, mut q: Queued) -> Sse<impl futures::Stream<
         let n = r.params.n;
         let chunk = |choices: Value| {
             SseEvent::default()
-                .data(json!({"id": q.id, "object": "chat.completion.chunk", "created": s.created, "model": r.model, "choices": choices}).to_string())
+                .data(json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": r.model, "choices": choices}).to_string())
         };
         let piece = |choice: usize, delta: Value, logprobs: Value| json!([{"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": null}]);
         for c in 0..n {
@@ -342,7 +349,7 @@ fn stream_reply(s: Arc<ServerState>, mut q: Queued) -> Sse<impl futures::Stream<
             }
         }
         if r.stream_usage {
-            let u = json!({"id": q.id, "object": "chat.completion.chunk", "created": s.created, "model": r.model, "choices": [], "usage": usage(q.prompt_tokens, completion_tokens)});
+            let u = json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": r.model, "choices": [], "usage": usage(q.prompt_tokens, completion_tokens)});
             let _ = tx.send(SseEvent::default().data(u.to_string()));
         }
         let _ = tx.send(SseEvent::default().data("[DONE]"));

@@ -196,3 +196,23 @@ async fn adapters_load_answer_and_unload_by_name() {
     let (status, _) = post(&url, "/chat/completions", &body("step-1", logprobs)).await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn created_is_when_the_request_came_not_when_the_server_started() {
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    // Past a second boundary after the start, so a start-time `created` cannot equal the request's.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let before = now();
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    let created = v["created"].as_u64().unwrap();
+    assert!(created >= before && created <= now(), "created {created}, request sent at {before}");
+    let streamed = body("tiny", json!({"stream": true}));
+    let before = now();
+    let r = reqwest::Client::new().post(format!("{url}/chat/completions")).json(&streamed).send().await.unwrap();
+    let data = events(r).await;
+    let first: Value = serde_json::from_str(&data[0]).unwrap();
+    let created = first["created"].as_u64().unwrap();
+    assert!(created >= before && created <= now(), "streamed created {created}, request sent at {before}");
+}

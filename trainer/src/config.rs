@@ -428,15 +428,48 @@ fn short_float(x: f64) -> String {
 /// keys are errors, by the config type's `deny_unknown_fields`.
 pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str, file: Option<&Path>, overrides: &[String]) -> Result<T, TrainError> {
     let mut value: toml::Table = defaults.parse().map_err(|e| TrainError::Config(format!("{what}: {e}")))?;
+    let typed = |value: &toml::Table| toml::Value::Table(value.clone()).try_into::<T>();
+    if let Err(e) = typed(&value) {
+        return Err(TrainError::Config(format!("{what}: {}", type_error(&e))));
+    }
+    // Each key is type-checked as it lands, so a wrong type is reported where it was written: the file and
+    // line, or the --set that gave it (the layers below it are known to be well typed).
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
         let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        merge(&mut value, user, path.display().to_string())?;
+        merge(&mut value, user, path.display().to_string(), |section, key, value| {
+            typed(value).map(drop).map_err(|e| {
+                let line = key_line(&text, section, key).map(|l| format!(":{l}")).unwrap_or_default();
+                TrainError::Config(format!("{}{line}: {section}.{key}: {}", path.display(), type_error(&e)))
+            })
+        })?;
     }
     for o in overrides {
         set(&mut value, o)?;
+        typed(&value).map_err(|e| TrainError::Config(format!("--set {o}: {}", type_error(&e))))?;
     }
-    toml::Value::Table(value).try_into().map_err(|e| TrainError::Config(format!("{e}")))
+    typed(&value).map_err(|e| TrainError::Config(format!("{e}")))
+}
+
+/// A deserialisation error's message without the `in `section.key`` suffix its caller already names.
+fn type_error(e: &toml::de::Error) -> String {
+    e.message().trim().to_string()
+}
+
+/// The 1-based line of `section.key` in a TOML file's text: under its `[section]` header, or as a dotted
+/// `section.key = ...` at the top (a best effort for error messages; `None` when not found).
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    let assigns = |line: &str, name: &str| line.strip_prefix(name).is_some_and(|rest| rest.trim_start().starts_with('='));
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            current = header.trim().to_string();
+        } else if (current == section && assigns(line, key)) || (current.is_empty() && assigns(line, &format!("{section}.{key}"))) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// The config a resumed run goes on with: its saved `config.toml` with `file` and `overrides` layered over
@@ -488,19 +521,28 @@ pub(crate) fn read_exactly<T: serde::de::DeserializeOwned>(path: &Path) -> Resul
     toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))
 }
 
-pub(crate) fn merge(base: &mut toml::Table, user: toml::Table, origin: String) -> Result<(), TrainError> {
+/// Lays `user`'s keys over `base` (`origin` names where they come from in errors), each checked by
+/// `check` once it is in place, so the first bad key is the one reported.
+pub(crate) fn merge(
+    base: &mut toml::Table,
+    user: toml::Table,
+    origin: String,
+    mut check: impl FnMut(&str, &str, &toml::Table) -> Result<(), TrainError>,
+) -> Result<(), TrainError> {
     for (section, v) in user {
-        let Some(target) = base.get_mut(&section).and_then(|t| t.as_table_mut()) else {
+        if !base.get(&section).is_some_and(toml::Value::is_table) {
             return Err(TrainError::Config(format!("{origin}: unknown section [{section}]")));
-        };
+        }
         let toml::Value::Table(v) = v else {
             return Err(TrainError::Config(format!("{origin}: `{section}` must be a [section]")));
         };
         for (key, value) in v {
+            let target = base.get_mut(&section).and_then(|t| t.as_table_mut()).expect("a table, checked above");
             if !target.contains_key(&key) {
                 return Err(TrainError::Config(format!("{origin}: unknown key {section}.{key}")));
             }
-            target.insert(key, value);
+            target.insert(key.clone(), value);
+            check(&section, &key, base)?;
         }
     }
     Ok(())
@@ -558,6 +600,12 @@ mod tests {
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n[nope]\nx = 1\n").unwrap();
         let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
         assert!(e.contains("c.toml") && e.contains("[nope]"), "{e}");
+        // A wrong type names the file, the line and the key; a --set names itself.
+        std::fs::write(&p, "# my run\n[algorithm]\nlr = 0.001\n\n[rollout]\ntemperature = 0.7\nbatch_size = \"two\"\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:7: rollout.batch_size: invalid type", p.display())), "{e}");
+        let e = TrainConfig::from_layers(None, &["rollout.batch_size=two".into()]).unwrap_err().to_string();
+        assert!(e.contains("--set rollout.batch_size=two: invalid type"), "{e}");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n").unwrap();
         assert_eq!(TrainConfig::from_layers(Some(&p), &[]).unwrap().algorithm.lr, 0.001);
     }
