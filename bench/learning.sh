@@ -11,7 +11,8 @@
 # Usage: bench/learning.sh            (from the repository root; resumable: a finished stage is skipped,
 #                                      and a stopped RL run goes on from its last checkpoint)
 # Env:   N_DEV=300 dev questions (seed 0)          SYNTH_LIMIT=0 train questions synthesised (0: all 7,361)
-#        SFT_EPOCHS=2  SFT_BATCH=8  SFT_LR=3e-4    SFT_STEP=last  the SFT checkpoint RL starts from
+#        SFT_EPOCHS=2  SFT_BATCH=8  SFT_LR=3e-4    SFT_MAX_STEPS=270 (0: the epochs)  SFT_STEP=last  the SFT
+#                                                  checkpoint RL starts from
 #        RL_STEPS=100 GRPO steps  RL_LR=2e-4        RL_STEP=last   the RL checkpoint evaluated
 #        WORK=bench/learning/read (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
@@ -26,6 +27,7 @@ SFT_EPOCHS=${SFT_EPOCHS:-2}
 SFT_BATCH=${SFT_BATCH:-8}
 SFT_LR=${SFT_LR:-3e-4}
 SFT_STEP=${SFT_STEP:-last}
+SFT_MAX_STEPS=${SFT_MAX_STEPS:-270}
 RL_STEPS=${RL_STEPS:-100}
 RL_LR=${RL_LR:-2e-4}
 RL_STEP=${RL_STEP:-last}
@@ -69,8 +71,8 @@ stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style rea
 # The ceiling of the program the trajectories teach: the share of dev questions whose printed sections hold
 # a gold answer (the synthesiser answers exactly when they do), and its tool calls.
 stage ceiling-dev "$WORK/synth-dev.jsonl" "$AGENTRT" trajectories synth --style read --split dev --system-prompt "$PROMPT" --out "$WORK/synth-dev.jsonl"
-stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --no-progress; else \
-  '$AGENTRT' sft --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=20 \
+stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --max-steps $SFT_MAX_STEPS --no-progress; else \
+  '$AGENTRT' sft --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=20 \
   --set data.val_examples=100 --set sft.eval_steps=90 --set run.save_steps=90 --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
   && touch '$WORK/sft/DONE'"
 SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
