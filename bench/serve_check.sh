@@ -9,7 +9,7 @@
 # Env:   AGENTRT=path/to/agentrt (default: target/release/agentrt, built if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ADAPTER=${1:-models/smollm2-135m-wiki-passages}
+ADAPTER=${1:-models/smollm2-135m-wiki-read}
 EVAL_N=${2:-20}
 VENV=bench/.venv-openai
 WORK=bench/.work/serve

@@ -11,12 +11,12 @@ use std::time::Duration;
 /// Arguments of `agentrt serve`.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
-    agentrt serve --adapter models/smollm2-135m-wiki-passages\n  \
-    agentrt serve --adapter wiki=models/smollm2-135m-wiki-passages --adapter step4=runs/x/checkpoint-4 --port 8001\n\n\
+    agentrt serve --adapter models/smollm2-135m-wiki-read\n  \
+    agentrt serve --adapter wiki=models/smollm2-135m-wiki-read --adapter step4=runs/x/checkpoint-4 --port 8001\n\n\
     then, from any OpenAI client:\n  \
     curl http://127.0.0.1:8000/v1/chat/completions -H 'content-type: application/json' \\\n    \
-    -d '{\"model\": \"smollm2-135m-wiki-passages\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"temperature\": 0}'\n  \
-    agentrt eval --policy openai:smollm2-135m-wiki-passages@http://127.0.0.1:8000/v1 --agent-settings models/smollm2-135m-wiki-passages\n\n\
+    -d '{\"model\": \"smollm2-135m-wiki-read\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"temperature\": 0}'\n  \
+    agentrt eval --policy openai:smollm2-135m-wiki-read@http://127.0.0.1:8000/v1 --agent-settings models/smollm2-135m-wiki-read\n\n\
     A request's `model` picks the base model (--served-model-name) or an adapter by name, as vLLM names LoRA\n\
     modules. Routes: /v1/chat/completions (stream, logprobs, n, seed, stop, top_k), /v1/models,\n\
     /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's dynamic LoRA API: {\"lora_name\", \"lora_path\"}),\n\
