@@ -11,8 +11,8 @@
 # Usage: bench/learning.sh            (from the repository root; resumable: a finished stage is skipped,
 #                                      and a stopped RL run goes on from its last checkpoint)
 # Env:   N_DEV=300 dev questions (seed 0)          SYNTH_LIMIT=0 train questions synthesised (0: all 7,361)
-#        SFT_EPOCHS=2  SFT_BATCH=8  SFT_LR=3e-4    SFT_MAX_STEPS=270 (0: the epochs)  SFT_STEP=last  the SFT
-#                                                  checkpoint RL starts from
+#        SFT_EPOCHS=2  SFT_BATCH=8  SFT_LR=3e-4    SFT_MAX_STEPS=360 (0: the epochs)  SFT_STEP=270  the SFT
+#                                                  checkpoint RL starts from (the last one is evaluated too)
 #        RL_STEPS=20 GRPO steps  RL_LR=2e-4        RL_STEP=last   the RL checkpoint evaluated
 #        N_ZERO_SHOT=100 zero-shot questions (the first of the N_DEV)
 #        WORK=bench/learning/read (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
@@ -28,8 +28,8 @@ SYNTH_LIMIT=${SYNTH_LIMIT:-0}
 SFT_EPOCHS=${SFT_EPOCHS:-2}
 SFT_BATCH=${SFT_BATCH:-8}
 SFT_LR=${SFT_LR:-3e-4}
-SFT_STEP=${SFT_STEP:-last}
-SFT_MAX_STEPS=${SFT_MAX_STEPS:-270}
+SFT_STEP=${SFT_STEP:-270}
+SFT_MAX_STEPS=${SFT_MAX_STEPS:-360}
 RL_STEPS=${RL_STEPS:-20}
 RL_LR=${RL_LR:-2e-4}
 RL_STEP=${RL_STEP:-last}
@@ -106,6 +106,8 @@ RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
+SFT_LAST=$(checkpoint "$WORK/sft" last)
+stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
 stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"
 
 "$AGENTRT" eval compare "$WORK/eval/sft" "$WORK/eval/sft-rl" > "$OUT/paired.md"
@@ -136,5 +138,5 @@ PY
 "$AGENTRT" plot "$WORK/rl" --out "$OUT/rl-curves.png"
 "$AGENTRT" eval table --out "$OUT/accuracy.png" \
   "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT ($(basename "$SFT_CKPT"))=$WORK/eval/sft" \
-  "SFT + RL ($(basename "$RL_CKPT"))=$WORK/eval/sft-rl" > "$OUT/table.md"
+  "SFT + RL ($(basename "$RL_CKPT"))=$WORK/eval/sft-rl" "SFT ($(basename "$SFT_LAST"))=$WORK/eval/sft-last" > "$OUT/table.md"
 echo "table: $OUT/table.md; paired: $OUT/paired.md; stage times: $TIMES" >&2
