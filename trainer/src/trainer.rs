@@ -1,7 +1,7 @@
 //! The training loop on the wiki task: rollouts in the sandbox, advantages, routing, update, logs and
 //! checkpoints.
 
-use crate::advantages::{advantages, skipped_samples};
+use crate::advantages::advantages;
 use crate::config::LossAggregation;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
@@ -366,16 +366,15 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         let episodes = &drawn.episodes;
         last_samples = episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
         let mut line = step_metrics(step, questions_seen, &drawn, &update, grad_norm, norms.len(), update_s, step_started.elapsed().as_secs_f64(), &config);
-        if !dev_slice.is_empty() && (step % config.run.eval_steps == 0 || step == config.run.max_steps) {
+        let dev = if !dev_slice.is_empty() && (step % config.run.eval_steps == 0 || step == config.run.max_steps) {
             let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config, step).await?;
-            for key in ["accuracy", "answer_f1", "tool_calls", "questions"] {
-                line[format!("dev_{key}")] = dev[key].clone();
-            }
             run.append(DEV_EVAL, &dev)?;
+            Some(dev)
         } else {
-            for key in ["accuracy", "answer_f1", "tool_calls", "questions"] {
-                line[format!("dev_{key}")] = serde_json::Value::Null;
-            }
+            None
+        };
+        for key in ["accuracy", "answer_f1", "tool_calls", "questions"] {
+            line[format!("dev_{key}")] = dev.as_ref().map_or(serde_json::Value::Null, |d| d[key].clone());
         }
         run.append(METRICS, &line)?;
         if step % config.run.logging_steps == 0 {
@@ -511,11 +510,10 @@ impl Drawn {
         self.parts.extend(parts);
         let rewards: Vec<f32> = rollouts.episodes.iter().map(|e| e.reward).collect();
         let a = &config.algorithm;
-        let (adv, _) = advantages(&rewards, group, a.advantage, a.baseline, a.scale_by_std);
         // A group whose rewards are all equal is dropped: it carries no signal, and its KL term alone is
         // not worth a forward and backward pass (165 s of a 230 s step measured on the defaults when every
         // group was all-equal).
-        let skip = skipped_samples(&rewards, group, a.advantage);
+        let (adv, skip) = advantages(&rewards, group, a.advantage, a.baseline, a.scale_by_std);
         let mut kept = 0;
         for ((episodes, adv), skip) in rollouts.episodes.chunks(group).zip(adv.chunks(group)).zip(skip.chunks(group)) {
             let mut samples = Vec::with_capacity(group);
