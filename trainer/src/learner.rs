@@ -32,6 +32,13 @@ pub struct Sample {
     pub sampled_logprobs: Vec<f32>,
 }
 
+impl Sample {
+    /// The tokens the model wrote after the first id: those the loss is taken over.
+    pub fn model_tokens(&self) -> usize {
+        self.model_mask.iter().skip(1).filter(|&&m| m).count()
+    }
+}
+
 /// How the learner updates the adapters: the KL weight, gradient clipping and AdamW.
 #[derive(Debug, Clone, Copy)]
 pub struct LearnerConfig {
@@ -76,7 +83,7 @@ impl LossScale {
 
 /// The model tokens (after the first id) of `samples`: what [`LossScale::PerToken`] divides by.
 pub fn model_tokens(samples: &[Sample]) -> usize {
-    samples.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).sum()
+    samples.iter().map(Sample::model_tokens).sum()
 }
 
 /// Rows one shared-prefix group may hold (its prefix and every sample's continuation): they stay in
@@ -252,7 +259,7 @@ impl Learner {
                     s.ids.len()
                 )));
             }
-            let n_model = s.model_mask.iter().skip(1).filter(|&&m| m).count();
+            let n_model = s.model_tokens();
             if n_model > 0 && (s.advantage != 0.0 || beta != 0.0) {
                 used.push(s);
             }
@@ -296,7 +303,7 @@ impl Learner {
             }
         }
         // Sample b's tokens weigh `scale.token_weight(its model tokens)`, its log-probs also −advantage.
-        let n_model: Vec<usize> = group.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).collect();
+        let n_model: Vec<usize> = group.iter().map(|s| s.model_tokens()).collect();
         let weight: Vec<f32> = n_model.iter().map(|&n| scale.token_weight(n) as f32).collect();
         let policy_weight: Vec<f32> = group.iter().zip(&weight).map(|(s, w)| -s.advantage * w).collect();
         let column = |v: Vec<f32>| Tensor::from_vec(v, (group.len(), 1), &dev);

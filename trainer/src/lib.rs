@@ -31,7 +31,7 @@ pub mod warm_start;
 
 pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
-pub use learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
+pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
 pub use trainer::{

@@ -97,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect();
     anyhow::ensure!(!samples.is_empty(), "the step's episodes hold no model tokens to train on");
     let tokens: usize = samples.iter().map(|s| s.ids.len()).sum();
-    let model_tokens: usize = samples.iter().map(|s| s.model_mask.iter().skip(1).filter(|&&m| m).count()).sum();
+    let model_tokens = agentrt_trainer::model_tokens(&samples);
     eprintln!("{} samples, {tokens} tokens ({model_tokens} written by the model)", samples.len());
 
     let a = &config.algorithm;
