@@ -195,6 +195,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn answers_are_found_as_whole_words_case_folded() {
+        assert_eq!(find_word_ci("repair the air", "Air"), Some(11));
+        assert_eq!(find_word_ci("repair", "air"), None);
+        let q = Question { id: "q".into(), question: "?".into(), answers: vec!["air".into(), "Denver Broncos".into()], page: None, split: None };
+        assert!(q.answered_in("The DENVER BRONCOS won"));
+        assert!(!q.answered_in("a repair shop"));
+    }
+
+    #[test]
     fn bad_rows_name_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("q.jsonl");
