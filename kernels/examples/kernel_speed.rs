@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p agentrt-kernels --example kernel_speed`
 
-use agentrt_kernels::decode::{self, BlockFormat, BLOCK};
+use agentrt_kernels::decode::{self, BlockFormat};
 use agentrt_kernels::int8::{Int8Kernel, Int8Weights};
 use agentrt_kernels::KernelPath;
 use std::time::Instant;
@@ -39,21 +39,25 @@ fn main() {
             println!("int8 {out_dim}x{in_dim} {weights:>4}, {rows:>3} rows, {:<13} {:>8.1} µs  {:>6.1} GMAC/s", kernel.name(), s * 1e6, macs / s / 1e9);
         }
     }
-    let (n, k, m) = (1536, 576, 8);
-    let x: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.1).collect();
-    let wf: Vec<f32> = (0..n * k).map(|i| (i % 17) as f32 * 0.01).collect();
-    let blocks: Vec<u8> = (0..n * k / BLOCK * 20).map(|i| if i % 20 < 4 { 0x2c } else { (i * 13) as u8 }).collect();
-    let mut out = vec![0f32; n * m];
-    for path in KernelPath::supported() {
-        let s = time(|| decode::rows_f32(path, &x, &wf, &mut out, m, k));
-        let b = time(|| decode::rows_blocks(path, BlockFormat::Q4_1, &x, &blocks, &mut out, m, k));
-        println!(
-            "decode {n}x{k}, {m} rows, {:<8} f32 {:>8.1} µs ({:>5.1} GFLOP/s)   q4_1 {:>8.1} µs ({:>5.1} GFLOP/s)",
-            path.name(),
-            s * 1e6,
-            2.0 * (n * k * m) as f64 / s / 1e9,
-            b * 1e6,
-            2.0 * (n * k * m) as f64 / b / 1e9
-        );
+    // SmolLM2-135M's MLP (1536 x 576) and Qwen2.5-Coder-0.5B's (4864 x 896); 1 and 8 rows.
+    for ((n, k), m) in [((1536, 576), 8), ((4864, 896), 1), ((4864, 896), 8)] {
+        let k = k / 256 * 256; // whole K-quant super-blocks
+        let x: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.1).collect();
+        let wf: Vec<f32> = (0..n * k).map(|i| (i % 17) as f32 * 0.01).collect();
+        let mut out = vec![0f32; n * m];
+        for path in KernelPath::supported() {
+            let s = time(|| decode::rows_f32(path, &x, &wf, &mut out, m, k));
+            let mut line = format!("decode {n}x{k}, {m} rows, {:<8} f32 {:>7.1} µs", path.name(), s * 1e6);
+            use BlockFormat::*;
+            for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
+                let bb = format.block_bytes();
+                // Small f16 scales at the start of each block (and Q6_K's at its end), other bytes varied.
+                let blocks: Vec<u8> = (0..format.row_bytes(k) * n).map(|i| if i % bb < 4 || i % bb >= bb - 2 { 0x20 } else { (i * 13) as u8 }).collect();
+                let b = time(|| decode::rows_blocks(path, format, &x, &blocks, &mut out, m, k));
+                let q = time(|| decode::rows_blocks_q8(path, format, &decode::Q8Rows::quantize(&x, m, k), &blocks, &mut out));
+                line += &format!("  {format:?} {:>6.1} / {:>6.1}", b * 1e6, q * 1e6);
+            }
+            println!("{line}  (µs, f32 / 8-bit activations)");
+        }
     }
 }

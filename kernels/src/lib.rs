@@ -4,15 +4,16 @@
 //! The design in three parts:
 //!
 //! - **Who chooses** ([`path`]): a [`KernelPath`] is the widest instruction set the kernels may use:
-//!   `generic` (plain Rust for the build target), `avx2` (x86-64-v3: AVX2 + FMA), `avx512` (AVX-512 F/BW/
+//!   `generic` (plain Rust for the build target), `avx2` (x86-64-v3: AVX2 + FMA + F16C), `avx512` (AVX-512 F/BW/
 //!   VL/DQ, and VNNI or AMX tiles where present) or `neon` (aarch64). [`selected`] picks the best one the
 //!   CPU has, once, unless `AGENTRT_KERNELS=generic|avx2|avx512|neon` forces one; forcing a path the CPU
 //!   lacks is an error that says what is missing. [`describe`] names the CPU, its features and the
 //!   kernels that run, so every benchmark line can say where it came from.
 //! - **What computes** ([`int8`], [`decode`]): the int8 products of the MiniLM encoder and the section
 //!   scan (exact integer sums, so every path gives the same bits), and the few-row products of a decoding
-//!   step, from f32 rows or from GGUF Q4_1 / Q8_0 blocks (the AVX-512 and NEON paths give the
-//!   reference's bits; the AVX2 path uses fused multiply-adds and agrees to rounding, within
+//!   step, from f32 rows or from GGUF blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), with f32 activations
+//!   or with activations rounded to 8 bits and integer dot products (the NEON path gives the reference's
+//!   bits; the AVX2 and AVX-512 paths use fused multiply-adds and agree to rounding, within
 //!   `1e-5 · Σ|x·w|`). Each module has `generic.rs` (the reference) and a file per instruction set; the
 //!   callers (`agentrt-search`, `agentrt-policy`) own threading, tensors and model layouts.
 //! - **Who checks**: each module's tests run every path the machine supports against the reference

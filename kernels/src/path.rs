@@ -13,7 +13,7 @@ pub enum KernelPath {
     /// Plain Rust for the build target (baseline x86-64 is SSE2; on aarch64 it is already NEON-wide
     /// for the f32 loops, but the int8 kernels stay scalar).
     Generic,
-    /// x86-64-v3: AVX2 and FMA (every x86 CPU of the last decade: AMD Zen, Intel since Haswell).
+    /// x86-64-v3: AVX2, FMA and F16C (every x86 CPU of the last decade: AMD Zen, Intel since Haswell).
     Avx2,
     /// AVX-512 F, BW, VL and DQ; the int8 kernels also use VNNI, or AMX tiles, where present.
     Avx512,
@@ -44,8 +44,8 @@ impl KernelPath {
     pub fn missing_features(self) -> Vec<&'static str> {
         let needed: &[&'static str] = match self {
             KernelPath::Generic => &[],
-            KernelPath::Avx2 => &["avx2", "fma"],
-            KernelPath::Avx512 => &["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma"],
+            KernelPath::Avx2 => &["avx2", "fma", "f16c"],
+            KernelPath::Avx512 => &["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"],
             KernelPath::Neon => &["neon"],
         };
         needed.iter().copied().filter(|f| !has_feature(f)).collect()

@@ -28,7 +28,7 @@ fn the_blocks_kept_for_decoding_are_the_training_weights_bit_for_bit() {
     use agentrt_policy::Target;
     let p = Policy::load(&ModelSource::Default, &candle_core::Device::Cpu).expect("load the default model");
     let w = &p.decoder.weights;
-    let packed = w.packed.as_ref().expect("the default GGUF keeps its Q4_1 / Q8_0 blocks");
+    let packed = w.packed.as_ref().expect("the default GGUF keeps its Q4_1 and Q8_0 blocks");
     assert_eq!(packed.sites.len(), 7 * w.layers.len(), "every projection of every layer");
     let f32_of = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     // q and k went through the llama row un-permutation on both copies.
@@ -40,4 +40,26 @@ fn the_blocks_kept_for_decoding_are_the_training_weights_bit_for_bit() {
     }
     let head = packed.lm_head.as_ref().expect("the tied embedding's Q8_0 blocks");
     assert_eq!(head.dequantize(), f32_of(w.lm_head()));
+}
+
+/// Decoding with 8-bit activations (`DecodeActivations::Int8`, what `agentrt generate` and `serve` use by
+/// default) against the training forward on the ids it sampled: the same greedy answer, and the gap in
+/// log-probability per token that a trainer re-scoring such samples reports as `logprob_gap_*`.
+#[test]
+fn int8_decoding_answers_alike_within_a_small_log_prob_gap() {
+    let mut p = Policy::load(&ModelSource::Default, &candle_core::Device::Cpu).expect("load the default model");
+    p.decoder.decode_activations = agentrt_policy::DecodeActivations::Int8;
+    let question = [Message::user("What is the capital of France? Answer in one sentence, then name three of its museums.")];
+    let prompt = p.chat_prompt(&question).unwrap();
+    let params = SamplingParams { temperature: 0.0, max_tokens: 48, ..Default::default() };
+    let out = p.sample(std::slice::from_ref(&prompt), &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
+    assert!(out[0].text.contains("Paris"), "answer: {:?}", out[0].text);
+    let mut full = prompt.clone();
+    full.extend(&out[0].token_ids);
+    let lp = p.token_logprobs(&[full], &[]).unwrap().squeeze(0).unwrap().to_vec1::<f32>().unwrap();
+    let gaps: Vec<f32> = out[0].logprobs.iter().enumerate().map(|(k, &x)| (lp[prompt.len() - 1 + k] - x).abs()).collect();
+    let mean = gaps.iter().sum::<f32>() / gaps.len() as f32;
+    let max = gaps.iter().fold(0f32, |a, &g| a.max(g));
+    eprintln!("int8 decoding against the training forward, {} tokens: mean |gap| {mean:.4}, max {max:.4} nats", gaps.len());
+    assert!(mean < 0.05 && max < 0.5, "int8 log-probs drift from the training forward's: mean |gap| {mean}, max {max}");
 }

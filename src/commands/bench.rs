@@ -1,5 +1,6 @@
 //! `agentrt bench`: measurements that put agentrt side by side with a peer, in one run.
 
+pub mod decode;
 pub mod peer;
 pub mod plugins;
 pub mod rollout;
@@ -32,6 +33,9 @@ pub enum Bench {
     /// The update of a training step (reference pass, forward, backward, AdamW) by agentrt's learner and
     /// by transformers + PEFT, on the same real samples.
     TrainStep(train_step::Args),
+    /// Prompt processing and generation (batch 1 and parallel sequences) by agentrt's decoder and by
+    /// llama.cpp's own tools, on the same GGUF files and thread count.
+    Decode(decode::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -40,6 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Bench::Plugins(args) => plugins::run(args),
         Bench::Rollout(args) => rollout::run(args),
         Bench::TrainStep(args) => train_step::run(args),
+        Bench::Decode(args) => decode::run(args),
     }
 }
 

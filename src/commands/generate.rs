@@ -1,4 +1,5 @@
-//! `agentrt generate`: sample a completion from the policy, exactly as the trainer and eval harness do.
+//! `agentrt generate`: sample a completion from the policy, as the trainer and eval harness do (with `--decode-activations f32`,
+//! exactly: by default it decodes with 8-bit activations, as `agentrt serve` and llama.cpp do).
 
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::{Message, ModelSource, Policy, SamplingParams};
@@ -45,6 +46,11 @@ pub struct Args {
     /// Random seed for sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// What decoding multiplies the model's GGUF blocks with: `int8` (activations rounded to 8 bits per
+    /// 32 values, integer dot products, as llama.cpp decodes) or `f32` (the training forward's products:
+    /// what `agentrt train` and `agentrt eval` sample with, log-probs the trainer's to float rounding).
+    #[arg(long, default_value = "int8")]
+    pub decode_activations: agentrt_policy::DecodeActivations,
     /// Print token ids and their log-probs after the text.
     #[arg(long)]
     pub verbose: bool,
@@ -58,6 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let model = args.model.clone().or(trained.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
     let mut policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
+    policy.decoder.decode_activations = args.decode_activations;
     if let Some(dir) = &args.adapter {
         policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;
     }

@@ -50,6 +50,11 @@ pub struct Args {
     /// How long to wait after a request for others to batch with it.
     #[arg(long, default_value_t = 5)]
     pub batch_window_ms: u64,
+    /// What decoding multiplies the model's GGUF blocks with: `int8` (activations rounded to 8 bits per
+    /// 32 values, integer dot products, as llama.cpp serves) or `f32` (the training forward's products, so
+    /// log-probs match a trainer's to float rounding).
+    #[arg(long, default_value = "int8")]
+    pub decode_activations: agentrt_policy::DecodeActivations,
 }
 
 /// `NAME=PATH` or `PATH` (named after the directory).
@@ -77,7 +82,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let model = args.model.clone().or(first_settings.map(|s| s.model)).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
     let device = agentrt_policy::parse_device(&args.device)?;
-    let policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
+    let mut policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
+    policy.decoder.decode_activations = args.decode_activations;
     let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
     let config = ServeConfig { max_batch: args.max_batch, batch_window: Duration::from_millis(args.batch_window_ms) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

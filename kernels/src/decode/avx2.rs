@@ -6,15 +6,14 @@
 //! are grouped differently, so this path agrees with the reference to rounding, not bit for bit: within
 //! `1e-5 · Σ|x·w|` (the tests hold it there), far below what a sampled token's log-probability can show.
 
-use super::generic::{BlockFormat, BLOCK};
-use crate::half::f16_le_to_f32;
+use super::generic::{by_format, q4k_scale_min, BlockFormat, Q8Rows, BLOCK};
 use std::arch::x86_64::*;
 
 /// Input rows whose accumulators share one pass over the weights.
 const GROUP: usize = 8;
 
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn sum_lanes(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -23,8 +22,8 @@ unsafe fn sum_lanes(v: __m256) -> f32 {
 }
 
 /// # Safety
-/// The CPU must have AVX2 and FMA; sizes as `super::rows_f32` checks them.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must have AVX2, FMA and F16C; sizes as `super::rows_f32` checks them.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
     let full = k / 8 * 8;
     for (o, wr) in out_rows.chunks_mut(m).zip(w_rows.chunks(k)) {
@@ -46,7 +45,7 @@ pub(super) unsafe fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m
 
 /// Input rows `b0 .. b0 + G` against one weight row.
 #[inline]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f32_group<const G: usize>(x: &[f32], wr: &[f32], o: &mut [f32], b0: usize, k: usize, full: usize) {
     let mut acc = [_mm256_setzero_ps(); G];
     let (wp, xp) = (wr.as_ptr(), x.as_ptr().add(b0 * k));
@@ -68,81 +67,210 @@ unsafe fn f32_group<const G: usize>(x: &[f32], wr: &[f32], o: &mut [f32], b0: us
 }
 
 /// # Safety
-/// The CPU must have AVX2 and FMA; sizes as `super::rows_blocks` checks them.
-#[target_feature(enable = "avx2,fma")]
+/// The CPU must have AVX2, FMA and F16C; sizes as `super::rows_blocks` checks them.
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_blocks(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    let row_bytes = k / BLOCK * format.block_bytes();
-    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(row_bytes)) {
+    by_format!(format, rows_blocks_of(x, rows, out_rows, m, k))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
+    let format = BlockFormat::from_id(F);
+    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(k))) {
         for b0 in (0..m).step_by(GROUP) {
             let g = (m - b0).min(GROUP);
             match g {
-                8 => block_group::<8>(format, x, row, o, b0, k),
-                7 => block_group::<7>(format, x, row, o, b0, k),
-                6 => block_group::<6>(format, x, row, o, b0, k),
-                5 => block_group::<5>(format, x, row, o, b0, k),
-                4 => block_group::<4>(format, x, row, o, b0, k),
-                3 => block_group::<3>(format, x, row, o, b0, k),
-                2 => block_group::<2>(format, x, row, o, b0, k),
-                _ => block_group::<1>(format, x, row, o, b0, k),
+                8 => block_group::<8, F>(x, row, o, b0, k),
+                7 => block_group::<7, F>(x, row, o, b0, k),
+                6 => block_group::<6, F>(x, row, o, b0, k),
+                5 => block_group::<5, F>(x, row, o, b0, k),
+                4 => block_group::<4, F>(x, row, o, b0, k),
+                3 => block_group::<3, F>(x, row, o, b0, k),
+                2 => block_group::<2, F>(x, row, o, b0, k),
+                _ => block_group::<1, F>(x, row, o, b0, k),
             }
         }
     }
 }
 
-/// The 32 weights of a block as four registers of 8, by the loader's formula (`q · d + m`, `q · d`;
-/// the multiply and the add rounded separately, as the loader does, so the values are the loader's).
+/// Sub-block `s` of a block as four registers of 8 weights, from its integers ([`unpack_i8`]) by the
+/// reference's formula (`q · scale`, plus the offset where the format has one; each multiply and add
+/// rounded on its own, as the loader does, so the values are the loader's).
 #[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn unpack(format: BlockFormat, block: *const u8) -> [__m256; 4] {
-    let d = _mm256_set1_ps(f16_le_to_f32(std::slice::from_raw_parts(block, 2)));
-    match format {
-        BlockFormat::Q4_1 => {
-            let mn = _mm256_set1_ps(f16_le_to_f32(std::slice::from_raw_parts(block.add(2), 2)));
-            let qs = _mm_loadu_si128(block.add(4) as *const __m128i);
-            let mask = _mm_set1_epi8(0x0f);
-            let lo = _mm_and_si128(qs, mask); // weights 0..16
-            let hi = _mm_and_si128(_mm_srli_epi16::<4>(qs), mask); // weights 16..32
-            [q4(lo, d, mn), q4(_mm_srli_si128::<8>(lo), d, mn), q4(hi, d, mn), q4(_mm_srli_si128::<8>(hi), d, mn)]
-        }
-        BlockFormat::Q8_0 => {
-            let q = block.add(2);
-            [q8(q, d), q8(q.add(8), d), q8(q.add(16), d), q8(q.add(24), d)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m256; 4] {
+    let format = BlockFormat::from_id(F);
+    let (q, [s0, s1], offset) = unpack_i8::<F>(block, s);
+    let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+    let parts = [lo, _mm_srli_si128::<8>(lo), hi, _mm_srli_si128::<8>(hi)];
+    let scales = [s0, s0, s1, s1];
+    let mut w = [_mm256_setzero_ps(); 4];
+    for ((w, part), scale) in w.iter_mut().zip(parts).zip(scales) {
+        *w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), _mm256_set1_ps(scale));
+        if matches!(format, BlockFormat::Q4_1 | BlockFormat::Q4K) {
+            *w = _mm256_add_ps(*w, _mm256_set1_ps(offset));
         }
     }
-}
-
-/// Eight nibbles (the low 8 bytes of `v`) as `q · d + m`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4(v: __m128i, d: __m256, mn: __m256) -> __m256 {
-    _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), d), mn)
-}
-
-/// Eight signed bytes at `p` as `q · d`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q8(p: *const u8, d: __m256) -> __m256 {
-    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i))), d)
+    w
 }
 
 /// Input rows `b0 .. b0 + G` against one row of blocks.
 #[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn block_group<const G: usize>(format: BlockFormat, x: &[f32], row: &[u8], o: &mut [f32], b0: usize, k: usize) {
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn block_group<const G: usize, const F: u8>(x: &[f32], row: &[u8], o: &mut [f32], b0: usize, k: usize) {
+    let format = BlockFormat::from_id(F);
     let mut acc = [_mm256_setzero_ps(); G];
     let xp = x.as_ptr().add(b0 * k);
-    let bb = format.block_bytes();
-    for (bi, block) in row.chunks_exact(bb).enumerate() {
-        let w = unpack(format, block.as_ptr());
-        for (b, a) in acc.iter_mut().enumerate() {
-            let xb = xp.add(b * k + bi * BLOCK);
-            let mut s = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(xb), *a);
-            s = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xb.add(8)), s);
-            s = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xb.add(16)), s);
-            *a = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xb.add(24)), s);
+    let (bw, subs) = (format.block_weights(), format.block_weights() / BLOCK);
+    for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+        for s in 0..subs {
+            let w = unpack::<F>(block.as_ptr(), s);
+            for (b, a) in acc.iter_mut().enumerate() {
+                let xb = xp.add(b * k + bi * bw + s * BLOCK);
+                let mut v = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(xb), *a);
+                v = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xb.add(8)), v);
+                v = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xb.add(16)), v);
+                *a = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xb.add(24)), v);
+            }
         }
     }
     for (b, a) in acc.iter().enumerate() {
         o[b0 + b] = sum_lanes(*a);
     }
+}
+
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; sizes as `super::rows_blocks_q8` checks them.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_blocks_q8(format: BlockFormat, x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
+    by_format!(format, rows_blocks_q8_of(x, rows, out_rows))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
+    let format = BlockFormat::from_id(F);
+    let m = x.m;
+    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(x.k))) {
+        for b0 in (0..m).step_by(GROUP) {
+            match (m - b0).min(GROUP) {
+                8 => q8_group::<8, F>(x, row, o, b0),
+                7 => q8_group::<7, F>(x, row, o, b0),
+                6 => q8_group::<6, F>(x, row, o, b0),
+                5 => q8_group::<5, F>(x, row, o, b0),
+                4 => q8_group::<4, F>(x, row, o, b0),
+                3 => q8_group::<3, F>(x, row, o, b0),
+                2 => q8_group::<2, F>(x, row, o, b0),
+                _ => q8_group::<1, F>(x, row, o, b0),
+            }
+        }
+    }
+}
+
+/// Quantised input rows `b0 .. b0 + G` against one row of blocks, their accumulators in registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut [f32], b0: usize) {
+    let format = BlockFormat::from_id(F);
+    let (k, subs) = (x.k, format.block_weights() / BLOCK);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); G];
+    // The offsets' products (`offset · Σ x`), one lane per row.
+    let mut offsets = _mm256_setzero_ps();
+    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let rows_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(G as i32), lanes);
+    // The formats with unsigned weights are those with an offset.
+    let unsigned = matches!(format, BlockFormat::Q4_1 | BlockFormat::Q4K);
+    let xblocks = k / BLOCK;
+    let (xq, xscale) = (x.q.as_ptr().add(b0 * k), x.scale.as_ptr().add(b0 * k / BLOCK));
+    for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+        for s in 0..subs {
+            let (w, [s0, s1], offset) = unpack_i8::<F>(block.as_ptr(), s);
+            // Lanes 0..4 hold the sums of weights 0..16, lanes 4..8 those of 16..32.
+            let scales = if format == BlockFormat::Q6K { _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1) } else { _mm256_set1_ps(s0) };
+            let xb = bi * subs + s;
+            // maddubs multiplies unsigned bytes by signed ones: signed weights lend their sign to x.
+            let abs_w = if unsigned { w } else { _mm256_sign_epi8(w, w) };
+            if unsigned {
+                let sums = _mm256_maskload_ps(x.scaled_sum_by_run.as_ptr().add(xb * x.m + b0), rows_mask);
+                offsets = _mm256_fmadd_ps(_mm256_set1_ps(offset), sums, offsets);
+            }
+            for (b, a) in acc.iter_mut().enumerate() {
+                let at = b * xblocks + xb;
+                let q = _mm256_loadu_si256(xq.add(at * BLOCK) as *const __m256i);
+                let q = if unsigned { q } else { _mm256_sign_epi8(q, w) };
+                let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, q), ones);
+                let xs = *xscale.add(at);
+                *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scales, _mm256_set1_ps(xs)), *a);
+            }
+        }
+    }
+    let mut offsets_by_row = [0f32; 8];
+    _mm256_storeu_ps(offsets_by_row.as_mut_ptr(), offsets);
+    for (b, a) in acc.iter().enumerate() {
+        o[b0 + b] = sum_lanes(*a) + offsets_by_row[b];
+    }
+}
+
+/// Sub-block `s` as 32 integer weights in a register, with [`super::generic::unpack_sub_i8`]'s scales and
+/// offset.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unpack_i8<const F: u8>(block: *const u8, s: usize) -> (__m256i, [f32; 2], f32) {
+    let format = BlockFormat::from_id(F);
+    let f16_at = |at: usize| f16_le(block.add(at));
+    let low4 = _mm256_set1_epi8(0x0f);
+    // Sixteen bytes of nibbles at `p` as 32 bytes: the low nibbles, then the high ones.
+    let nibbles = |p: *const u8| {
+        let qs = _mm_loadu_si128(p as *const __m128i);
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(qs), qs), low4)
+    };
+    match format {
+        BlockFormat::Q4_0 => {
+            let d = f16_at(0);
+            (_mm256_sub_epi8(nibbles(block.add(2)), _mm256_set1_epi8(8)), [d, d], 0.0)
+        }
+        BlockFormat::Q4_1 => {
+            let d = f16_at(0);
+            (nibbles(block.add(4)), [d, d], f16_at(2))
+        }
+        BlockFormat::Q5_0 => {
+            let d = f16_at(0);
+            // Bit j of qh to byte j: each byte of qh spread over eight bytes, then one bit tested in each.
+            let qh = _mm256_set1_epi32(u32::from_le_bytes(*(block.add(2) as *const [u8; 4])) as i32);
+            let spread = _mm256_shuffle_epi8(qh, _mm256_setr_epi64x(0, 0x0101_0101_0101_0101, 0x0202_0202_0202_0202, 0x0303_0303_0303_0303));
+            let all_but_bit_j = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe_u64 as i64);
+            let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, all_but_bit_j), _mm256_set1_epi64x(-1));
+            // `q - 16` is the nibble where the bit is set, and `nibble - 16 = nibble | 0xf0` (as i8) where not.
+            (_mm256_or_si256(nibbles(block.add(6)), _mm256_andnot_si256(set, _mm256_set1_epi8(0xf0u8 as i8))), [d, d], 0.0)
+        }
+        BlockFormat::Q8_0 => {
+            let d = f16_at(0);
+            (_mm256_loadu_si256(block.add(2) as *const __m256i), [d, d], 0.0)
+        }
+        BlockFormat::Q4K => {
+            let (sc, mn) = q4k_scale_min(s, std::slice::from_raw_parts(block.add(4), 12));
+            let q = _mm256_loadu_si256(block.add(16 + 32 * (s / 2)) as *const __m256i);
+            let q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * (s % 2) as i32)), low4);
+            let d1 = f16_at(0) * sc as f32;
+            (q, [d1, d1], -(f16_at(2) * mn as f32))
+        }
+        BlockFormat::Q6K => {
+            let (half, quarter) = (s / 4, s % 4);
+            let ql = _mm256_loadu_si256(block.add(64 * half + 32 * (quarter & 1)) as *const __m256i);
+            let qh = _mm256_loadu_si256(block.add(128 + 32 * half) as *const __m256i);
+            let low = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (quarter / 2) as i32)), low4);
+            let high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter as i32)), _mm256_set1_epi8(3));
+            let q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16::<4>(high)), _mm256_set1_epi8(32));
+            let d = f16_at(208);
+            let scale = |i: usize| d * *block.add(192 + 8 * half + 2 * quarter + i) as i8 as f32;
+            (q, [scale(0), scale(1)], 0.0)
+        }
+    }
+}
+
+/// The f16 at `p` (little-endian) as f32, by F16C's conversion (exact, as every f16 is an f32).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_le(p: *const u8) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(*(p as *const [u8; 2])) as i32)))
 }

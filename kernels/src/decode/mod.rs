@@ -1,5 +1,5 @@
 //! The products of a decoding step: `x · Wᵀ` for a few input rows (one per sequence being sampled) and a
-//! frozen weight matrix, from f32 rows or from the GGUF's own Q4_1 / Q8_0 blocks.
+//! frozen weight matrix, from f32 rows or from the GGUF's own blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 //!
 //! A decoding step is bound by reading the weights, so each weight row (or block) is read once and
 //! multiplied into every input row while it sits in L1. The callers split the weight rows into tasks
@@ -20,7 +20,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
-pub use generic::{unpack_block, BlockFormat, BLOCK};
+pub use generic::{unpack_block, unpack_sub, BlockFormat, Q8Rows, BLOCK};
 
 use crate::path::KernelPath;
 
@@ -57,16 +57,17 @@ pub fn rows_f32(path: KernelPath, x: &[f32], w_rows: &[f32], out_rows: &mut [f32
     }
 }
 
-/// As [`rows_f32`], with the weights as rows of `format` blocks (`k / 32` blocks a row), unpacked in
-/// registers with the formula the GGUF loader uses for its f32 copy (`q · d + m`, `q · d`), so the products
-/// use the very same weight values.
+/// As [`rows_f32`], with the weights as rows of `format` blocks (`k / format.block_weights()` a row),
+/// unpacked in registers with the formula the GGUF loader uses for its f32 copy (`q · d + m`, `q · d`, ...),
+/// so the products use the very same weight values.
 ///
 /// # Panics
 /// When the sizes disagree, `m` exceeds [`MAX_ROWS`], or `path` cannot run on this CPU.
 pub fn rows_blocks(path: KernelPath, format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    assert!(k > 0 && k.is_multiple_of(BLOCK) && x.len() == m * k, "decode rows_blocks: input of {} values is not {m} × {k} (k a multiple of {BLOCK})", x.len());
+    let bw = format.block_weights();
+    assert!(k > 0 && k.is_multiple_of(bw) && x.len() == m * k, "decode rows_blocks: input of {} values is not {m} × {k} (k a multiple of {bw})", x.len());
     assert!(m <= MAX_ROWS, "decode rows_blocks: {m} input rows, at most {MAX_ROWS}");
-    let row_bytes = k / BLOCK * format.block_bytes();
+    let row_bytes = format.row_bytes(k);
     assert!(
         rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m,
         "decode rows_blocks: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows",
@@ -87,6 +88,43 @@ pub fn rows_blocks(path: KernelPath, format: BlockFormat, x: &[f32], rows: &[u8]
             unsafe { avx2::rows_blocks(format, x, rows, out_rows, m, k) }
         }
         _ => generic::rows_blocks(format, x, rows, out_rows, m, k),
+    }
+}
+
+/// As [`rows_blocks`], with the input rows quantised to 8 bits ([`Q8Rows`]) and each sub-block's
+/// weights multiplied into them by integer dot products (AVX2's `maddubs`; the AVX-512 path runs the AVX2
+/// kernel), as llama.cpp decodes: a fraction of the instructions per weight, at the price of rounding
+/// the activations to 8 bits per 32 values (the tests bound the gap to the f32 products).
+///
+/// # Panics
+/// When the sizes disagree, `x.m` exceeds [`MAX_ROWS`], or `path` cannot run on this CPU.
+pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
+    let (m, k, bw) = (x.m, x.k, format.block_weights());
+    assert!(
+        k > 0
+            && k.is_multiple_of(bw)
+            && x.q.len() == m * k
+            && x.scale.len() == m * k / BLOCK
+            && x.sum.len() == x.scale.len()
+            && x.scaled_sum_by_run.len() == x.scale.len(),
+        "decode rows_blocks_q8: quantised input is not {m} × {k} (k a multiple of {bw})"
+    );
+    assert!(m <= MAX_ROWS, "decode rows_blocks_q8: {m} input rows, at most {MAX_ROWS}");
+    let row_bytes = format.row_bytes(k);
+    assert!(
+        rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m,
+        "decode rows_blocks_q8: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows",
+        rows.len(),
+        out_rows.len()
+    );
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 | KernelPath::Avx2 => {
+            assert!(path.is_supported(), "decode: the {path} path on a CPU without it");
+            // SAFETY: the CPU has the features (checked; the AVX-512 path needs AVX2, FMA and F16C too).
+            unsafe { avx2::rows_blocks_q8(format, x, rows, out_rows) }
+        }
+        _ => generic::rows_blocks_q8(format, x, rows, out_rows),
     }
 }
 
@@ -113,10 +151,13 @@ mod tests {
         let mut b = bytes(n * format.block_bytes(), seed);
         for (i, block) in b.chunks_exact_mut(format.block_bytes()).enumerate() {
             let d = 0x2c00u16 + (i as u16 % 512); // ~0.06 and up
-            block[0..2].copy_from_slice(&d.to_le_bytes());
-            if format == BlockFormat::Q4_1 {
-                block[2..4].copy_from_slice(&(0xa800u16 + (i as u16 % 256)).to_le_bytes());
-                // ~ -0.03
+            let m = 0xa800u16 + (i as u16 % 256); // ~ -0.03
+            match format {
+                BlockFormat::Q6K => block[208..210].copy_from_slice(&(d - 0x1000).to_le_bytes()),
+                _ => block[0..2].copy_from_slice(&d.to_le_bytes()),
+            }
+            if matches!(format, BlockFormat::Q4_1 | BlockFormat::Q4K) {
+                block[2..4].copy_from_slice(&m.to_le_bytes());
             }
         }
         b
@@ -169,29 +210,41 @@ mod tests {
         }
     }
 
+    /// Q4_1 and Q8_0 by their definitions, written out here once more (the other formats are held to
+    /// candle's dequantisation, bit for bit, in the policy crate's `packed_rows` tests).
     #[test]
-    fn blocks_unpack_to_the_loaders_values_and_multiply_alike_on_every_path() {
+    fn q4_1_and_q8_0_blocks_unpack_to_their_definition() {
         for format in [BlockFormat::Q4_1, BlockFormat::Q8_0] {
-            let (n, k) = (33, 96);
-            let packed = blocks(format, n * k / BLOCK, 7);
-            // The f32 weights by the loader's formula, written out here once more as the definition.
-            let mut w = Vec::with_capacity(n * k);
+            let packed = blocks(format, 3, 7);
             for block in packed.chunks_exact(format.block_bytes()) {
                 let d = crate::half::f16_le_to_f32(&block[0..2]);
-                match format {
+                let want: Vec<f32> = match format {
                     BlockFormat::Q4_1 => {
                         let mn = crate::half::f16_le_to_f32(&block[2..4]);
-                        let lo: Vec<f32> = block[4..20].iter().map(|&b| (b & 0x0f) as f32 * d + mn).collect();
-                        let hi: Vec<f32> = block[4..20].iter().map(|&b| (b >> 4) as f32 * d + mn).collect();
-                        w.extend(lo);
-                        w.extend(hi);
+                        let lo = block[4..20].iter().map(|&b| (b & 0x0f) as f32 * d + mn);
+                        lo.chain(block[4..20].iter().map(|&b| (b >> 4) as f32 * d + mn)).collect()
                     }
-                    BlockFormat::Q8_0 => w.extend(block[2..34].iter().map(|&b| b as i8 as f32 * d)),
-                }
+                    _ => block[2..34].iter().map(|&b| b as i8 as f32 * d).collect(),
+                };
+                let mut got = [0f32; BLOCK];
+                unpack_block(format, block, &mut got);
+                assert_eq!(&got[..], &want[..], "{format:?}");
             }
-            let mut unpacked = [0f32; BLOCK];
-            unpack_block(format, &packed[..format.block_bytes()], &mut unpacked);
-            assert_eq!(&unpacked[..], &w[..BLOCK], "{format:?}: unpacking");
+        }
+    }
+
+    /// Every format: the reference is the product of the unpacked weights, and every path agrees with it.
+    #[test]
+    fn every_format_multiplies_alike_on_every_path() {
+        use BlockFormat::*;
+        for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
+            let (n, k) = (33, 3 * format.block_weights());
+            let packed = blocks(format, n * k / format.block_weights(), 7);
+            let mut w = vec![0f32; n * k];
+            for (block, out) in packed.chunks_exact(format.block_bytes()).zip(w.chunks_exact_mut(format.block_weights())) {
+                unpack_block(format, block, out);
+            }
+            assert!(w.iter().all(|v| v.is_finite()) && w.iter().any(|v| *v != 0.0), "{format:?}: weights");
             for m in [1, 3, 8, 11, 16] {
                 let x = values(m * k, m as u64);
                 let want = definition(&x, &w, m, k);
@@ -206,6 +259,45 @@ mod tests {
                     let mut got = vec![0f32; n * m];
                     rows_blocks(path, format, &x, &packed, &mut got, m, k);
                     agrees(path, &got, &reference, &magnitude, &format!("{format:?}, {m} rows"));
+                }
+            }
+        }
+    }
+
+    /// The integer path: every path gives the reference's sums of integer products (to float rounding),
+    /// and those are the f32 products of the quantised input; against the unquantised input the gap is
+    /// the 8-bit rounding of the activations, bounded by `Σ|w| · scale / 2` per row.
+    #[test]
+    fn every_format_multiplies_8_bit_rows_alike_on_every_path() {
+        use BlockFormat::*;
+        for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
+            let (n, k) = (33, 3 * format.block_weights());
+            let packed = blocks(format, n * k / format.block_weights(), 9);
+            let mut w = vec![0f32; n * k];
+            for (block, out) in packed.chunks_exact(format.block_bytes()).zip(w.chunks_exact_mut(format.block_weights())) {
+                unpack_block(format, block, out);
+            }
+            for m in [1, 3, 8, 16] {
+                let x = values(m * k, m as u64 + 3);
+                let xq = Q8Rows::quantize(&x, m, k);
+                let dequantized: Vec<f32> = xq.q.iter().enumerate().map(|(i, &q)| q as f32 * xq.scale[i / BLOCK]).collect();
+                let want = definition(&dequantized, &w, m, k);
+                let abs = |v: &[f32]| v.iter().map(|a| a.abs()).collect::<Vec<f32>>();
+                let magnitude = definition(&abs(&dequantized), &abs(&w), m, k);
+                let exact = definition(&x, &w, m, k);
+                let mut reference = vec![0f32; n * m];
+                generic::rows_blocks_q8(format, &xq, &packed, &mut reference);
+                for path in KernelPath::supported() {
+                    let mut got = vec![0f32; n * m];
+                    rows_blocks_q8(path, format, &xq, &packed, &mut got);
+                    for (i, g) in got.iter().enumerate() {
+                        let (j, b) = (i / m, i % m);
+                        let size = magnitude[i] + 1e-6;
+                        assert!((*g as f64 - want[i]).abs() <= 1e-5 * size, "{path}, {format:?}, {m} rows: {g} against {} (Σ|x·w| = {size})", want[i]);
+                        let bound: f64 = (0..k).map(|c| (w[j * k + c].abs() * xq.scale[(b * k + c) / BLOCK] * 0.5) as f64).sum();
+                        assert!((*g as f64 - exact[i]).abs() <= bound * 1.001 + 1e-5 * size, "{path}, {format:?}: {g} against the f32 product {}", exact[i]);
+                    }
+                    agrees(path, &got, &reference, &magnitude, &format!("{format:?}, {m} 8-bit rows"));
                 }
             }
         }

@@ -1,4 +1,4 @@
-//! Weight matrices kept in their GGUF block format (Q4_1, Q8_0) for decoding steps.
+//! Weight matrices kept in their GGUF block format (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) for decoding steps.
 //!
 //! Why: a decoding step reads every weight once and is bound by memory (540 MB of f32 per token for
 //! SmolLM2-135M, at ~7.8 GB/s here). The default model ships as Q4_1 (20 bytes per 32 weights) with a Q8_0
@@ -8,19 +8,44 @@
 //! instruction set, are `agentrt_kernels::decode`.
 
 use super::with_f32_slice;
+use agentrt_kernels::decode::unpack_block;
 pub use agentrt_kernels::decode::BlockFormat;
-use agentrt_kernels::decode::{unpack_block, BLOCK};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Tensor};
+
+/// What a decoding step multiplies the blocks with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecodeActivations {
+    /// The f32 activations, the blocks unpacked to the loader's f32 weights in registers: the products of
+    /// the training forward to float rounding, so sampled log-probabilities are the trainer's.
+    #[default]
+    F32,
+    /// The activations rounded to 8 bits per 32 values and multiplied by integer dot products, as
+    /// llama.cpp decodes: fewer instructions per weight, with a small gap to the f32 products (measured
+    /// in bench/decode_results.md; the trainer reports it as `logprob_gap_*`).
+    Int8,
+}
+
+impl std::str::FromStr for DecodeActivations {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "f32" => Ok(DecodeActivations::F32),
+            "int8" => Ok(DecodeActivations::Int8),
+            other => Err(format!("{other:?}: expected f32 or int8")),
+        }
+    }
+}
 
 /// A `(rows, cols)` matrix as row-major GGUF blocks.
 #[derive(Debug, Clone)]
 pub struct PackedRows {
-    /// The GGUF block format the bytes are in (Q4_1 or Q8_0).
+    /// The GGUF block format the bytes are in.
     pub format: BlockFormat,
     /// Output features: one row of blocks each.
     pub rows: usize,
-    /// Input features per row (a multiple of the block size).
+    /// Input features per row (a multiple of the format's block).
     pub cols: usize,
     bytes: Vec<u8>,
 }
@@ -29,13 +54,17 @@ impl PackedRows {
     /// The blocks of a GGUF tensor of shape `(rows, cols)` in a kept format; `None` for other formats.
     pub fn from_gguf(q: &QTensor) -> candle_core::Result<Option<PackedRows>> {
         let format = match q.dtype() {
+            GgmlDType::Q4_0 => BlockFormat::Q4_0,
             GgmlDType::Q4_1 => BlockFormat::Q4_1,
+            GgmlDType::Q5_0 => BlockFormat::Q5_0,
             GgmlDType::Q8_0 => BlockFormat::Q8_0,
+            GgmlDType::Q4K => BlockFormat::Q4K,
+            GgmlDType::Q6K => BlockFormat::Q6K,
             _ => return Ok(None),
         };
         let (rows, cols) = q.shape().dims2()?;
         let bytes = q.data()?.into_owned();
-        if cols % BLOCK != 0 || bytes.len() != rows * cols / BLOCK * format.block_bytes() {
+        if cols % format.block_weights() != 0 || bytes.len() != rows * format.row_bytes(cols) {
             candle_core::bail!("packed rows: {} bytes do not hold a ({rows}, {cols}) {format:?} matrix", bytes.len());
         }
         Ok(Some(PackedRows { format, rows, cols, bytes }))
@@ -55,7 +84,7 @@ impl PackedRows {
     /// Every weight as f32, row-major (tests hold it equal to the loader's f32 copy).
     pub fn dequantize(&self) -> Vec<f32> {
         let mut out = Vec::with_capacity(self.rows * self.cols);
-        let mut w = [0f32; BLOCK];
+        let mut w = vec![0f32; self.format.block_weights()];
         for block in self.bytes.chunks_exact(self.format.block_bytes()) {
             unpack_block(self.format, block, &mut w);
             out.extend_from_slice(&w);
@@ -64,20 +93,30 @@ impl PackedRows {
     }
 
     /// `out (m×rows) = x (m×cols) · Wᵀ`, for up to [`super::decode_linear::MAX_ROWS`] input rows, on the
-    /// selected kernel path.
-    pub fn few_rows_a_bt(&self, x: &[f32], out: &mut [f32], m: usize) {
+    /// selected kernel path, with `x` as `activations` says.
+    pub fn few_rows_a_bt(&self, x: &[f32], out: &mut [f32], m: usize, activations: DecodeActivations) {
         let (n, k) = (self.rows, self.cols);
         assert!(m <= super::decode_linear::MAX_ROWS, "{m} input rows: the packed kernel takes at most {}", super::decode_linear::MAX_ROWS);
         assert_eq!(x.len(), m * k, "input is not {m}x{k}");
         let (path, format) = (agentrt_kernels::selected(), self.format);
-        let per_row = k / BLOCK * format.block_bytes();
-        super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| agentrt_kernels::decode::rows_blocks(path, format, x, wc, oc, m, k));
+        let per_row = format.row_bytes(k);
+        match activations {
+            DecodeActivations::F32 => super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| {
+                agentrt_kernels::decode::rows_blocks(path, format, x, wc, oc, m, k)
+            }),
+            DecodeActivations::Int8 => {
+                let xq = agentrt_kernels::decode::Q8Rows::quantize(x, m, k);
+                super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| {
+                    agentrt_kernels::decode::rows_blocks_q8(path, format, &xq, wc, oc)
+                })
+            }
+        }
     }
 }
 
 /// `x · Wᵀ` for `x: (.., cols)` f32 CPU with at most [`super::decode_linear::MAX_ROWS`] rows, from packed
 /// weights; `None` when the input does not qualify (the caller uses the f32 weights then).
-pub fn packed_linear(x: &Tensor, w: &PackedRows) -> candle_core::Result<Option<Tensor>> {
+pub fn packed_linear(x: &Tensor, w: &PackedRows, activations: DecodeActivations) -> candle_core::Result<Option<Tensor>> {
     let dims = x.dims().to_vec();
     let k = *dims.last().unwrap_or(&0);
     let m = x.elem_count() / k.max(1);
@@ -86,7 +125,7 @@ pub fn packed_linear(x: &Tensor, w: &PackedRows) -> candle_core::Result<Option<T
     }
     let x = x.contiguous()?;
     let mut out = vec![0f32; m * w.rows];
-    with_f32_slice(&x, "packed-linear: input", |xs| w.few_rows_a_bt(xs, &mut out, m))?;
+    with_f32_slice(&x, "packed-linear: input", |xs| w.few_rows_a_bt(xs, &mut out, m, activations))?;
     let mut out_dims = dims;
     *out_dims.last_mut().expect("checked: the input has a last dimension") = w.rows;
     Ok(Some(Tensor::from_vec(out, out_dims, x.device())?))
@@ -98,27 +137,35 @@ mod tests {
     use candle_core::Device;
 
     #[test]
-    fn both_formats_dequantize_like_candle_and_multiply_like_the_f32_weights() {
+    fn every_kept_format_dequantizes_like_candle_and_multiplies_like_the_f32_weights() {
         let dev = Device::Cpu;
-        let w = Tensor::randn(0f32, 1.0, (70, 96), &dev).unwrap();
-        for dtype in [GgmlDType::Q4_1, GgmlDType::Q8_0] {
+        // 768 columns: three K-quant super-blocks, 24 blocks of 32.
+        let w = Tensor::randn(0f32, 1.0, (70, 768), &dev).unwrap();
+        use GgmlDType::*;
+        for dtype in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
             let q = QTensor::quantize(&w, dtype).unwrap();
             let packed = PackedRows::from_gguf(&q).unwrap().expect("a kept format");
             let reference = q.dequantize(&dev).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
             assert_eq!(packed.dequantize(), reference, "{dtype:?}: not the loader's weights, bit for bit");
-            let wf = Tensor::from_vec(reference, (70, 96), &dev).unwrap();
+            let wf = Tensor::from_vec(reference, (70, 768), &dev).unwrap();
             for m in [1, 5, 16] {
-                let x = Tensor::randn(0f32, 1.0, (m, 96), &dev).unwrap();
-                let y = packed_linear(&x, &packed).unwrap().expect("qualifies");
+                let x = Tensor::randn(0f32, 1.0, (m, 768), &dev).unwrap();
                 let y_ref = x.matmul(&wf.t().unwrap()).unwrap();
-                let d = (y - y_ref).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-                assert!(d < 1e-4, "{dtype:?}, {m} rows: differs by {d}");
+                let y = packed_linear(&x, &packed, DecodeActivations::F32).unwrap().expect("qualifies");
+                let d = (y - &y_ref).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(d < 1e-3, "{dtype:?}, {m} rows: differs by {d}");
+                // 8-bit activations: within a few percent of the output's scale (the kernels' own tests
+                // bound each product by the rounding of its activations).
+                let y8 = packed_linear(&x, &packed, DecodeActivations::Int8).unwrap().expect("qualifies");
+                let scale = y_ref.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                let d = (y8 - &y_ref).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(d < 0.03 * scale, "{dtype:?}, {m} int8 rows: differs by {d} at scale {scale}");
             }
-            let x = Tensor::randn(0f32, 1.0, (17, 96), &dev).unwrap();
-            assert!(packed_linear(&x, &packed).unwrap().is_none(), "17 rows go to the gemm");
+            let x = Tensor::randn(0f32, 1.0, (17, 768), &dev).unwrap();
+            assert!(packed_linear(&x, &packed, DecodeActivations::Int8).unwrap().is_none(), "17 rows go to the gemm");
             let order: Vec<usize> = (0..70).rev().collect();
             let flipped = packed.reorder_rows(&order).dequantize();
-            assert_eq!(&flipped[..96], &packed.dequantize()[69 * 96..]);
+            assert_eq!(&flipped[..768], &packed.dequantize()[69 * 768..]);
         }
     }
 }

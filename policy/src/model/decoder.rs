@@ -24,6 +24,8 @@ pub struct Decoder {
     pub cfg: ModelConfig,
     /// The frozen base weights; adapters are applied on top, never merged in.
     pub weights: ModelWeights,
+    /// What sampling's projections multiply their kept blocks with (training reads the f32 weights).
+    pub decode_activations: fused::DecodeActivations,
     /// `(max_pos, hd/2)`, for the fused rope.
     cos: Tensor,
     sin: Tensor,
@@ -67,7 +69,7 @@ impl Decoder {
         let inv = Tensor::from_vec(inv, (1, hd / 2), device)?;
         let pos = Tensor::arange(0u32, max_pos as u32, device)?.to_dtype(DType::F32)?.reshape((max_pos, 1))?;
         let freqs = pos.broadcast_mul(&inv)?;
-        Ok(Decoder { cos: freqs.cos()?, sin: freqs.sin()?, cfg, weights })
+        Ok(Decoder { cos: freqs.cos()?, sin: freqs.sin()?, cfg, weights, decode_activations: Default::default() })
     }
 
     /// The device the weights live on.
@@ -93,7 +95,7 @@ impl Decoder {
             return fused::projection(x, w, b, lora.as_ref());
         }
         let blocks = self.weights.packed.as_ref().and_then(|p| p.sites.get(&(layer, target)));
-        let y = match blocks.map(|p| fused::packed_linear(x, p)).transpose()?.flatten() {
+        let y = match blocks.map(|p| fused::packed_linear(x, p, self.decode_activations)).transpose()?.flatten() {
             Some(y) => y,
             None => fused::decode_linear(x, w)?,
         };
@@ -321,7 +323,7 @@ impl Decoder {
             .collect();
         let x = h.index_select(&Tensor::from_vec(last, news.len(), self.device())?, 0)?;
         let blocks = self.weights.packed.as_ref().and_then(|p| p.lm_head.as_ref());
-        match blocks.map(|p| fused::packed_linear(&x, p)).transpose()?.flatten() {
+        match blocks.map(|p| fused::packed_linear(&x, p, self.decode_activations)).transpose()?.flatten() {
             Some(logits) => Ok(logits),
             None => fused::decode_linear(&x, self.weights.lm_head()),
         }
