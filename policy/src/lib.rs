@@ -122,11 +122,24 @@ impl Policy {
         if path.is_dir() {
             Self::load_safetensors_dir(&path, name, device)
         } else {
-            Self::load_gguf(&path, name, device)
+            Self::load_gguf(&path, name, device, true)
         }
     }
 
-    fn load_gguf(path: &Path, name: String, device: &Device) -> Result<Policy> {
+    /// [`Policy::load`] for a model that only samples (generate, serve): a GGUF's weights are kept as
+    /// its blocks alone, with no f32 copy, so the model takes about its file's size in memory and loads
+    /// without dequantising; prompts are multiplied from the blocks too. Training, log-prob scoring and
+    /// exports refuse such a model ([`ModelWeights::blocks_only`]). A safetensors model loads as usual.
+    pub fn load_for_inference(source: &ModelSource, device: &Device) -> Result<Policy> {
+        let (path, name) = source.resolve()?;
+        if path.is_dir() {
+            Self::load_safetensors_dir(&path, name, device)
+        } else {
+            Self::load_gguf(&path, name, device, false)
+        }
+    }
+
+    fn load_gguf(path: &Path, name: String, device: &Device, keep_f32: bool) -> Result<Policy> {
         let mut g = model::gguf::GgufFile::open(path)?;
         let cfg = g.config()?;
         let tokenizer = PolicyTokenizer::from_gguf(&g)?;
@@ -134,7 +147,7 @@ impl Policy {
             Some(src) => ChatTemplate::new(src, tokenizer.bos_token.clone(), tokenizer.eos_token.clone())?,
             None => ChatTemplate::new(chat_template::CHATML, None, None)?,
         };
-        let weights = g.weights(&cfg, device)?;
+        let weights = g.weights(&cfg, device, keep_f32)?;
         Self::from_parts(cfg, weights, tokenizer, template, name, device)
     }
 
@@ -165,8 +178,8 @@ impl Policy {
         device: &Device,
     ) -> Result<Policy> {
         // The embedding may have more rows than the tokenizer has tokens (Qwen pads its vocabulary), never fewer.
-        if tokenizer.vocab_size() > weights.embed.dim(0)? {
-            return Err(PolicyError::VocabMismatch { tokenizer_vocab: tokenizer.vocab_size(), model_vocab: weights.embed.dim(0)? });
+        if tokenizer.vocab_size() > weights.vocab_rows() {
+            return Err(PolicyError::VocabMismatch { tokenizer_vocab: tokenizer.vocab_size(), model_vocab: weights.vocab_rows() });
         }
         let decoder = Decoder::new(cfg, weights, device)?;
         Ok(Policy { decoder, tokenizer, template, adapters: None, base_name, recompute_layers: false, side_grads: Default::default() })
@@ -415,6 +428,7 @@ impl Policy {
     /// Merges the adapters (at their current scales) into the base weights and writes a full safetensors
     /// model directory (`config.json`, `model.safetensors`, `tokenizer.json`).
     pub fn merge_and_export(&self, dir: &Path) -> Result<()> {
+        self.decoder.weights.require_f32("exporting a merged model")?;
         let w = match &self.adapters {
             Some(a) => a.merge_into(&self.decoder.weights)?,
             None => self.decoder.weights.clone(),

@@ -63,3 +63,27 @@ fn int8_decoding_answers_alike_within_a_small_log_prob_gap() {
     eprintln!("int8 decoding against the training forward, {} tokens: mean |gap| {mean:.4}, max {max:.4} nats", gaps.len());
     assert!(mean < 0.05 && max < 0.5, "int8 log-probs drift from the training forward's: mean |gap| {mean}, max {max}");
 }
+
+/// A model loaded for inference only keeps its GGUF blocks and no f32 copy: it answers as the full model
+/// does (prompts multiplied from the blocks rather than by a gemm over the f32 copy: the same greedy
+/// tokens), and what needs the f32 weights says so.
+#[test]
+fn a_model_loaded_for_inference_answers_alike_and_refuses_to_train() {
+    let full = Policy::load(&ModelSource::Default, &candle_core::Device::Cpu).expect("load the default model");
+    let lean = Policy::load_for_inference(&ModelSource::Default, &candle_core::Device::Cpu).expect("load it for inference");
+    assert!(lean.decoder.weights.blocks_only && !full.decoder.weights.blocks_only);
+    assert_eq!(lean.decoder.weights.layers[0].q.elem_count(), 0, "no f32 copy of a projection kept as blocks");
+    assert_eq!(lean.decoder.weights.vocab_rows(), full.decoder.weights.vocab_rows());
+    let prompt = full.chat_prompt(&[Message::user("What is the capital of France? Answer in one sentence.")]).unwrap();
+    let params = SamplingParams { temperature: 0.0, max_tokens: 32, ..Default::default() };
+    let sample = |p: &Policy| p.sample(std::slice::from_ref(&prompt), &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap().remove(0);
+    let (a, b) = (sample(&full), sample(&lean));
+    assert_eq!(a.token_ids, b.token_ids, "{:?} against {:?}", a.text, b.text);
+    for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+        assert!((x - y).abs() < 1e-3, "log-probs {x} and {y}");
+    }
+    let e = lean.token_logprobs(&[prompt.clone()], &[]).unwrap_err().to_string();
+    assert!(e.contains("inference only") && e.contains("Policy::load"), "{e}");
+    let e = lean.merge_and_export(&std::env::temp_dir().join("agentrt-never-written")).unwrap_err().to_string();
+    assert!(e.contains("inference only"), "{e}");
+}

@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let model = args.model.clone().or(trained.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
-    let mut policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
+    let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     policy.decoder.decode_activations = args.decode_activations;
     if let Some(dir) = &args.adapter {
         policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let model = args.model.clone().or(first_settings.map(|s| s.model)).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
     let device = agentrt_policy::parse_device(&args.device)?;
-    let mut policy = Policy::load(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
+    let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     policy.decoder.decode_activations = args.decode_activations;
     let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
     let config = ServeConfig { max_batch: args.max_batch, batch_window: Duration::from_millis(args.batch_window_ms) };

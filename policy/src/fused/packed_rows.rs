@@ -81,6 +81,24 @@ impl PackedRows {
         PackedRows { bytes, ..*self }
     }
 
+    /// Rows `ids` unpacked to f32, one after the other (an embedding lookup).
+    pub fn select_rows(&self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let per_row = self.format.row_bytes(self.cols);
+        let mut out = vec![0f32; ids.len() * self.cols];
+        for (&id, o) in ids.iter().zip(out.chunks_exact_mut(self.cols)) {
+            let r = id as usize;
+            if r >= self.rows {
+                candle_core::bail!("row {r} of a matrix of {} rows", self.rows);
+            }
+            for (block, w) in
+                self.bytes[r * per_row..(r + 1) * per_row].chunks_exact(self.format.block_bytes()).zip(o.chunks_exact_mut(self.format.block_weights()))
+            {
+                unpack_block(self.format, block, w);
+            }
+        }
+        Ok(out)
+    }
+
     /// Every weight as f32, row-major (tests hold it equal to the loader's f32 copy).
     pub fn dequantize(&self) -> Vec<f32> {
         let mut out = Vec::with_capacity(self.rows * self.cols);
@@ -131,6 +149,37 @@ pub fn packed_linear(x: &Tensor, w: &PackedRows, activations: DecodeActivations)
     Ok(Some(Tensor::from_vec(out, out_dims, x.device())?))
 }
 
+/// [`packed_linear`] for any number of rows (in runs of [`super::decode_linear::MAX_ROWS`]): the product
+/// of a model whose weights have no f32 copy ([`crate::ModelWeights::blocks_only`]), prompts included.
+pub fn packed_linear_rows(x: &Tensor, w: &PackedRows, activations: DecodeActivations) -> candle_core::Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let k = *dims.last().unwrap_or(&0);
+    let m = x.elem_count() / k.max(1);
+    if k != w.cols || !x.device().is_cpu() || x.dtype() != DType::F32 {
+        candle_core::bail!(
+            "packed-linear: an f32 CPU input of width {} for {:?} blocks of ({}, {}), got {:?} {:?} on {:?}",
+            w.cols,
+            w.format,
+            w.rows,
+            w.cols,
+            x.dtype(),
+            dims,
+            x.device()
+        );
+    }
+    let x = x.contiguous()?;
+    let mut out = vec![0f32; m * w.rows];
+    let run = super::decode_linear::MAX_ROWS;
+    with_f32_slice(&x, "packed-linear: input", |xs| {
+        for (xc, oc) in xs.chunks(run * k).zip(out.chunks_mut(run * w.rows)) {
+            w.few_rows_a_bt(xc, oc, xc.len() / k, activations);
+        }
+    })?;
+    let mut out_dims = dims;
+    *out_dims.last_mut().expect("checked: the input has a last dimension") = w.rows;
+    Tensor::from_vec(out, out_dims, x.device())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,8 +210,17 @@ mod tests {
                 let d = (y8 - &y_ref).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
                 assert!(d < 0.03 * scale, "{dtype:?}, {m} int8 rows: differs by {d} at scale {scale}");
             }
-            let x = Tensor::randn(0f32, 1.0, (17, 768), &dev).unwrap();
-            assert!(packed_linear(&x, &packed, DecodeActivations::Int8).unwrap().is_none(), "17 rows go to the gemm");
+            let x = Tensor::randn(0f32, 1.0, (37, 768), &dev).unwrap();
+            assert!(packed_linear(&x, &packed, DecodeActivations::Int8).unwrap().is_none(), "37 rows go to the gemm");
+            // ... unless the f32 weights are not there: runs of 16 rows through the blocks.
+            let y = packed_linear_rows(&x, &packed, DecodeActivations::F32).unwrap();
+            let d = (y - x.matmul(&wf.t().unwrap()).unwrap()).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(d < 1e-3, "{dtype:?}, 37 rows in runs of 16: differs by {d}");
+            let rows = packed.select_rows(&[69, 0, 69]).unwrap();
+            let all = packed.dequantize();
+            assert_eq!(&rows[..768], &all[69 * 768..]);
+            assert_eq!(&rows[768..1536], &all[..768]);
+            assert!(packed.select_rows(&[70]).is_err(), "a row past the end");
             let order: Vec<usize> = (0..70).rev().collect();
             let flipped = packed.reorder_rows(&order).dequantize();
             assert_eq!(&flipped[..768], &packed.dequantize()[69 * 768..]);

@@ -95,10 +95,7 @@ impl Decoder {
             return fused::projection(x, w, b, lora.as_ref());
         }
         let blocks = self.weights.packed.as_ref().and_then(|p| p.sites.get(&(layer, target)));
-        let y = match blocks.map(|p| fused::packed_linear(x, p, self.decode_activations)).transpose()?.flatten() {
-            Some(y) => y,
-            None => fused::decode_linear(x, w)?,
-        };
+        let y = self.frozen_linear(x, blocks, w)?;
         let y = match b {
             Some(b) => y.broadcast_add(b)?,
             None => y,
@@ -208,6 +205,7 @@ impl Decoder {
         routed: Option<&[bool]>,
         checkpoint: Option<&super::checkpoint::SideGrads>,
     ) -> candle_core::Result<Tensor> {
+        self.weights.require_f32("the training forward")?;
         let (b, t) = tokens.dims2()?;
         let rows: Option<Vec<bool>> = routed.map(|r| r.iter().flat_map(|&x| std::iter::repeat_n(x, t)).collect());
         let mut x = self.weights.embed.index_select(&tokens.flatten_all()?, 0)?;
@@ -246,6 +244,7 @@ impl Decoder {
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
+        self.weights.require_f32("the training forward")?;
         let rows = shape.rows();
         if tokens.len() != rows || routed.is_some_and(|r| r.len() != rows) || rows == 0 {
             candle_core::bail!("hidden_train_shared: {} tokens and {:?} routing flags for a layout of {rows} rows", tokens.len(), routed.map(<[bool]>::len));
@@ -304,7 +303,7 @@ impl Decoder {
         let positions = Tensor::from_vec(positions, n, dev)?;
         let rows = SampleRows { spans, cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)?, kv };
         let mut pass = Pass::Sample(rows);
-        let mut x = self.weights.embed.index_select(&Tensor::from_slice(tokens, n, dev)?, 0)?;
+        let mut x = self.weights.embed_rows(tokens, dev)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
             x = self.block(li, l, &x, (1, n), adapters, None, &mut pass)?;
         }
@@ -323,15 +322,26 @@ impl Decoder {
             .collect();
         let x = h.index_select(&Tensor::from_vec(last, news.len(), self.device())?, 0)?;
         let blocks = self.weights.packed.as_ref().and_then(|p| p.lm_head.as_ref());
-        match blocks.map(|p| fused::packed_linear(&x, p, self.decode_activations)).transpose()?.flatten() {
-            Some(logits) => Ok(logits),
-            None => fused::decode_linear(&x, self.weights.lm_head()),
+        self.frozen_linear(&x, blocks, self.weights.lm_head())
+    }
+
+    /// `x · Wᵀ` of a frozen weight in sampling: from its blocks when kept (few rows, or any number when
+    /// there is no f32 copy), else from the f32 weight.
+    fn frozen_linear(&self, x: &Tensor, blocks: Option<&fused::PackedRows>, w: &Tensor) -> candle_core::Result<Tensor> {
+        match blocks {
+            Some(b) if self.weights.blocks_only => fused::packed_linear_rows(x, b, self.decode_activations),
+            Some(b) => match fused::packed_linear(x, b, self.decode_activations)? {
+                Some(y) => Ok(y),
+                None => fused::decode_linear(x, w),
+            },
+            None => fused::decode_linear(x, w),
         }
     }
 
     /// The sampling forward over whole sequences from an empty cache, logits `(B, T, V)` (tests compare it
     /// with [`Decoder::forward_train`]).
     pub fn forward_fused_all(&self, tokens: &Tensor, adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+        self.weights.require_f32("the whole-sequence sampling forward")?;
         let (b, t) = tokens.dims2()?;
         let mut kv: Vec<SequenceKv> = (0..b).map(|_| SequenceKv::default()).collect();
         let x = self.hidden_rows(&tokens.flatten_all()?.to_vec1::<u32>()?, &vec![t; b], &mut kv, adapters)?;

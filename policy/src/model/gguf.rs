@@ -101,11 +101,13 @@ impl GgufFile {
 
     /// One tensor, dequantized to f32.
     pub fn tensor(&mut self, name: &str, device: &Device) -> Result<Tensor> {
-        Ok(self.tensor_and_blocks(name, device)?.0)
+        Ok(self.tensor_and_blocks(name, device, true)?.0)
     }
 
     /// One tensor dequantized to f32, and its blocks when they are in a format kept for decoding (CPU).
-    fn tensor_and_blocks(&mut self, name: &str, device: &Device) -> Result<(Tensor, Option<PackedRows>)> {
+    /// Without `keep_f32`, a tensor whose blocks are kept is not dequantized: its f32 tensor is an empty
+    /// `(0, cols)` placeholder (see [`ModelWeights::blocks_only`]).
+    fn tensor_and_blocks(&mut self, name: &str, device: &Device, keep_f32: bool) -> Result<(Tensor, Option<PackedRows>)> {
         if !self.content.tensor_infos.contains_key(name) {
             return Err(self.missing(format!("tensor `{name}`")));
         }
@@ -114,6 +116,9 @@ impl GgufFile {
             .tensor(&mut self.file, name, device)
             .map_err(|e| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") })?;
         let blocks = if device.is_cpu() && q.shape().rank() == 2 { PackedRows::from_gguf(&q)? } else { None };
+        if let (false, Some(b)) = (keep_f32, &blocks) {
+            return Ok((Tensor::zeros((0, b.cols), DType::F32, device)?, blocks));
+        }
         Ok((q.dequantize(device)?.to_dtype(DType::F32)?, blocks))
     }
 
@@ -125,17 +130,21 @@ impl GgufFile {
         }
     }
 
-    /// All weights of the decoder, in HF layout, with the projections' blocks kept for decoding.
-    pub fn weights(&mut self, cfg: &ModelConfig, device: &Device) -> Result<ModelWeights> {
-        let (embed, embed_blocks) = self.tensor_and_blocks("token_embd.weight", device)?;
+    /// All weights of the decoder, in HF layout, with the projections' blocks kept for decoding; without
+    /// `keep_f32`, the weights kept as blocks get no f32 copy (an inference-only model: a third to a
+    /// fifth of the memory, and no dequantisation at load).
+    pub fn weights(&mut self, cfg: &ModelConfig, device: &Device, keep_f32: bool) -> Result<ModelWeights> {
+        let (embed, embed_blocks) = self.tensor_and_blocks("token_embd.weight", device, keep_f32)?;
         let mut packed = PackedWeights::default();
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
             let n = |s: &str| format!("blk.{i}.{s}");
             let mut proj = |this: &mut Self, name: &str, target: Target, heads: Option<usize>| -> Result<Tensor> {
-                let (mut w, mut blocks) = this.tensor_and_blocks(&n(name), device)?;
+                let (mut w, mut blocks) = this.tensor_and_blocks(&n(name), device, keep_f32)?;
                 if let Some(heads) = heads {
-                    w = unpermute(&w, heads)?;
+                    if w.dim(0)? > 0 {
+                        w = unpermute(&w, heads)?;
+                    }
                     blocks = blocks.map(|b| b.reorder_rows(&unpermute_order(b.rows, heads)));
                 }
                 if let Some(b) = blocks {
@@ -170,14 +179,18 @@ impl GgufFile {
         }
         let norm = self.tensor("output_norm.weight", device)?;
         let (lm_head, head_blocks) = if self.content.tensor_infos.contains_key("output.weight") {
-            let (w, b) = self.tensor_and_blocks("output.weight", device)?;
+            let (w, b) = self.tensor_and_blocks("output.weight", device, keep_f32)?;
             (Some(w), b)
         } else {
-            (None, embed_blocks)
+            (None, embed_blocks.clone())
         };
         packed.lm_head = head_blocks;
+        let blocks_only = !keep_f32 && (embed_blocks.is_some() || !packed.sites.is_empty() || packed.lm_head.is_some());
+        if blocks_only {
+            packed.embed = embed_blocks;
+        }
         let packed = (!packed.sites.is_empty() || packed.lm_head.is_some()).then(|| Arc::new(packed));
-        Ok(ModelWeights { embed, layers, norm, lm_head, packed })
+        Ok(ModelWeights { embed, layers, norm, lm_head, packed, blocks_only })
     }
 
     /// String-array metadata (tokens, merges).

@@ -56,6 +56,10 @@ pub struct ModelWeights {
     /// The same projections in their GGUF block format, for decoding steps (GGUF files only; `None` once
     /// the f32 weights are changed, e.g. by merging adapters).
     pub packed: Option<Arc<PackedWeights>>,
+    /// Whether the weights kept as blocks have no f32 copy ([`crate::Policy::load_for_inference`]): their
+    /// f32 tensors are empty `(0, in)` placeholders, sampling reads the blocks for every row count, and
+    /// what needs the f32 weights (the training forward, log-prob scoring, exports) refuses to run.
+    pub blocks_only: bool,
 }
 
 /// Projections kept in GGUF block format (see [`crate::fused::packed_rows`]).
@@ -65,6 +69,8 @@ pub struct PackedWeights {
     pub sites: BTreeMap<(usize, Target), PackedRows>,
     /// The output projection (the embedding's blocks when tied).
     pub lm_head: Option<PackedRows>,
+    /// The embedding's blocks, kept when its f32 copy is not (token rows are unpacked from them).
+    pub embed: Option<PackedRows>,
 }
 
 impl ModelWeights {
@@ -111,7 +117,32 @@ impl ModelWeights {
             norm: t(&[h], 0.1, 1.0)?,
             lm_head: if cfg.tie_word_embeddings { None } else { Some(t(&[cfg.vocab_size, h], 0.1, 0.0)?) },
             packed: None,
+            blocks_only: false,
         })
+    }
+
+    /// An error naming `what` when the f32 weights were not made ([`ModelWeights::blocks_only`]).
+    pub fn require_f32(&self, what: &str) -> candle_core::Result<()> {
+        if self.blocks_only {
+            candle_core::bail!("{what} needs the model's f32 weights, and this model was loaded for inference only (its GGUF blocks, no f32 copies): load it with Policy::load");
+        }
+        Ok(())
+    }
+
+    /// Rows of the embedding (the model's vocabulary, padding included).
+    pub fn vocab_rows(&self) -> usize {
+        match self.packed.as_ref().and_then(|p| p.embed.as_ref()) {
+            Some(b) if self.blocks_only => b.rows,
+            _ => self.embed.dims().first().copied().unwrap_or(0),
+        }
+    }
+
+    /// The embeddings of `tokens`, `(tokens, hidden)`: from the f32 table, or unpacked from its blocks.
+    pub fn embed_rows(&self, tokens: &[u32], device: &Device) -> candle_core::Result<Tensor> {
+        match self.packed.as_ref().and_then(|p| p.embed.as_ref()) {
+            Some(b) if self.blocks_only => Tensor::from_vec(b.select_rows(tokens)?, (tokens.len(), b.cols), device),
+            _ => self.embed.index_select(&Tensor::from_slice(tokens, tokens.len(), device)?, 0),
+        }
     }
 
     /// The output projection (the embedding when tied).
@@ -181,6 +212,6 @@ impl ModelWeights {
             layers.push(LayerWeights { attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, ffn_norm, gate, up, down });
         }
         let lm_head = if cfg.tie_word_embeddings { None } else { take("lm_head.weight").ok() };
-        Ok(ModelWeights { embed, layers, norm, lm_head, packed: None })
+        Ok(ModelWeights { embed, layers, norm, lm_head, packed: None, blocks_only: false })
     }
 }

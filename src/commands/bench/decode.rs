@@ -4,7 +4,8 @@
 //! Both sides run the model's forward alone, as llama.cpp's own tools do: `llama-bench` for a prompt of
 //! `--prompt-tokens` random tokens and `--gen-tokens` generated at batch 1, `llama-batched-bench` for
 //! `--parallel` sequences generating together after a prompt of `--parallel-prompt-tokens` each. Ours
-//! is [`Decoder::forward_rows`] on the same shapes (a fresh cache for the prompt, then one token per
+//! is [`Decoder::forward_rows`] of the model as `agentrt generate` and `serve` load it (its GGUF blocks, no f32
+//! copy: [`Policy::load_for_inference`]) on the same shapes (a fresh cache for the prompt, then one token per
 //! sequence and step, each the argmax of its logits), best of `--repeats`. Tokens per second; the ratio is
 //! ours over theirs (above 1: agentrt is faster).
 
@@ -82,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let theirs = llama_cpp(&args, &path, threads)?;
         eprintln!("{name}: agentrt");
         let started = Instant::now();
-        let mut policy = Policy::load(&ModelSource::parse(name), &agentrt_policy::Device::Cpu).with_context(|| format!("loading {name}"))?;
+        let mut policy = Policy::load_for_inference(&ModelSource::parse(name), &agentrt_policy::Device::Cpu).with_context(|| format!("loading {name}"))?;
         loads.push((name.clone(), started.elapsed().as_secs_f64()));
         policy.decoder.decode_activations = args.decode_activations;
         let ours = agentrt_policy::threads::in_pool(|| ours(&args, &policy.decoder))?;
