@@ -82,7 +82,7 @@ fn a_model_loaded_for_inference_answers_alike_and_refuses_to_train() {
     for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
         assert!((x - y).abs() < 1e-3, "log-probs {x} and {y}");
     }
-    let e = lean.token_logprobs(&[prompt.clone()], &[]).unwrap_err().to_string();
+    let e = lean.token_logprobs(std::slice::from_ref(&prompt), &[]).unwrap_err().to_string();
     assert!(e.contains("inference only") && e.contains("Policy::load"), "{e}");
     let e = lean.merge_and_export(&std::env::temp_dir().join("agentrt-never-written")).unwrap_err().to_string();
     assert!(e.contains("inference only"), "{e}");
