@@ -118,12 +118,7 @@ pub struct Policy {
 impl Policy {
     /// Loads a model (GGUF file or safetensors directory) onto `device`.
     pub fn load(source: &ModelSource, device: &Device) -> Result<Policy> {
-        let (path, name) = source.resolve()?;
-        if path.is_dir() {
-            Self::load_safetensors_dir(&path, name, device)
-        } else {
-            Self::load_gguf(&path, name, device, true)
-        }
+        Self::load_keeping_f32(source, device, true)
     }
 
     /// [`Policy::load`] for a model that only samples (generate, serve): a GGUF's weights are kept as
@@ -131,11 +126,15 @@ impl Policy {
     /// without dequantising; prompts are multiplied from the blocks too. Training, log-prob scoring and
     /// exports refuse such a model ([`ModelWeights::blocks_only`]). A safetensors model loads as usual.
     pub fn load_for_inference(source: &ModelSource, device: &Device) -> Result<Policy> {
+        Self::load_keeping_f32(source, device, false)
+    }
+
+    fn load_keeping_f32(source: &ModelSource, device: &Device, keep_f32: bool) -> Result<Policy> {
         let (path, name) = source.resolve()?;
         if path.is_dir() {
             Self::load_safetensors_dir(&path, name, device)
         } else {
-            Self::load_gguf(&path, name, device, false)
+            Self::load_gguf(&path, name, device, keep_f32)
         }
     }
 

@@ -107,7 +107,7 @@ unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m256; 4] {
     let mut w = [_mm256_setzero_ps(); 4];
     for ((w, part), scale) in w.iter_mut().zip(parts).zip(scales) {
         *w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), _mm256_set1_ps(scale));
-        if matches!(format, BlockFormat::Q4_1 | BlockFormat::Q4K) {
+        if format.has_offset() {
             *w = _mm256_add_ps(*w, _mm256_set1_ps(offset));
         }
     }
@@ -179,7 +179,7 @@ unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut 
     let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let rows_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(G as i32), lanes);
     // The formats with unsigned weights are those with an offset.
-    let unsigned = matches!(format, BlockFormat::Q4_1 | BlockFormat::Q4K);
+    let unsigned = format.has_offset();
     let xblocks = k / BLOCK;
     let (xq, xscale) = (x.q.as_ptr().add(b0 * k), x.scale.as_ptr().add(b0 * k / BLOCK));
     for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
@@ -215,7 +215,7 @@ unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut 
 /// offset.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn unpack_i8<const F: u8>(block: *const u8, s: usize) -> (__m256i, [f32; 2], f32) {
+pub(super) unsafe fn unpack_i8<const F: u8>(block: *const u8, s: usize) -> (__m256i, [f32; 2], f32) {
     let format = BlockFormat::from_id(F);
     let f16_at = |at: usize| f16_le(block.add(at));
     let low4 = _mm256_set1_epi8(0x0f);

@@ -8,7 +8,7 @@
 //! agrees with the reference to rounding (the multiply fused into the add, the sums grouped otherwise):
 //! within `1e-5 · Σ|x·w|`.
 
-use super::generic::{by_format, q4k_scale_min, BlockFormat, BLOCK};
+use super::generic::{by_format, BlockFormat, BLOCK};
 use std::arch::x86_64::*;
 
 /// Input rows whose accumulators share one pass over the weights.
@@ -84,86 +84,23 @@ unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f3
     }
 }
 
-/// Sub-block `s` of a block as two registers of 16 weights, by the reference's formula (each multiply
-/// and add rounded on its own, as the loader does, so the values are the loader's).
+/// Sub-block `s` of a block as two registers of 16 weights, from its integers (the AVX2 path's
+/// `unpack_i8`: every AVX-512 CPU has AVX2) by the reference's formula (`q · scale`, plus the offset where
+/// the format has one; each multiply and add rounded on its own, so the values are the loader's).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m512; 2] {
     let format = BlockFormat::from_id(F);
-    let f16_at = |at: usize| f16_le(block.add(at));
-    let nibbles = _mm_set1_epi8(0x0f);
-    match format {
-        BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q5_0 => {
-            let d = _mm512_set1_ps(f16_at(0));
-            let at = match format {
-                BlockFormat::Q4_0 => 2,
-                BlockFormat::Q4_1 => 4,
-                _ => 6,
-            };
-            let qs = _mm_loadu_si128(block.add(at) as *const __m128i);
-            let lo = _mm_and_si128(qs, nibbles); // weights 0..16
-            let hi = _mm_and_si128(_mm_srli_epi16::<4>(qs), nibbles); // weights 16..32
-            let q = [lo, hi].map(|v| _mm512_cvtepu8_epi32(v));
-            match format {
-                BlockFormat::Q4_1 => {
-                    let mn = _mm512_set1_ps(f16_at(2));
-                    q.map(|q| _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d), mn))
-                }
-                BlockFormat::Q4_0 => q.map(|q| _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))), d)),
-                _ => {
-                    // Weight j's fifth bit is bit j of qh.
-                    let qh = _mm512_set1_epi32(u32::from_le_bytes(*(block.add(2) as *const [u8; 4])) as i32);
-                    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-                    let mut out = [_mm512_setzero_ps(); 2];
-                    for (i, (o, q)) in out.iter_mut().zip(q).enumerate() {
-                        let bit = _mm512_and_si512(_mm512_srlv_epi32(qh, _mm512_add_epi32(lanes, _mm512_set1_epi32(16 * i as i32))), _mm512_set1_epi32(1));
-                        let v = _mm512_sub_epi32(_mm512_or_si512(q, _mm512_slli_epi32::<4>(bit)), _mm512_set1_epi32(16));
-                        *o = _mm512_mul_ps(_mm512_cvtepi32_ps(v), d);
-                    }
-                    out
-                }
-            }
-        }
-        BlockFormat::Q8_0 => {
-            let d = _mm512_set1_ps(f16_at(0));
-            let q = block.add(2);
-            [q8(q, d), q8(q.add(16), d)]
-        }
-        BlockFormat::Q4K => {
-            let (sc, mn) = q4k_scale_min(s, std::slice::from_raw_parts(block.add(4), 12));
-            let d1 = _mm512_set1_ps(f16_at(0) * sc as f32);
-            let m1 = _mm512_set1_ps(f16_at(2) * mn as f32);
-            let q = block.add(16 + 32 * (s / 2));
-            let shift = _mm_cvtsi32_si128(4 * (s % 2) as i32);
-            [0, 16].map(|l| {
-                let v = _mm512_and_si512(_mm512_srl_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(q.add(l) as *const __m128i)), shift), _mm512_set1_epi32(0x0f));
-                _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_cvtepi32_ps(v)), m1)
-            })
-        }
-        BlockFormat::Q6K => {
-            let (half, quarter) = (s / 4, s % 4);
-            let ql = block.add(64 * half + 32 * (quarter & 1));
-            let qh = block.add(128 + 32 * half);
-            let d = f16_at(208);
-            let (lo_shift, hi_shift) = (_mm_cvtsi32_si128(4 * (quarter / 2) as i32), _mm_cvtsi32_si128(2 * quarter as i32));
-            [0, 16].map(|l| {
-                let low =
-                    _mm512_and_si512(_mm512_srl_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(ql.add(l) as *const __m128i)), lo_shift), _mm512_set1_epi32(0x0f));
-                let high =
-                    _mm512_and_si512(_mm512_srl_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(qh.add(l) as *const __m128i)), hi_shift), _mm512_set1_epi32(3));
-                let q = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32::<4>(high)), _mm512_set1_epi32(32));
-                let scale = *block.add(192 + 8 * half + 2 * quarter + l / 16) as i8;
-                _mm512_mul_ps(_mm512_set1_ps(d * scale as f32), _mm512_cvtepi32_ps(q))
-            })
+    let (q, scales, offset) = super::avx2::unpack_i8::<F>(block, s);
+    let halves = [_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q)];
+    let mut w = [_mm512_setzero_ps(); 2];
+    for ((w, half), scale) in w.iter_mut().zip(halves).zip(scales) {
+        *w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(half)), _mm512_set1_ps(scale));
+        if format.has_offset() {
+            *w = _mm512_add_ps(*w, _mm512_set1_ps(offset));
         }
     }
-}
-
-/// Sixteen signed bytes at `p` as `q · d`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn q8(p: *const u8, d: __m512) -> __m512 {
-    _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p as *const __m128i))), d)
+    w
 }
 
 /// Input rows `b0 .. b0 + G` against one row of blocks.
@@ -187,11 +124,4 @@ unsafe fn block_group<const G: usize, const F: u8>(x: &[f32], row: &[u8], o: &mu
     for (b, a) in acc.iter().enumerate() {
         o[b0 + b] = _mm512_reduce_add_ps(*a);
     }
-}
-
-/// The f16 at `p` (little-endian) as f32, by F16C's conversion (exact, as every f16 is an f32).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn f16_le(p: *const u8) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(*(p as *const [u8; 2])) as i32)))
 }

@@ -86,6 +86,11 @@ impl BlockFormat {
         }
     }
 
+    /// Whether its weights are `scale · q + offset` (unsigned `q`) rather than `scale · q`.
+    pub fn has_offset(self) -> bool {
+        matches!(self, BlockFormat::Q4_1 | BlockFormat::Q4K)
+    }
+
     /// Bytes of a row of `k` weights (`k` a multiple of [`BlockFormat::block_weights`]).
     pub fn row_bytes(self, k: usize) -> usize {
         k / self.block_weights() * self.block_bytes()
@@ -102,63 +107,16 @@ pub(super) fn q4k_scale_min(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
-/// Sub-block `s` (weights `32·s .. 32·s + 32`) of `block`.
+/// Sub-block `s` (weights `32·s .. 32·s + 32`) of `block`: its integers ([`unpack_sub_i8`]) as
+/// `q · scale`, plus the offset where the format has one (the loader's values: `d · q - m` and `q · d +
+/// (-m)` round alike).
 #[inline(always)]
 pub fn unpack_sub(format: BlockFormat, block: &[u8], s: usize, w: &mut [f32; BLOCK]) {
-    match format {
-        BlockFormat::Q4_0 => {
-            let d = f16_le_to_f32(&block[0..2]);
-            let qs = &block[2..18];
-            for j in 0..BLOCK / 2 {
-                w[j] = ((qs[j] & 0x0F) as i32 - 8) as f32 * d;
-                w[j + BLOCK / 2] = ((qs[j] >> 4) as i32 - 8) as f32 * d;
-            }
-        }
-        BlockFormat::Q4_1 => {
-            let (d, m) = (f16_le_to_f32(&block[0..2]), f16_le_to_f32(&block[2..4]));
-            let qs = &block[4..20];
-            for j in 0..BLOCK / 2 {
-                w[j] = (qs[j] & 0x0F) as f32 * d + m;
-                w[j + BLOCK / 2] = (qs[j] >> 4) as f32 * d + m;
-            }
-        }
-        BlockFormat::Q5_0 => {
-            let d = f16_le_to_f32(&block[0..2]);
-            let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-            let qs = &block[6..22];
-            for j in 0..BLOCK / 2 {
-                let (h0, h1) = (((qh >> j) & 1) << 4, ((qh >> (j + 16)) & 1) << 4);
-                w[j] = (((qs[j] & 0x0F) as u32 | h0) as i32 - 16) as f32 * d;
-                w[j + BLOCK / 2] = (((qs[j] >> 4) as u32 | h1) as i32 - 16) as f32 * d;
-            }
-        }
-        BlockFormat::Q8_0 => {
-            let d = f16_le_to_f32(&block[0..2]);
-            for (j, &q) in block[2..34].iter().enumerate() {
-                w[j] = q as i8 as f32 * d;
-            }
-        }
-        BlockFormat::Q4K => {
-            let (d, dmin) = (f16_le_to_f32(&block[0..2]), f16_le_to_f32(&block[2..4]));
-            let (sc, mn) = q4k_scale_min(s, &block[4..16]);
-            let (d1, m1) = (d * sc as f32, dmin * mn as f32);
-            let q = &block[16 + 32 * (s / 2)..][..BLOCK];
-            let shift = 4 * (s % 2) as u32;
-            for (wj, &b) in w.iter_mut().zip(q) {
-                *wj = d1 * ((b >> shift) & 0x0F) as f32 - m1;
-            }
-        }
-        BlockFormat::Q6K => {
-            let (half, quarter) = (s / 4, s % 4);
-            let ql = &block[64 * half + 32 * (quarter & 1)..][..BLOCK];
-            let qh = &block[128 + 32 * half..][..BLOCK];
-            let d = f16_le_to_f32(&block[208..210]);
-            let (lo_shift, hi_shift) = (4 * (quarter / 2) as u32, 2 * quarter as u32);
-            for l in 0..BLOCK {
-                let q = (((ql[l] >> lo_shift) & 0x0F) | (((qh[l] >> hi_shift) & 3) << 4)) as i8 - 32;
-                let scale = block[192 + 8 * half + 2 * quarter + l / 16] as i8;
-                w[l] = d * scale as f32 * q as f32;
-            }
+    let (q, scales, offset) = unpack_sub_i8(format, block, s);
+    for (j, (wj, &qj)) in w.iter_mut().zip(&q).enumerate() {
+        *wj = qj as f32 * scales[j / (BLOCK / 2)];
+        if format.has_offset() {
+            *wj += offset;
         }
     }
 }
@@ -242,15 +200,13 @@ fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f32], m: 
 
 /// Input rows quantised as a decoding step multiplies them with integer dot products: per run of 32
 /// values, `x ≈ scale · q` with `q` in `-127..=127` (Q8_0's rounding, as llama.cpp quantises its
-/// activations), and `Σ q` for the formats whose weights carry an offset.
+/// activations), and `scale · Σ q` for the formats whose weights carry an offset.
 #[derive(Debug, Clone, Default)]
 pub struct Q8Rows {
     /// `m × k` quantised values.
     pub q: Vec<i8>,
     /// One scale per 32 values, `m × k / 32`.
     pub scale: Vec<f32>,
-    /// `Σ q` per 32 values, `m × k / 32`.
-    pub sum: Vec<i32>,
     /// `scale · Σ q` (the run's `Σ x` as quantised) by run, then row: `k / 32 × m`, so that a kernel reads
     /// the offsets' factor of every row of a run at once.
     pub scaled_sum_by_run: Vec<f32>,
@@ -265,9 +221,8 @@ impl Q8Rows {
     pub fn quantize(x: &[f32], m: usize, k: usize) -> Q8Rows {
         assert!(k.is_multiple_of(BLOCK) && x.len() == m * k, "Q8Rows: {} values are not {m} rows of {k} (a multiple of {BLOCK})", x.len());
         let runs = k / BLOCK;
-        let mut rows =
-            Q8Rows { q: vec![0; m * k], scale: Vec::with_capacity(m * runs), sum: Vec::with_capacity(m * runs), scaled_sum_by_run: vec![0.0; m * runs], m, k };
-        for (xs, qs) in x.chunks_exact(BLOCK).zip(rows.q.chunks_exact_mut(BLOCK)) {
+        let mut rows = Q8Rows { q: vec![0; m * k], scale: Vec::with_capacity(m * runs), scaled_sum_by_run: vec![0.0; m * runs], m, k };
+        for (i, (xs, qs)) in x.chunks_exact(BLOCK).zip(rows.q.chunks_exact_mut(BLOCK)).enumerate() {
             let amax = xs.iter().fold(0f32, |a, v| a.max(v.abs()));
             let d = amax / 127.0;
             let id = if d > 0.0 { 1.0 / d } else { 0.0 };
@@ -277,9 +232,6 @@ impl Q8Rows {
                 sum += *q as i32;
             }
             rows.scale.push(d);
-            rows.sum.push(sum);
-        }
-        for (i, (&d, &sum)) in rows.scale.iter().zip(&rows.sum).enumerate() {
             rows.scaled_sum_by_run[(i % runs) * m + i / runs] = d * sum as f32;
         }
         rows

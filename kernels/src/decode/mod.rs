@@ -101,12 +101,7 @@ pub fn rows_blocks(path: KernelPath, format: BlockFormat, x: &[f32], rows: &[u8]
 pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
     let (m, k, bw) = (x.m, x.k, format.block_weights());
     assert!(
-        k > 0
-            && k.is_multiple_of(bw)
-            && x.q.len() == m * k
-            && x.scale.len() == m * k / BLOCK
-            && x.sum.len() == x.scale.len()
-            && x.scaled_sum_by_run.len() == x.scale.len(),
+        k > 0 && k.is_multiple_of(bw) && x.q.len() == m * k && x.scale.len() == m * k / BLOCK && x.scaled_sum_by_run.len() == x.scale.len(),
         "decode rows_blocks_q8: quantised input is not {m} × {k} (k a multiple of {bw})"
     );
     assert!(m <= MAX_ROWS, "decode rows_blocks_q8: {m} input rows, at most {MAX_ROWS}");
@@ -156,7 +151,7 @@ mod tests {
                 BlockFormat::Q6K => block[208..210].copy_from_slice(&(d - 0x1000).to_le_bytes()),
                 _ => block[0..2].copy_from_slice(&d.to_le_bytes()),
             }
-            if matches!(format, BlockFormat::Q4_1 | BlockFormat::Q4K) {
+            if format.has_offset() {
                 block[2..4].copy_from_slice(&m.to_le_bytes());
             }
         }
