@@ -144,7 +144,7 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
         assert!(m["logprob_gap_tokens"].as_u64().unwrap() > 0, "no gap measured: {m}");
         assert!(m["logprob_gap_abs_mean"].as_f64().unwrap().is_finite(), "{m}");
     }
-    // Step 2 sampled with the adapter after one update, on both servers; step 1's was unloaded.
+    // Step 2 sampled with the adapter after one update, on both servers; the run unloaded what it loaded.
     assert!(run.join("served-adapters/step-1/adapter_config.json").is_file());
     let rt = tokio::runtime::Runtime::new().unwrap();
     for s in [&a, &b] {
@@ -155,7 +155,7 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
             )
         });
         let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
-        assert_eq!(ids, ["tiny", "tiny-step-1"], "{}", s.url);
+        assert_eq!(ids, ["tiny"], "{}: the run left an adapter loaded", s.url);
         assert!(health["engine"]["rows"].as_u64().unwrap() > 0, "server {} sampled nothing", s.url);
     }
 
@@ -196,4 +196,39 @@ fn the_llm_judge_reads_its_verdicts_from_serve() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(["correct", "incorrect", "unparsable"].contains(&v["label"].as_str().unwrap()), "{v}");
     assert!(v["raw"].is_string(), "{v}");
+}
+
+fn served_models(url: &str) -> Vec<String> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let models: serde_json::Value = rt.block_on(async { reqwest::get(format!("{url}/models")).await.unwrap().json().await.unwrap() });
+    models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn training_runs_again_on_the_same_server_and_a_failed_run_unloads_its_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = model_and_adapter(dir.path());
+    let qs = questions(dir.path());
+    let server = Server::start(&model, &[]);
+    let out = dir.path().join("runs");
+    let sampler = format!("rollout.sampler=openai:tiny@{}", server.url);
+    // The same training twice on the same server: the second publishes the same adapter names again.
+    for name in ["first", "again"] {
+        let mut args = train_args(&model, &qs, &out, name, 1);
+        args.extend(["--set".to_string(), sampler.clone()]);
+        run_ok(agentrt().args(&args));
+    }
+    assert_eq!(served_models(&server.url), ["tiny"], "the runs left an adapter loaded");
+
+    // A run whose second server is gone fails after loading step 0's adapter on the first: the error is the
+    // dead server's, and the first server is left as it was.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead_url = format!("http://{dead}/v1");
+    let mut args = train_args(&model, &qs, &out, "failed", 1);
+    args.extend(["--set".to_string(), format!("rollout.sampler=openai:tiny@{},{dead_url}", server.url)]);
+    let failed = agentrt().args(&args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "a run with a dead server succeeded:\n{stderr}");
+    assert!(stderr.contains(&format!("{dead_url}/load_lora_adapter")), "the error does not name the dead server:\n{stderr}");
+    assert_eq!(served_models(&server.url), ["tiny"], "the failed run left an adapter loaded:\n{stderr}");
 }

@@ -135,22 +135,33 @@ impl OpenAiPolicy {
 
     /// Loads the PEFT adapter at `dir` as `name` on every server, with vLLM's dynamic LoRA API
     /// (`POST /v1/load_lora_adapter`; vLLM runs with `--enable-lora`, `agentrt serve` always can). The
-    /// servers read `dir` themselves: it must be a path they can see.
-    pub async fn load_lora_adapter(&self, name: &str, dir: &Path) -> Result<(), RolloutError> {
-        let body = serde_json::json!({"lora_name": name, "lora_path": dir});
+    /// servers read `dir` themselves: it must be a path they can see. With `replace`, an adapter a server
+    /// already has under `name` is replaced (vLLM's `load_inplace`); without, that is the server's error.
+    /// Stops at the first server that fails: the ones before it have the adapter.
+    pub async fn load_lora_adapter(&self, name: &str, dir: &Path, replace: bool) -> Result<(), RolloutError> {
+        let body = serde_json::json!({"lora_name": name, "lora_path": dir, "load_inplace": replace});
         for url in &self.config.base_urls {
             self.post(&format!("{url}/load_lora_adapter"), &body).await?;
         }
         Ok(())
     }
 
-    /// Unloads adapter `name` from every server (`POST /v1/unload_lora_adapter`).
+    /// Unloads adapter `name` from every server (`POST /v1/unload_lora_adapter`). Every server is asked,
+    /// even after one fails, so that one server restarted or gone does not leave the adapter on the others;
+    /// the error names each that failed.
     pub async fn unload_lora_adapter(&self, name: &str) -> Result<(), RolloutError> {
         let body = serde_json::json!({"lora_name": name});
-        for url in &self.config.base_urls {
-            self.post(&format!("{url}/unload_lora_adapter"), &body).await?;
+        let asked = self.config.base_urls.iter().map(|url| {
+            let endpoint = format!("{url}/unload_lora_adapter");
+            let body = &body;
+            async move { self.post(&endpoint, body).await }
+        });
+        let mut failures: Vec<RolloutError> = futures::future::join_all(asked).await.into_iter().filter_map(Result::err).collect();
+        if failures.len() <= 1 {
+            return failures.pop().map_or(Ok(()), Err);
         }
-        Ok(())
+        let each: Vec<String> = failures.iter().map(ToString::to_string).collect();
+        Err(RolloutError::Invalid(format!("unloading adapter `{name}` failed on {} servers: {}", failures.len(), each.join("; "))))
     }
 
     async fn one(&self, base_url: &str, c: &Conversation) -> Result<Reply, RolloutError> {

@@ -5,7 +5,7 @@ use crate::advantages::advantages;
 use crate::config::LossAggregation;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::external::{publish_adapter, ExternalSampler};
+use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
@@ -289,16 +289,15 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 
     // The last step's samples (question id, replies), for the collapse check at the end.
     let mut last_samples: Vec<(String, String)> = Vec::new();
+    // Loads each step's adapter on the servers; unloads them when the run ends, fails or is dropped.
+    let mut publisher = remote.clone().map(AdapterPublisher::new).transpose()?;
     for step in start_step + 1..=config.run.max_steps {
         let step_started = Instant::now();
         let mut drawn = Drawn::new(remote.is_none());
         // The servers sample with the adapters as they are now (after step - 1 updates).
-        let served = match &remote {
-            None => None,
-            Some(c) => {
-                let name = publish_adapter(&OpenAiPolicy::new(c.clone())?, &c.model, &learner.policy, &run.path, step - 1).await?;
-                Some(OpenAiPolicyConfig { model: name, ..c.clone() })
-            }
+        let served = match (&remote, &mut publisher) {
+            (Some(c), Some(p)) => Some(OpenAiPolicyConfig { model: p.publish(&learner.policy, &run.path, step - 1).await?, ..c.clone() }),
+            _ => None,
         };
         let batch_size = config.rollout.batch_size;
         let accumulation = config.algorithm.gradient_accumulation_steps;
@@ -399,6 +398,9 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     }
     if let Some(b) = bar {
         b.finish();
+    }
+    if let Some(p) = &mut publisher {
+        p.unload_all().await;
     }
     report_collapse(&last_samples);
     Ok(TrainSummary { run_dir: run.path.clone(), steps: config.run.max_steps, last_checkpoint })
