@@ -50,6 +50,25 @@ struct SampleRows<'a> {
     cos: Tensor,
     sin: Tensor,
     kv: &'a mut [SequenceKv],
+    /// With rows of several adapters: which rows read which (`None`: every row reads the forward's own).
+    adapter_spans: Option<Vec<AdapterSpan<'a>>>,
+}
+
+/// Whether two choices of adapters are the same model (the same set, not an equal one).
+fn same_adapters(a: Option<&AdapterSet>, b: Option<&AdapterSet>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => std::ptr::eq(a, b),
+        _ => false,
+    }
+}
+
+/// Rows `start..start + rows` of a sampling forward, and the adapters they read.
+#[derive(Debug, Clone, Copy)]
+struct AdapterSpan<'a> {
+    start: usize,
+    rows: usize,
+    adapters: Option<&'a AdapterSet>,
 }
 
 /// The rows of a shared-prefix training forward: their layout and each row's RoPE tables.
@@ -89,6 +108,7 @@ impl Decoder {
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
         train: bool,
+        spans: Option<&[AdapterSpan<'_>]>,
     ) -> candle_core::Result<Tensor> {
         if train {
             let lora = adapters.map(|a| a.factors((layer, target), x.dim(0)?, routed)).transpose()?.flatten();
@@ -100,6 +120,18 @@ impl Decoder {
             Some(b) => y.broadcast_add(b)?,
             None => y,
         };
+        let Some(spans) = spans else { return Self::add_delta(y, x, layer, target, adapters, routed) };
+        // Rows of several adapters in one batch (a server's requests): the frozen product once for all
+        // rows, then each span's own delta, as S-LoRA batches many adapters.
+        let pieces = spans
+            .iter()
+            .map(|s| Self::add_delta(y.narrow(0, s.start, s.rows)?, &x.narrow(0, s.start, s.rows)?, layer, target, s.adapters, None))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&pieces, 0)
+    }
+
+    /// `y` plus the LoRA delta of `(layer, target)` for `x`'s rows (`y` itself when the site has none).
+    fn add_delta(y: Tensor, x: &Tensor, layer: usize, target: Target, adapters: Option<&AdapterSet>, routed: Option<&[bool]>) -> candle_core::Result<Tensor> {
         let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?.max(1);
         match adapters.map(|a| a.factors((layer, target), rows, routed)).transpose()?.flatten() {
             Some(f) if y.device().is_cpu() => fused::add_lora_delta(&y, x, &f),
@@ -129,22 +161,27 @@ impl Decoder {
         pass: &mut Pass<'_>,
     ) -> candle_core::Result<Tensor> {
         let train = !matches!(pass, Pass::Sample(_));
+        let spans = match pass {
+            Pass::Sample(rows) => rows.adapter_spans.clone(),
+            _ => None,
+        };
+        let spans = spans.as_deref();
         let h = self.rms(x, &l.attn_norm, train)?;
-        let q = self.proj(&h, li, Target::Q, &l.q, l.q_bias.as_ref(), adapters, routed, train)?;
-        let k = self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train)?;
-        let v = self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train)?;
+        let q = self.proj(&h, li, Target::Q, &l.q, l.q_bias.as_ref(), adapters, routed, train, spans)?;
+        let k = self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train, spans)?;
+        let v = self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train, spans)?;
         let att = match pass {
             Pass::Sample(rows) => self.attention_sample(li, l, &q, &k, &v, rows)?,
             Pass::Train => self.attention_train(l, &q, &k, &v, (b, t), None)?,
             Pass::TrainShared(s) => self.attention_train(l, &q, &k, &v, (b, t), Some(s))?,
         };
-        let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train)?;
+        let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train, spans)?;
         let x = (x + o)?;
         let h = self.rms(&x, &l.ffn_norm, train)?;
-        let g = self.proj(&h, li, Target::Gate, &l.gate, None, adapters, routed, train)?;
-        let u = self.proj(&h, li, Target::Up, &l.up, None, adapters, routed, train)?;
+        let g = self.proj(&h, li, Target::Gate, &l.gate, None, adapters, routed, train, spans)?;
+        let u = self.proj(&h, li, Target::Up, &l.up, None, adapters, routed, train, spans)?;
         let a = if train { fused::silu_mul(&g, &u)? } else { (g.silu()? * u)? };
-        let d = self.proj(&a, li, Target::Down, &l.down, None, adapters, routed, train)?;
+        let d = self.proj(&a, li, Target::Down, &l.down, None, adapters, routed, train, spans)?;
         x + d
     }
 
@@ -285,10 +322,35 @@ impl Decoder {
     /// their keys and values there. A token's position is its place in its own sequence; nothing is padded.
     /// Returns the normed hidden state of every new token, `(N, H)`.
     pub fn hidden_rows(&self, tokens: &[u32], news: &[usize], kv: &mut [SequenceKv], adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
+        self.hidden_rows_each(tokens, news, kv, &vec![adapters; news.len()])
+    }
+
+    /// [`Decoder::hidden_rows`] where sequence `i` reads `adapters[i]`: the frozen weights are multiplied once
+    /// for every row, and each run of sequences with the same adapters adds its own LoRA delta.
+    pub fn hidden_rows_each(&self, tokens: &[u32], news: &[usize], kv: &mut [SequenceKv], adapters: &[Option<&AdapterSet>]) -> candle_core::Result<Tensor> {
         let n: usize = news.iter().sum();
-        if news.len() != kv.len() || tokens.len() != n || news.contains(&0) {
-            candle_core::bail!("a sampling forward of {} tokens for new-token counts {news:?} and {} caches", tokens.len(), kv.len());
+        if news.len() != kv.len() || tokens.len() != n || news.contains(&0) || adapters.len() != news.len() {
+            candle_core::bail!(
+                "a sampling forward of {} tokens for new-token counts {news:?}, {} caches and {} adapter choices",
+                tokens.len(),
+                kv.len(),
+                adapters.len()
+            );
         }
+        let mut adapter_spans: Vec<AdapterSpan> = Vec::new();
+        let mut start = 0;
+        for (&new, &a) in news.iter().zip(adapters) {
+            match adapter_spans.last_mut() {
+                Some(last) if same_adapters(last.adapters, a) => last.rows += new,
+                _ => adapter_spans.push(AdapterSpan { start, rows: new, adapters: a }),
+            }
+            start += new;
+        }
+        let (adapters, adapter_spans) = match adapter_spans.as_slice() {
+            [] => (None, None),
+            [one] => (one.adapters, None),
+            _ => (None, Some(adapter_spans)),
+        };
         let mut spans = Vec::with_capacity(news.len());
         let mut positions = Vec::with_capacity(n);
         for (&new, cache) in news.iter().zip(kv.iter()) {
@@ -301,7 +363,7 @@ impl Decoder {
         }
         let dev = self.device();
         let positions = Tensor::from_vec(positions, n, dev)?;
-        let rows = SampleRows { spans, cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)?, kv };
+        let rows = SampleRows { spans, cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)?, kv, adapter_spans };
         let mut pass = Pass::Sample(rows);
         let mut x = self.weights.embed_rows(tokens, dev)?;
         for (li, l) in self.weights.layers.iter().enumerate() {
@@ -312,7 +374,12 @@ impl Decoder {
 
     /// [`Decoder::hidden_rows`], then the logits of each sequence's last new token, `(sequences, V)`.
     pub fn forward_rows(&self, tokens: &[u32], news: &[usize], kv: &mut [SequenceKv], adapters: Option<&AdapterSet>) -> candle_core::Result<Tensor> {
-        let h = self.hidden_rows(tokens, news, kv, adapters)?;
+        self.forward_rows_each(tokens, news, kv, &vec![adapters; news.len()])
+    }
+
+    /// [`Decoder::forward_rows`] where sequence `i` reads `adapters[i]` (see [`Decoder::hidden_rows_each`]).
+    pub fn forward_rows_each(&self, tokens: &[u32], news: &[usize], kv: &mut [SequenceKv], adapters: &[Option<&AdapterSet>]) -> candle_core::Result<Tensor> {
+        let h = self.hidden_rows_each(tokens, news, kv, adapters)?;
         let last: Vec<u32> = news
             .iter()
             .scan(0usize, |end, &n| {
