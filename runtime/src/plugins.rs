@@ -101,7 +101,8 @@ pub fn components_in(dir: &Path) -> Result<Vec<PathBuf>, SandboxError> {
 impl PluginRegistry {
     /// Loads every plug-in in `paths`. Tool names are one namespace across the wiki tools and every
     /// plug-in: a name taken twice is an error that names both owners. A plug-in whose imports the host
-    /// does not provide is an error that names the file.
+    /// does not provide, or whose `describe` lists no tool or one it does not export, is an error that
+    /// names the file.
     pub async fn load(engine: &Engine, cache: &ComponentCache, paths: &[PathBuf], reuse: InstanceReuse) -> Result<Self, SandboxError> {
         let mut linker = Linker::<PluginState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
@@ -120,6 +121,9 @@ impl PluginRegistry {
                 instances_started: AtomicU64::new(0),
             });
 
+            // The plug-in's tools by their WIT names, checked against what `describe` lists before any
+            // is registered.
+            let mut exported: Vec<(String, PluginTool)> = Vec::new();
             let component_type = component.component_type();
             for (interface, item) in component_type.exports(engine) {
                 let ComponentItem::ComponentInstance(instance) = item.ty else { continue };
@@ -131,34 +135,37 @@ impl PluginRegistry {
                 let interface_index = component.get_export_index(None, interface).expect("an export the type lists");
                 for (func_name, func_item) in instance.exports(engine) {
                     let ComponentItem::ComponentFunc(func) = func_item.ty else { continue };
-                    let name = snake_case(func_name);
                     let function = component.get_export_index(Some(&interface_index), func_name).expect("an export the type lists");
                     let params: Vec<(String, Type)> = func.params().map(|(n, t)| (snake_case(n), t)).collect();
                     let results: Vec<Type> = func.results().collect();
                     if results.len() > 1 {
                         return Err(SandboxError::UnusableTool { origin, reason: format!("`{func_name}` returns several values; a tool returns one") });
                     }
-                    let taken_by = if WIKI_TOOL_NAMES.contains(&name.as_str()) {
-                        Some("the built-in wiki tools".to_string())
-                    } else {
-                        registry.tools.get(&name).map(|existing| existing.component.path.display().to_string())
-                    };
-                    if let Some(owner) = taken_by {
-                        return Err(SandboxError::ToolNameTaken { name, owner, origin });
-                    }
                     let doc = docs.get(func_name).cloned().unwrap_or_default();
-                    let signature = ToolSignature { name: name.clone(), params: params.iter().map(|(n, _)| n.clone()).collect(), doc };
-                    registry.tools.insert(
-                        name,
-                        PluginTool {
-                            signature,
-                            component: loaded.clone(),
-                            function,
-                            params: params.into_iter().map(|(_, t)| t).collect(),
-                            result: results.into_iter().next(),
-                        },
-                    );
+                    let signature = ToolSignature { name: snake_case(func_name), params: params.iter().map(|(n, _)| n.clone()).collect(), doc };
+                    let tool = PluginTool {
+                        signature,
+                        component: loaded.clone(),
+                        function,
+                        params: params.into_iter().map(|(_, t)| t).collect(),
+                        result: results.into_iter().next(),
+                    };
+                    exported.push((func_name.to_string(), tool));
                 }
+            }
+            check_described(&docs, &exported).map_err(|reason| SandboxError::UnusableTool { origin: origin.clone(), reason })?;
+
+            for (_, tool) in exported {
+                let name = tool.signature.name.clone();
+                let taken_by = if WIKI_TOOL_NAMES.contains(&name.as_str()) {
+                    Some("the built-in wiki tools".to_string())
+                } else {
+                    registry.tools.get(&name).map(|existing| existing.component.path.display().to_string())
+                };
+                if let Some(owner) = taken_by {
+                    return Err(SandboxError::ToolNameTaken { name, owner, origin });
+                }
+                registry.tools.insert(name, tool);
             }
         }
         Ok(registry)
@@ -325,6 +332,35 @@ fn arm(store: &mut Store<PluginState>, limits: Limits) {
     let state = store.data_mut();
     state.memory.rearm(limits.memory_bytes);
     state.stderr.clear();
+}
+
+/// Whether `describe` names the plug-in's tools: it must list at least one, and only functions the
+/// component exports (`exported`, by WIT name), or the model would be told of tools that are not there,
+/// or of none. Else what is missing, in one line.
+fn check_described(docs: &BTreeMap<String, String>, exported: &[(String, PluginTool)]) -> Result<(), String> {
+    const WHAT_A_TOOL_IS: &str = "a tool is a function of an interface the plug-in exports besides `metadata`";
+    let names: Vec<&str> = exported.iter().map(|(name, _)| name.as_str()).collect();
+    let quoted = |names: &mut dyn Iterator<Item = &str>| names.map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    if docs.is_empty() {
+        return Err(if names.is_empty() {
+            format!("its `metadata.describe()` lists no tools, and it exports none ({WHAT_A_TOOL_IS})")
+        } else {
+            format!(
+                "its `metadata.describe()` lists no tools, so the model would be told of none: it should list each function it exports ({}) by its WIT name, with a line for the model",
+                quoted(&mut names.iter().copied())
+            )
+        });
+    }
+    let unknown: Vec<&str> = docs.keys().map(String::as_str).filter(|listed| !names.contains(listed)).collect();
+    if !unknown.is_empty() {
+        let exports = if names.is_empty() {
+            format!("it exports no tool functions: {WHAT_A_TOOL_IS}")
+        } else {
+            format!("it exports {}; describe() names tools by their WIT names, in kebab-case", quoted(&mut names.iter().copied()))
+        };
+        return Err(format!("its `metadata.describe()` lists {}, which it does not export ({exports})", quoted(&mut unknown.into_iter())));
+    }
+    Ok(())
 }
 
 /// Asks a plug-in, once at load, for its tools' one-line descriptions (`metadata.describe`) and whether
