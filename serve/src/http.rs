@@ -2,15 +2,16 @@
 //! body, or server-sent events).
 
 use crate::engine::{self, EngineStats, Event, Job, ServeConfig};
-use crate::protocol::{finish_fields, logprob_entry, parse_chat_request, ApiError, ChatRequest};
+use crate::protocol::{describe, finish_fields, logprob_entry, parse_chat_request, read_field, ApiError, ChatRequest};
 use crate::text_stream::{final_text, TextStream};
 use crate::ServeError;
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::{Rng, SeedableRng};
 use agentrt_policy::{AdapterSet, Completion, Policy};
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -106,7 +107,53 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/load_lora_adapter", post(load_adapter))
         .route("/v1/unload_lora_adapter", post(unload_adapter))
         .route("/health", get(health))
+        .method_not_allowed_fallback(wrong_method)
+        .fallback(no_route)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(json_errors))
         .with_state(state)
+}
+
+/// The largest request body read, in bytes (axum's default, named so that the 413 can say it).
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// What [`router`] serves, method and path: named in the 404 and 405 errors.
+pub const ROUTES: [(&str, &str); 5] =
+    [("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("POST", "/v1/load_lora_adapter"), ("POST", "/v1/unload_lora_adapter"), ("GET", "/health")];
+
+fn routes_served() -> String {
+    ROUTES.iter().map(|(m, p)| format!("{m} {p}")).collect::<Vec<_>>().join(", ")
+}
+
+async fn no_route(method: Method, uri: Uri) -> Response {
+    error_response(ApiError::not_found(format!("There is no route `{method} {}`. This server serves {}.", uri.path(), routes_served())))
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    let path = uri.path();
+    let takes: Vec<&str> = ROUTES.iter().filter(|(_, p)| *p == path).map(|(m, _)| *m).collect();
+    error_response(ApiError::method_not_allowed(format!("`{path}` does not take {method}: send {}.", takes.join(" or "))))
+}
+
+/// Rewrites an error response that is not JSON (axum's own: a body over [`MAX_BODY_BYTES`] is a plain-text
+/// 413) into an OpenAI-shaped one with the same status and headers.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024).await.map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
+    let message = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => format!("The request body is over the server's limit of {MAX_BODY_BYTES} bytes."),
+        _ if text.is_empty() => status.canonical_reason().unwrap_or("error").to_string(),
+        _ => text,
+    };
+    let error = ApiError { status: status.as_u16(), message, param: None };
+    parts.headers.remove(CONTENT_LENGTH);
+    parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::from_parts(parts, Body::from(error.body().to_string()))
 }
 
 /// Serves `state` on `listener` until the process ends.
@@ -134,16 +181,27 @@ async fn models(State(s): State<Arc<ServerState>>) -> Json<Value> {
     Json(json!({"object": "list", "data": data}))
 }
 
-fn field<'a>(body: &'a Value, key: &str) -> Result<&'a str, ApiError> {
-    body[key].as_str().filter(|v| !v.trim().is_empty()).ok_or_else(|| ApiError::bad_request(format!("`{key}` is required"), Some(key)))
+/// The body of a request to the LoRA endpoints: a JSON object.
+fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(other) => Err(ApiError::bad_request(format!("the body is {}: expected a JSON object", describe(&other)), None)),
+        Err(e) => Err(ApiError::bad_request(format!("the body is not JSON: {e}"), None)),
+    }
 }
 
+/// Field `key`, a string that is required and not blank.
+fn field(body: &serde_json::Map<String, Value>, key: &str) -> Result<String, ApiError> {
+    read_field::<String>(body, key, key, "a string")?
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("`{key}` is required"), Some(key)))
+}
 async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = async {
-        let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}"), None))?;
-        let name = field(&body, "lora_name")?.to_string();
+        let body = json_object(&body)?;
+        let name = field(&body, "lora_name")?;
         let path = std::path::PathBuf::from(field(&body, "lora_path")?);
-        let replace = body["load_inplace"].as_bool().unwrap_or(false);
+        let replace = read_field::<bool>(&body, "load_inplace", "load_inplace", "true or false")?.unwrap_or(false);
         let state = s.clone();
         let n = name.clone();
         tokio::task::spawn_blocking(move || state.add_adapter(&n, &path, replace))
@@ -166,10 +224,10 @@ async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Respons
 
 async fn unload_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = || {
-        let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}"), None))?;
+        let body = json_object(&body)?;
         let name = field(&body, "lora_name")?;
-        match s.adapters.write().expect("adapters lock").remove(name) {
-            Some(_) => Ok(name.to_string()),
+        match s.adapters.write().expect("adapters lock").remove(&name) {
+            Some(_) => Ok(name),
             None => Err(ApiError::not_found(format!("The lora adapter '{name}' cannot be found."))),
         }
     };

@@ -8,13 +8,13 @@
 //! `top_logprobs` above 0, `logit_bias`) are refused, never ignored.
 
 use agentrt_policy::{FinishReason, Message, SamplingParams};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
 
 /// An error as OpenAI shapes it: an HTTP status and `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// The HTTP status: 400, 404 or 500.
+    /// The HTTP status: 400, 404, 405, 413 or 500.
     pub status: u16,
     /// What is wrong, for the client to read.
     pub message: String,
@@ -33,6 +33,16 @@ impl ApiError {
         ApiError { status: 404, message: message.into(), param: None }
     }
 
+    /// `405`: the route exists and takes other methods.
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        ApiError { status: 405, message: message.into(), param: None }
+    }
+
+    /// `413`: the request body is larger than the server reads.
+    pub fn too_large(message: impl Into<String>) -> ApiError {
+        ApiError { status: 413, message: message.into(), param: None }
+    }
+
     /// `500`: the server failed (the message says how), not the request.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError { status: 500, message: message.into(), param: None }
@@ -43,57 +53,50 @@ impl ApiError {
         let kind = match self.status {
             400 => "BadRequestError",
             404 => "NotFoundError",
+            405 => "MethodNotAllowedError",
+            413 => "RequestTooLargeError",
+            s if s < 500 => "BadRequestError",
             _ => "InternalServerError",
         };
         json!({"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}})
     }
 }
 
-/// A message's content: a string or a list of text parts.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<Value>),
+/// What `v` is, in an error message: `a string ("hot")`, `the number -1`, `a list`...
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(t) if t.chars().count() > 40 => format!("a string ({:?}...)", t.chars().take(40).collect::<String>()),
+        Value::String(t) => format!("a string ({t:?})"),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
+    }
 }
 
-#[derive(Debug, Deserialize)]
-struct RawMessage {
-    role: Option<String>,
-    content: Option<Content>,
+/// `400`: field `param` holds `v`, where `expected` (`a number`, `true or false`...) was expected.
+pub fn type_error(param: &str, v: &Value, expected: &str) -> ApiError {
+    ApiError::bad_request(format!("`{param}` is {}: expected {expected}", describe(v)), Some(param))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Stop {
-    One(String),
-    Many(Vec<String>),
+/// Field `key` of `object` as a `T`, `None` when absent or null; a value of another type is a
+/// [`type_error`] naming `param` (the field's path in the request) and `expected`.
+pub fn read_field<T: DeserializeOwned>(object: &Map<String, Value>, key: &str, param: &str, expected: &str) -> Result<Option<T>, ApiError> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => T::deserialize(v).map(Some).map_err(|_| type_error(param, v, expected)),
+    }
 }
 
-/// The fields of a chat-completions request this server reads (others are ignored, as OpenAI ignores
-/// `user` and the like).
-#[derive(Debug, Deserialize)]
-struct RawRequest {
-    model: Option<String>,
-    messages: Option<Vec<RawMessage>>,
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    top_k: Option<i64>,
-    max_tokens: Option<i64>,
-    max_completion_tokens: Option<i64>,
-    n: Option<i64>,
-    stream: Option<bool>,
-    stream_options: Option<Value>,
-    stop: Option<Stop>,
-    seed: Option<u64>,
-    logprobs: Option<bool>,
-    top_logprobs: Option<i64>,
-    return_tokens_as_token_ids: Option<bool>,
-    include_stop_str_in_output: Option<bool>,
-    tools: Option<Vec<Value>>,
-    response_format: Option<Value>,
-    logit_bias: Option<Value>,
+/// A top-level field of the request: [`read_field`] with the key as its `param`.
+fn top<T: DeserializeOwned>(request: &Map<String, Value>, key: &str, expected: &str) -> Result<Option<T>, ApiError> {
+    read_field(request, key, key, expected)
 }
+
+const NUMBER: &str = "a number";
+const INTEGER: &str = "an integer";
+const BOOL: &str = "true or false";
 
 /// A checked request.
 #[derive(Debug, Clone)]
@@ -125,27 +128,38 @@ pub const MAX_CHOICES: usize = 16;
 /// bound keeps a forgotten `max_tokens` from occupying a slot for minutes on a CPU).
 pub const DEFAULT_MAX_TOKENS: usize = 512;
 
-/// Parses and checks a request body.
+/// Parses and checks a request body. Fields this server does not read are ignored, as OpenAI ignores
+/// `user` and the like; a field it reads that holds the wrong type is an error naming it and the type
+/// expected.
 pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
-    let raw: RawRequest =
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not a valid chat request: {e}"), None))?;
-    let model = raw.model.filter(|m| !m.trim().is_empty()).ok_or_else(|| ApiError::bad_request("`model` is required", Some("model")))?;
-    let raw_messages = raw.messages.ok_or_else(|| ApiError::bad_request("`messages` is required", Some("messages")))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not a valid chat request: it is not JSON ({e})"), None))?;
+    let Value::Object(raw) = &value else {
+        return Err(ApiError::bad_request(format!("the request body is not a valid chat request: it is {}, expected a JSON object", describe(&value)), None));
+    };
+    let model =
+        top::<String>(raw, "model", "a string")?.filter(|m| !m.trim().is_empty()).ok_or_else(|| ApiError::bad_request("`model` is required", Some("model")))?;
+    let raw_messages =
+        top::<Vec<Value>>(raw, "messages", "a list of messages")?.ok_or_else(|| ApiError::bad_request("`messages` is required", Some("messages")))?;
     if raw_messages.is_empty() {
         return Err(ApiError::bad_request("`messages` is empty", Some("messages")));
     }
     let mut messages = Vec::with_capacity(raw_messages.len());
-    for (i, m) in raw_messages.into_iter().enumerate() {
+    for (i, m) in raw_messages.iter().enumerate() {
         let param = format!("messages[{i}]");
-        let role = m.role.ok_or_else(|| ApiError::bad_request(format!("{param} has no `role`"), Some(&param)))?;
+        let Value::Object(m) = m else {
+            return Err(type_error(&param, m, "a message (an object with `role` and `content`)"));
+        };
+        let role: String = read_field(m, "role", &format!("{param}.role"), "a string")?
+            .ok_or_else(|| ApiError::bad_request(format!("{param} has no `role`"), Some(&param)))?;
         if !["system", "user", "assistant", "tool"].contains(&role.as_str()) {
             return Err(ApiError::bad_request(format!("{param}.role `{role}`: expected system, user, assistant or tool"), Some(&param)));
         }
-        let content = match m.content {
-            None if role == "assistant" => String::new(),
-            None => return Err(ApiError::bad_request(format!("{param} ({role}) has no `content`"), Some(&param))),
-            Some(Content::Text(t)) => t,
-            Some(Content::Parts(parts)) => {
+        let content = match m.get("content") {
+            None | Some(Value::Null) if role == "assistant" => String::new(),
+            None | Some(Value::Null) => return Err(ApiError::bad_request(format!("{param} ({role}) has no `content`"), Some(&param))),
+            Some(Value::String(t)) => t.clone(),
+            Some(Value::Array(parts)) => {
                 let mut text = String::new();
                 for (j, p) in parts.iter().enumerate() {
                     match (p["type"].as_str(), p["text"].as_str()) {
@@ -155,62 +169,82 @@ pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
                 }
                 text
             }
+            Some(other) => return Err(type_error(&format!("{param}.content"), other, "a string or a list of text parts")),
         };
         messages.push(Message::new(role, content));
     }
+    // Present and not null: the fields whose mere presence matters.
+    let given = |key: &str| raw.get(key).filter(|v| !v.is_null());
     let refuse = |field: &str, why: &str| Err(ApiError::bad_request(format!("`{field}` is not supported by agentrt serve ({why})"), Some(field)));
-    if raw.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+    if top::<Vec<Value>>(raw, "tools", "a list of tools")?.is_some_and(|t| !t.is_empty()) {
         return refuse("tools", "tool programs are written as text; send tool output as `tool` messages");
     }
-    if raw.response_format.as_ref().is_some_and(|f| f["type"].as_str() != Some("text")) {
+    if given("response_format").is_some_and(|f| f["type"].as_str() != Some("text")) {
         return refuse("response_format", "only text");
     }
-    if raw.logit_bias.as_ref().is_some_and(|b| b.as_object().is_some_and(|o| !o.is_empty())) {
+    if given("logit_bias").is_some_and(|b| b.as_object().is_some_and(|o| !o.is_empty())) {
         return refuse("logit_bias", "not implemented");
     }
-    if raw.top_logprobs.unwrap_or(0) != 0 {
+    if top::<i64>(raw, "top_logprobs", INTEGER)?.unwrap_or(0) != 0 {
         return refuse("top_logprobs", "only the sampled token's log-prob is returned");
     }
-    let temperature = raw.temperature.unwrap_or(1.0);
+    let temperature = top::<f64>(raw, "temperature", NUMBER)?.unwrap_or(1.0);
     if !(temperature.is_finite() && (0.0..=2.0).contains(&temperature)) {
         return Err(ApiError::bad_request(format!("`temperature` {temperature}: expected 0 to 2"), Some("temperature")));
     }
-    let top_p = raw.top_p.unwrap_or(1.0);
+    let top_p = top::<f64>(raw, "top_p", NUMBER)?.unwrap_or(1.0);
     if !(top_p > 0.0 && top_p <= 1.0) {
         return Err(ApiError::bad_request(format!("`top_p` {top_p}: expected more than 0, at most 1"), Some("top_p")));
     }
-    let top_k = match raw.top_k.unwrap_or(0) {
+    let top_k = match top::<i64>(raw, "top_k", INTEGER)?.unwrap_or(0) {
         -1 | 0 => 0,
         k if k > 0 => k as usize,
         k => return Err(ApiError::bad_request(format!("`top_k` {k}: expected -1 or 0 (all) or a positive count"), Some("top_k"))),
     };
-    let max_tokens = match raw.max_completion_tokens.or(raw.max_tokens) {
+    let max_completion_tokens = top::<i64>(raw, "max_completion_tokens", INTEGER)?;
+    let max_tokens = match max_completion_tokens.or(top::<i64>(raw, "max_tokens", INTEGER)?) {
         None => DEFAULT_MAX_TOKENS,
         Some(m) if m >= 1 => m as usize,
         Some(m) => return Err(ApiError::bad_request(format!("`max_tokens` {m}: expected at least 1"), Some("max_tokens"))),
     };
-    let n = match raw.n.unwrap_or(1) {
+    let n = match top::<i64>(raw, "n", INTEGER)?.unwrap_or(1) {
         n if (1..=MAX_CHOICES as i64).contains(&n) => n as usize,
         n => return Err(ApiError::bad_request(format!("`n` {n}: expected 1 to {MAX_CHOICES}"), Some("n"))),
     };
-    let stop = match raw.stop {
+    const STOP: &str = "a string or a list of strings";
+    let stop = match given("stop") {
         None => vec![],
-        Some(Stop::One(s)) => vec![s],
-        Some(Stop::Many(v)) => v,
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => {
+            let mut stop = Vec::with_capacity(items.len());
+            for (j, item) in items.iter().enumerate() {
+                let s = item
+                    .as_str()
+                    .ok_or_else(|| ApiError::bad_request(format!("`stop` is a list holding {} at [{j}]: expected {STOP}", describe(item)), Some("stop")))?;
+                stop.push(s.to_string());
+            }
+            stop
+        }
+        Some(other) => return Err(type_error("stop", other, STOP)),
     };
     if stop.iter().any(String::is_empty) {
         return Err(ApiError::bad_request("`stop` holds an empty string", Some("stop")));
     }
+    let stream_usage = match given("stream_options") {
+        None => false,
+        Some(Value::Object(o)) => read_field::<bool>(o, "include_usage", "stream_options.include_usage", BOOL)?.unwrap_or(false),
+        Some(other) => return Err(type_error("stream_options", other, "an object")),
+    };
     Ok(ChatRequest {
         model,
         messages,
         params: SamplingParams { n, temperature, top_p, top_k, max_tokens, stop, ..SamplingParams::default() },
-        stream: raw.stream.unwrap_or(false),
-        stream_usage: raw.stream_options.as_ref().is_some_and(|o| o["include_usage"].as_bool() == Some(true)),
-        seed: raw.seed,
-        logprobs: raw.logprobs.unwrap_or(false),
-        tokens_as_ids: raw.return_tokens_as_token_ids.unwrap_or(false),
-        include_stop: raw.include_stop_str_in_output.unwrap_or(false),
+        stream: top(raw, "stream", BOOL)?.unwrap_or(false),
+        stream_usage,
+        seed: top(raw, "seed", "an integer from 0 to 18446744073709551615")?,
+        logprobs: top(raw, "logprobs", BOOL)?.unwrap_or(false),
+        tokens_as_ids: top(raw, "return_tokens_as_token_ids", BOOL)?.unwrap_or(false),
+        include_stop: top(raw, "include_stop_str_in_output", BOOL)?.unwrap_or(false),
     })
 }
 

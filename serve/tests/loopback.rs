@@ -216,3 +216,100 @@ async fn created_is_when_the_request_came_not_when_the_server_started() {
     let created = first["created"].as_u64().unwrap();
     assert!(created >= before && created <= now(), "streamed created {created}, request sent at {before}");
 }
+
+/// `v` is an OpenAI error body with status `expected`: `{"error": {"message", "type", "param", "code"}}`.
+fn assert_openai_error(status: u16, v: &Value, expected: u16) {
+    assert_eq!(status, expected, "{v}");
+    let e = v["error"].as_object().unwrap_or_else(|| panic!("not an OpenAI error body: {v}"));
+    let mut keys: Vec<&str> = e.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["code", "message", "param", "type"], "{v}");
+    assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    assert!(e["type"].as_str().is_some_and(|t| t.ends_with("Error")), "{v}");
+    assert!(e["param"].is_null() || e["param"].is_string(), "{v}");
+    assert_eq!(e["code"], expected, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_field_of_the_wrong_type_is_named_with_the_type_expected() {
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let mut content = body("tiny", json!({}));
+    content["messages"][1]["content"] = json!(5);
+    let cases = [
+        (body("tiny", json!({"temperature": "hot"})), "temperature", "a number"),
+        (body("tiny", json!({"seed": -1})), "seed", "an integer from 0"),
+        (body("tiny", json!({"stream": "yes"})), "stream", "true or false"),
+        (body("tiny", json!({"stop": 5})), "stop", "a string or a list of strings"),
+        (body("tiny", json!({"stop": ["</tool>", 5]})), "stop", "a string or a list of strings"),
+        (body("tiny", json!({"max_tokens": "many"})), "max_tokens", "an integer"),
+        (body("tiny", json!({"messages": "hi"})), "messages", "a list of messages"),
+        (content, "messages[1].content", "a string or a list of text parts"),
+    ];
+    for (request, param, expected) in cases {
+        let (status, v) = post(&url, "/chat/completions", &request).await;
+        assert_openai_error(status, &v, 400);
+        assert_eq!(v["error"]["param"], param, "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("`{param}`")) && message.contains(expected), "{param}: expected {expected:?} in {message:?}");
+    }
+    let load = [
+        (json!({"lora_name": 5, "lora_path": "/nowhere"}), "lora_name", "a string"),
+        (json!({"lora_name": "a", "lora_path": "/nowhere", "load_inplace": "yes"}), "load_inplace", "true or false"),
+    ];
+    for (request, param, expected) in load {
+        let (status, v) = post(&url, "/load_lora_adapter", &request).await;
+        assert_openai_error(status, &v, 400);
+        assert_eq!(v["error"]["param"], param, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(expected), "{v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_too_large_a_wrong_method_and_an_unknown_route_get_openai_errors() {
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    // One byte over the limit: the server has read the whole body when it answers, so the client is never
+    // cut off mid-send (as it can be with a far larger body, which the server stops reading at the limit).
+    let limit = agentrt_serve::http::MAX_BODY_BYTES;
+    let mut big = body("tiny", json!({}));
+    big["messages"][1]["content"] = json!("");
+    let empty = serde_json::to_vec(&big).unwrap().len();
+    big["messages"][1]["content"] = json!("x".repeat(limit + 1 - empty));
+    let bytes = serde_json::to_vec(&big).unwrap();
+    assert_eq!(bytes.len(), limit + 1);
+    let r = reqwest::Client::new().post(format!("{url}/chat/completions")).header("content-type", "application/json").body(bytes).send().await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("a body over the limit: not JSON: {text:?}"));
+    assert_openai_error(status, &v, 413);
+    assert!(v["error"]["message"].as_str().unwrap().contains(&format!("{limit} bytes")), "{v}");
+
+    let r = reqwest::get(format!("{url}/chat/completions")).await.unwrap();
+    assert_eq!(r.headers().get("allow").map(|a| a.to_str().unwrap().to_string()), Some("POST".into()));
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("GET /v1/chat/completions: not JSON: {text:?}"));
+    assert_openai_error(status, &v, 405);
+    assert!(v["error"]["message"].as_str().unwrap().contains("POST"), "{v}");
+
+    let r = reqwest::get(format!("{url}/completions")).await.unwrap();
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("GET /v1/completions: not JSON: {text:?}"));
+    assert_openai_error(status, &v, 404);
+    assert!(v["error"]["message"].as_str().unwrap().contains("/v1/completions"), "{v}");
+
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 2}))).await;
+    assert_eq!(status, 200, "the server stopped answering: {v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_route_the_404_and_405_errors_name_is_served() {
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let root = url.strip_suffix("/v1").unwrap();
+    for (method, path) in agentrt_serve::http::ROUTES {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let r = reqwest::Client::new().request(method.clone(), format!("{root}{path}")).json(&json!({})).send().await.unwrap();
+        let status = r.status().as_u16();
+        assert!(status != 404 && status != 405, "{method} {path}: {status} {}", r.text().await.unwrap());
+    }
+}

@@ -261,7 +261,7 @@ mod tests {
     }
 
     /// Reads the framing back and checks both CRCs of every record (the encoding itself is checked by
-    /// TensorBoard's own reader in bench/tensorboard_check.sh).
+    /// TensorBoard's own reader in trainer/tests/tensorboard_events.rs and bench/tensorboard_check.sh).
     fn records(path: &Path) -> Vec<Vec<u8>> {
         let data = std::fs::read(path).unwrap();
         let mut out = Vec::new();
