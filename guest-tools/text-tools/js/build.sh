@@ -41,8 +41,66 @@ mkdir -p "$wit/deps/agentrt-tools"
 cp "$here"/../wit/*.wit "$wit/"
 cp "$here"/../../../wit/agentrt-tools.wit "$wit/deps/agentrt-tools/"
 
+# A thrown Error must reach the program with its message. The bindings of componentize-js
+# 0.23.0 make a thrown value's `payload` a `result` function's error, else the value itself, except
+# an Error, which they rethrow so it traps; but they test for an Error with their own realm's `Error`,
+# which the module's errors are not. So `throw new Error("kaboom")` became the error value, failed to
+# convert ("expected a string, received [object]") and its message was lost. The component is therefore
+# built from a module written here for this build only: it re-exports text_tools.js with every method of its
+# exported objects wrapped, and gives an Error thrown without a payload its message as one (with its
+# name first, unless it is a plain Error). In a `result` function that is the error the program catches;
+# in any other the Error still traps, its message in the plug-in's stderr. text_tools.js needs no change.
+entry="$here/.agentrt-build-$$.js"
+trap 'rm -rf "$partial" "$wit" "$entry"' EXIT
+printf 'import * as plugin from "./%s";\nexport * from "./%s";\n' text_tools.js text_tools.js >"$entry"
+cat >>"$entry" <<'JS'
+const hasOwn = Object.prototype.hasOwnProperty;
+
+function withPayload(error) {
+  if (error instanceof Error && !hasOwn.call(error, "payload") && Object.isExtensible(error)) {
+    const message = String(error.message ?? "");
+    const named = error.name && error.name !== "Error";
+    Object.defineProperty(error, "payload", { value: named ? `${error.name}: ${message}` : message || "Error" });
+  }
+  return error;
+}
+
+function guarded(method) {
+  return function (...args) {
+    let result;
+    try {
+      result = method.apply(this, args);
+    } catch (error) {
+      throw withPayload(error);
+    }
+    if (result instanceof Promise) {
+      return result.catch((error) => {
+        throw withPayload(error);
+      });
+    }
+    return result;
+  };
+}
+
+// Each interface object's methods, its class's included; a frozen object keeps its own.
+for (const exported of Object.values(plugin)) {
+  if (exported === null || typeof exported !== "object") continue;
+  const seen = new Set(["constructor"]);
+  for (let o = exported; o !== null && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const name of Object.getOwnPropertyNames(o)) {
+      const property = Object.getOwnPropertyDescriptor(o, name);
+      if (seen.has(name) || typeof property.value !== "function") continue;
+      seen.add(name);
+      try {
+        Object.defineProperty(exported, name, { value: guarded(property.value), writable: true, enumerable: property.enumerable, configurable: true });
+      } catch {}
+    }
+  }
+}
+JS
+
 # -d http fetch-event: leave out the engine's fetch() and incoming-request support, which would import
 # wasi:http, which the host does not provide (the plug-in would fail to load).
 echo "building $out"
-"$componentize_js" "$here/text_tools.js" --wit "$wit" --world-name text-tools \
+"$componentize_js" "$entry" --wit "$wit" --world-name text-tools \
     --disable http fetch-event --out "$out"

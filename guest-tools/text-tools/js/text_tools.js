@@ -4,12 +4,12 @@
 // one method per WIT function (kebab-case becomes camelCase). WIT `s64` is a BigInt (a list of them
 // arrives as a BigInt64Array), `option<T>` is T or undefined, a record is a plain object with camelCase
 // fields. A function returning `result<T, E>` returns T for `ok` and throws for `err`: an object with a
-// `payload` (ComponentError below) or a plain value such as a string. An Error without a payload, from
-// any function, traps the instance, and the host shows the model the tool's name and the end of the
-// plug-in's stderr.
+// `payload` (ComponentError below), a plain value such as a string, or an Error, whose message build.sh
+// makes the payload. An Error from any other function traps the instance, and the host shows the model
+// the tool's name and the end of the plug-in's stderr, where the Error's message is.
 
 // `err(payload)` of a `result` function: componentize-js takes a thrown value's own `payload` as the error
-// (a plain Error without one traps, like any other exception).
+// (for a plain Error build.sh gives it its message as one).
 class ComponentError extends Error {
   constructor(payload) {
     super(String(payload));

@@ -2,9 +2,10 @@
 //
 // componentize-js binds each exported interface to an exported object named after it (`tools` for
 // yours, `metadata` for the host's questions about it), one method per WIT function (kebab-case becomes
-// camelCase). A `result<T, E>` function returns T, or throws an object with a `payload` (ComponentError
-// below) for an error the model's program can catch; any other exception traps the instance and fails
-// the call, and the model sees the tool's name and the end of stderr.
+// camelCase). A `result<T, E>` function returns T, or throws for an error the model's program can catch:
+// an object with a `payload` (ComponentError below) is that payload, an Error its message (build.sh
+// sees to it). In a function without a `result` an exception traps the instance and fails the call,
+// and the model sees the tool's name and the end of stderr, where the Error's message is.
 //
 // WIT types in JavaScript: string, bool and 32-bit integers are themselves; s64 and u64 are BigInt (a
 // negative s64 argument arrives as its unsigned value, -1 as 2n ** 64n - 1n: `BigInt.asIntN(64, x)` gives
