@@ -63,6 +63,7 @@ enum Command {
 fn main() -> ExitCode {
     agentrt_policy::allocator::keep_freed_memory();
     agentrt_policy::threads::fix_thread_count();
+    log_to_stderr();
     let cli = Cli::parse();
     match dispatch(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -72,6 +73,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The libraries log through `tracing` and print nothing themselves; this is the one subscriber: info and
+/// up to stderr, or what `AGENTRT_LOG` asks for (`AGENTRT_LOG=debug`, `AGENTRT_LOG=agentrt_serve=warn`).
+fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTRT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
 }
 
 /// The error and its causes joined by `: `, each once: many errors put their cause's text into their own

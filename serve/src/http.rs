@@ -31,6 +31,10 @@ pub struct ServerState {
     adapters: RwLock<BTreeMap<String, Arc<AdapterSet>>>,
     engine: mpsc::Sender<Job>,
     stats: Arc<Mutex<EngineStats>>,
+    /// Prompt plus completion tokens a request may ask for.
+    max_model_len: usize,
+    max_num_seqs: usize,
+    api_key: Option<String>,
     /// When the server started: the `created` of the models it lists.
     started: u64,
     next_id: AtomicU64,
@@ -44,20 +48,33 @@ fn unix_now() -> u64 {
 impl ServerState {
     /// A server for `policy` (its own adapters, if any, are not used: serve adapters by name), answering to
     /// `base_name`; starts the sampling thread.
-    pub fn new(mut policy: Policy, base_name: impl Into<String>, config: ServeConfig) -> Arc<ServerState> {
+    /// `config.max_model_len` past the model's context is an error.
+    pub fn new(mut policy: Policy, base_name: impl Into<String>, config: ServeConfig) -> Result<Arc<ServerState>, ServeError> {
         policy.adapters = None;
+        let context = policy.config().max_position_embeddings;
+        let max_model_len = config.max_model_len.unwrap_or(context);
+        if max_model_len == 0 || max_model_len > context {
+            return Err(ServeError::Config(format!("--max-model-len {max_model_len}: the model's context is {context} tokens")));
+        }
+        if config.max_num_seqs == 0 || config.max_num_batched_tokens == 0 {
+            return Err(ServeError::Config("--max-num-seqs and --max-num-batched-tokens must be at least 1".into()));
+        }
         let policy = Arc::new(policy);
         let stats = Arc::new(Mutex::new(EngineStats::default()));
+        let (max_num_seqs, api_key) = (config.max_num_seqs, config.api_key.clone());
         let engine = engine::start(policy.clone(), config, stats.clone());
-        Arc::new(ServerState {
+        Ok(Arc::new(ServerState {
             policy,
             base_name: base_name.into(),
             adapters: RwLock::new(BTreeMap::new()),
             engine,
             stats,
+            max_model_len,
+            max_num_seqs,
+            api_key,
             started: unix_now(),
             next_id: AtomicU64::new(0),
-        })
+        }))
     }
 
     /// Serves the adapter at `path` (a PEFT directory, a dual `retain/` + `forget/` one, or a checkpoint
@@ -73,7 +90,8 @@ impl ServerState {
             path: path.to_path_buf(),
             source: Box::new(source),
         })?;
-        self.adapters.write().expect("adapters lock").insert(name.into(), Arc::new(set));
+        let replaced = self.adapters.write().expect("adapters lock").insert(name.into(), Arc::new(set)).is_some();
+        tracing::info!(name, path = %path.display(), replaced, "adapter loaded");
         Ok(())
     }
 
@@ -106,6 +124,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/load_lora_adapter", post(load_adapter))
         .route("/v1/unload_lora_adapter", post(unload_adapter))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), require_api_key))
         .route("/health", get(health))
         .method_not_allowed_fallback(wrong_method)
         .fallback(no_route)
@@ -156,6 +175,25 @@ async fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, Body::from(error.body().to_string()))
 }
 
+/// With `--api-key`, every `/v1` route wants `Authorization: Bearer KEY` (vLLM's check; `/health` stays
+/// open for probes).
+async fn require_api_key(State(s): State<Arc<ServerState>>, request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let Some(key) = &s.api_key else { return next.run(request).await };
+    let given = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
+        return next.run(request).await;
+    }
+    error_response(ApiError::unauthorized(
+        "Incorrect or missing API key: send `Authorization: Bearer <key>` with the key the server was started with (--api-key).",
+    ))
+}
+
+/// Compares without stopping at the first differing byte, so the time taken does not tell how much of a
+/// guess was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
 /// Serves `state` on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<ServerState>) -> Result<(), ServeError> {
     axum::serve(listener, router(state)).await.map_err(ServeError::Serve)
@@ -196,6 +234,7 @@ fn field(body: &serde_json::Map<String, Value>, key: &str) -> Result<String, Api
         .filter(|v| !v.trim().is_empty())
         .ok_or_else(|| ApiError::bad_request(format!("`{key}` is required"), Some(key)))
 }
+
 async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = async {
         let body = json_object(&body)?;
@@ -263,7 +302,13 @@ fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
     let adapter = s.adapter(&request.model)?;
     let prompt =
         s.policy.chat_prompt(&request.messages).map_err(|e| ApiError::bad_request(format!("the chat template refused the messages: {e}"), Some("messages")))?;
-    let context = s.policy.config().max_position_embeddings;
+    let context = s.max_model_len;
+    if request.params.n > s.max_num_seqs {
+        return Err(ApiError::bad_request(
+            format!("`n` is {}, more than the server decodes at once (--max-num-seqs {})", request.params.n, s.max_num_seqs),
+            Some("n"),
+        ));
+    }
     if prompt.len() + request.params.max_tokens > context {
         return Err(ApiError::bad_request(
             format!(
@@ -279,9 +324,18 @@ fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
     let rngs = (0..request.params.n).map(|c| StdRng::seed_from_u64(seed.wrapping_add(c as u64))).collect();
     let (tx, events) = unbounded_channel();
     let prompt_tokens = prompt.len();
-    let job = Job { adapter, prompt, params: request.params.clone(), rngs, events: tx };
-    s.engine.send(job).map_err(|_| ApiError::internal("the sampling thread has stopped"))?;
     let id = format!("chatcmpl-{}", s.next_id.fetch_add(1, Ordering::Relaxed));
+    let job = Job {
+        id: id.clone(),
+        model: request.model.clone(),
+        adapter,
+        prompt,
+        params: request.params.clone(),
+        rngs,
+        events: tx,
+        received: std::time::Instant::now(),
+    };
+    s.engine.send(job).map_err(|_| ApiError::internal("the sampling thread has stopped"))?;
     Ok(Queued { request, id, created: unix_now(), prompt_tokens, events })
 }
 

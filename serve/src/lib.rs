@@ -8,11 +8,12 @@
 //!   `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. A request is checked and rendered with the
 //!   model's own chat template before anything is queued; a bad one gets an OpenAI-shaped error (`400` with a
 //!   message naming the field, `404` for an unknown model), never a panic.
-//! * **Who samples** ([`engine`]): one thread owns the model and runs every sampling step. It takes the
-//!   requests that arrive together (within `batch_window`), groups them by adapter, and samples each group in
-//!   one batch of rows ([`agentrt_policy::sampling::sample_rows`]), each row with its own settings and its own
-//!   seeded random stream, so a request's tokens do not depend on what it was batched with (up to float
-//!   rounding). A row whose client has gone is dropped at the next token, freeing its slot.
+//! * **Who samples** ([`engine`]): one thread owns the model and runs every decoding step over one
+//!   [`agentrt_policy::ContinuousBatch`], as vLLM schedules: a request joins at the next step and leaves the
+//!   step it ends (`max_num_seqs` at once); a step reads at most `max_num_batched_tokens`, so long prompts are
+//!   read in chunks beside the others' decoding; requests for different adapters decode in the same forward.
+//!   Each choice has its own settings and seeded random stream, so a request's tokens do not depend on what
+//!   it ran beside (up to float rounding). A sequence whose client has gone is dropped at its next token.
 //! * **Who receives** ([`text_stream`]): each choice's tokens become text as they come, holding back a
 //!   partial UTF-8 character and any tail that could still become a stop string, so that a streamed reply
 //!   concatenates to exactly the non-streamed one.
@@ -46,6 +47,9 @@ pub enum ServeError {
     /// An adapter's name is already served (and not to be replaced) or is the base model's.
     #[error("adapter name `{0}` is given twice (or is the base model's name)")]
     DuplicateName(String),
+    /// A setting does not fit the model (e.g. `--max-model-len` past its context).
+    #[error("{0}")]
+    Config(String),
     /// The HTTP server stopped with an I/O error.
     #[error("serving HTTP")]
     Serve(#[source] std::io::Error),

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 /// An error as OpenAI shapes it: an HTTP status and `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// The HTTP status: 400, 404, 405, 413 or 500.
+    /// The HTTP status: 400, 401, 404, 405, 413 or 500.
     pub status: u16,
     /// What is wrong, for the client to read.
     pub message: String,
@@ -48,10 +48,16 @@ impl ApiError {
         ApiError { status: 500, message: message.into(), param: None }
     }
 
+    /// `401`: the request lacks the server's API key.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError { status: 401, message: message.into(), param: None }
+    }
+
     /// The error's JSON body.
     pub fn body(&self) -> Value {
         let kind = match self.status {
             400 => "BadRequestError",
+            401 => "AuthenticationError",
             404 => "NotFoundError",
             405 => "MethodNotAllowedError",
             413 => "RequestTooLargeError",

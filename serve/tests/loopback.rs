@@ -1,6 +1,7 @@
 //! `agentrt serve`'s HTTP API on loopback with a real client (reqwest) over tiny random models: the reply
 //! is the policy's own sample, streamed or not; requests batch; bad ones get OpenAI-shaped errors; a client
-//! that leaves mid-stream frees its slot; adapters load, answer and unload by name.
+//! that leaves mid-stream frees its slot; adapters load, answer and unload by name; a request joins the
+//! running batch (continuous batching), long prompts are read in chunks, adapters decode side by side.
 
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::tiny::{tiny_config, tiny_policy, tiny_policy_with};
@@ -12,11 +13,16 @@ use std::time::Duration;
 
 async fn start(policy: Policy, config: ServeConfig) -> (String, Arc<ServerState>) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let state = ServerState::new(policy, "tiny", config);
+    let state = ServerState::new(policy, "tiny", config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     tokio::spawn(agentrt_serve::http::serve(listener, state.clone()));
     (url, state)
+}
+
+/// A tiny model wide enough that thousands of tokens take seconds, with a long context.
+fn wide() -> ModelConfig {
+    ModelConfig { hidden_size: 256, intermediate_size: 512, head_dim: 64, max_position_embeddings: 8192, ..tiny_config(Arch::Llama) }
 }
 
 fn messages() -> Vec<Message> {
@@ -99,17 +105,17 @@ async fn a_streamed_reply_adds_up_to_the_whole_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_requests_are_sampled_in_one_batch_and_each_keeps_its_seeded_tokens() {
-    let config = ServeConfig { max_batch: 8, batch_window: Duration::from_millis(300) };
-    let (url, state) = start(tiny_policy(Arch::Llama, 7).unwrap(), config).await;
+    // Wide enough that 200 tokens take a while, so four requests sent together overlap.
+    let (url, state) = start(tiny_policy_with(wide(), 7).unwrap(), ServeConfig::default()).await;
     let ask = |seed: u64| {
         let url = url.clone();
         async move {
-            post(&url, "/chat/completions", &body("tiny", json!({"temperature": 1.0, "seed": seed, "logprobs": true, "return_tokens_as_token_ids": true})))
-                .await
+            let extra = json!({"temperature": 1.0, "seed": seed, "max_tokens": 200, "logprobs": true, "return_tokens_as_token_ids": true});
+            post(&url, "/chat/completions", &body("tiny", extra)).await
         }
     };
     let together = futures::future::join_all((0..4).map(ask)).await;
-    assert!(state.stats().largest_batch >= 2, "{:?}", state.stats());
+    assert!(state.stats().largest_step >= 2, "{:?}", state.stats());
     for (seed, (status, v)) in together.into_iter().enumerate() {
         assert_eq!(status, 200, "{v}");
         let (_, alone) = ask(seed as u64).await;
@@ -141,8 +147,7 @@ async fn bad_requests_get_openai_shaped_errors_and_the_server_goes_on() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_leaves_mid_stream_frees_its_slot() {
     // Wide enough that 8,000 tokens take many seconds: the request can only end early by being cancelled.
-    let cfg = ModelConfig { hidden_size: 256, intermediate_size: 512, head_dim: 64, max_position_embeddings: 8192, ..tiny_config(Arch::Llama) };
-    let (url, state) = start(tiny_policy_with(cfg, 1).unwrap(), ServeConfig { max_batch: 1, batch_window: Duration::from_millis(1) }).await;
+    let (url, state) = start(tiny_policy_with(wide(), 1).unwrap(), ServeConfig { max_num_seqs: 1, ..ServeConfig::default() }).await;
     let mut long = body("tiny", json!({"max_tokens": 8000, "stream": true}));
     long["messages"] = json!([{"role": "user", "content": "go"}]);
     let mut r = reqwest::Client::new().post(format!("{url}/chat/completions")).json(&long).send().await.unwrap();
@@ -158,6 +163,133 @@ async fn a_client_that_leaves_mid_stream_frees_its_slot() {
     let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(state.stats().cancelled, 1);
+}
+
+/// Opens a streamed request (with log-probs, so each token is a chunk) and reads until its first token.
+async fn streaming(url: &str, body: &Value) -> reqwest::Response {
+    let mut body = body.clone();
+    body["stream"] = json!(true);
+    body["logprobs"] = json!(true);
+    let mut r = reqwest::Client::new().post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut seen = String::new();
+    while !seen.contains("\"token\"") {
+        let chunk = r.chunk().await.unwrap().expect("the stream ended before its first token");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    r
+}
+
+fn long_reply(model: &str, max_tokens: usize) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": "go"}], "temperature": 0, "max_tokens": max_tokens})
+}
+
+/// A short request sent while four long ones decode joins them at the next step and ends while all four
+/// still run: it does not wait for their batch to end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_request_finishes_while_four_long_ones_still_run() {
+    let (url, state) = start(tiny_policy_with(wide(), 2).unwrap(), ServeConfig::default()).await;
+    let mut longs = Vec::new();
+    for _ in 0..4 {
+        longs.push(streaming(&url, &long_reply("tiny", 6000)).await);
+    }
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
+    assert_eq!(status, 200, "{v}");
+    for (i, r) in longs.iter_mut().enumerate() {
+        let more = r.chunk().await.unwrap();
+        assert!(more.is_some_and(|c| !String::from_utf8_lossy(&c).contains("[DONE]")), "long request {i} ended before the short one");
+    }
+    let stats = state.stats();
+    assert!(stats.largest_step >= 5 && stats.cancelled == 0, "{stats:?}");
+}
+
+/// A prompt of 7,000 tokens is read 64 tokens a step; a short request sent meanwhile is read beside it and
+/// answered before the long prompt's reply.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_prompt_is_read_in_chunks_and_does_not_stall_a_short_request() {
+    let config = ServeConfig { max_num_batched_tokens: 64, ..ServeConfig::default() };
+    let (url, state) = start(tiny_policy_with(wide(), 2).unwrap(), config).await;
+    let mut long = long_reply("tiny", 1);
+    long["messages"][0]["content"] = json!("x".repeat(7000));
+    let long = tokio::spawn({
+        let url = url.clone();
+        async move { post(&url, "/chat/completions", &long).await }
+    });
+    let started = std::time::Instant::now();
+    while state.stats().prompt_tokens == 0 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the long prompt was never read: {:?}", state.stats());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(!long.is_finished(), "the long prompt was read before the short request ended: {:?}", state.stats());
+    let (status, v) = long.await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    let stats = state.stats();
+    assert!(stats.chunked_prompt_steps >= 7000 / 64 - 1 && stats.prompt_tokens > 7000, "{stats:?}");
+}
+
+/// Requests for two adapters (and the base model) decode in the same steps, each with its own adapter's
+/// tokens.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_for_different_adapters_decode_in_one_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    for (name, seed) in [("a", 4u64), ("b", 5)] {
+        let mut trained = tiny_policy_with(wide(), 2).unwrap();
+        trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, seed).unwrap();
+        trained.adapters.as_ref().unwrap().randomize_b(0.5).unwrap();
+        trained.save_adapters(&dir.path().join(name)).unwrap();
+        expected.push(greedy(&trained, 12));
+    }
+    assert_ne!(expected[0].token_ids, expected[1].token_ids, "the adapters must differ for this test to mean anything");
+    let (url, state) = start(tiny_policy_with(wide(), 2).unwrap(), ServeConfig::default()).await;
+    for name in ["a", "b"] {
+        let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": name, "lora_path": dir.path().join(name)})).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    let _base = streaming(&url, &long_reply("tiny", 6000)).await;
+    let _a = streaming(&url, &long_reply("a", 6000)).await;
+    let ids = json!({"logprobs": true, "return_tokens_as_token_ids": true});
+    let (status, v) = post(&url, "/chat/completions", &body("b", ids.clone())).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(ids_of(&v["choices"][0]), expected[1].token_ids, "adapter b, decoded beside a and the base model");
+    let (_, v) = post(&url, "/chat/completions", &body("a", ids)).await;
+    assert_eq!(ids_of(&v["choices"][0]), expected[0].token_ids, "adapter a, decoded beside a and the base model");
+    assert!(state.stats().mixed_adapter_steps >= 12, "{:?}", state.stats());
+}
+
+/// `--max-model-len`, `--max-num-seqs` and `--api-key` hold, each refusal OpenAI-shaped.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_length_cap_the_sequence_cap_and_the_api_key_are_enforced() {
+    let too_long = ServeConfig { max_model_len: Some(10_000), ..ServeConfig::default() };
+    assert!(ServerState::new(tiny_policy(Arch::Llama, 3).unwrap(), "tiny", too_long).is_err());
+    let config = ServeConfig { max_model_len: Some(128), max_num_seqs: 2, api_key: Some("s3cret".into()), ..ServeConfig::default() };
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), config).await;
+    let client = reqwest::Client::new();
+    let send = |key: Option<&'static str>, body: Value| {
+        let mut r = client.post(format!("{url}/chat/completions")).json(&body);
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, v) = send(None, body("tiny", json!({}))).await;
+    assert_eq!((status, v["error"]["type"].as_str()), (401, Some("AuthenticationError")), "{v}");
+    let (status, v) = send(Some("guess"), body("tiny", json!({}))).await;
+    assert_eq!(status, 401, "{v}");
+    let health = client.get(url.replace("/v1", "/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "health stays open for probes");
+    let (status, v) = send(Some("s3cret"), body("tiny", json!({"max_tokens": 4}))).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = send(Some("s3cret"), body("tiny", json!({"max_tokens": 60}))).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("maximum context length is 128 tokens"), "{v}");
+    let (status, v) = send(Some("s3cret"), body("tiny", json!({"n": 3}))).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("n")), "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

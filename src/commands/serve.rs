@@ -6,7 +6,6 @@ use agentrt_serve::{ServeConfig, ServerState};
 use anyhow::Context;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 /// Arguments of `agentrt serve`.
 #[derive(clap::Args)]
@@ -20,9 +19,10 @@ use std::time::Duration;
     A request's `model` picks the base model (--served-model-name) or an adapter by name, as vLLM names LoRA\n\
     modules. Routes: /v1/chat/completions (stream, logprobs, n, seed, stop, top_k), /v1/models,\n\
     /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's dynamic LoRA API: {\"lora_name\", \"lora_path\"}),\n\
-    /health (with the batching counters). Requests that arrive within --batch-window-ms of each other and use\n\
-    the same adapter are sampled in one batch. The server binds loopback unless --host says otherwise; it has\n\
-    no authentication.")]
+    /health (with the engine's counters). A request joins the running batch at the next decoding step and\n\
+    leaves it when it ends; requests for different adapters decode together. Each request is logged when it\n\
+    ends (id, model, tokens, time to first token, total). The server binds loopback unless --host says\n\
+    otherwise; give it an --api-key before it listens beyond.")]
 pub struct Args {
     /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory. Default: the first
     /// adapter's base model (its `agent.json`), else smollm2-135m.
@@ -44,12 +44,23 @@ pub struct Args {
     /// `cpu` or `cuda:N` (CUDA needs a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
     pub device: String,
-    /// Rows (request choices) sampled in one batch at most.
-    #[arg(long, default_value_t = 16)]
-    pub max_batch: usize,
-    /// How long to wait after a request for others to batch with it.
-    #[arg(long, default_value_t = 5)]
-    pub batch_window_ms: u64,
+    /// Sequences (request choices) decoding together at most, as vLLM's flag; later requests wait for a
+    /// slot.
+    #[arg(long, default_value_t = ServeConfig::default().max_num_seqs)]
+    pub max_num_seqs: usize,
+    /// Tokens one decoding step reads at most, as vLLM's flag: every decoding sequence's next token, then
+    /// prompts in chunks of what is left (the shortest first), so a long prompt delays the others by about a
+    /// step, not by its whole reading.
+    #[arg(long, default_value_t = ServeConfig::default().max_num_batched_tokens)]
+    pub max_num_batched_tokens: usize,
+    /// Prompt plus `max_tokens` a request may ask for, as vLLM's flag; longer requests get a 400. Default:
+    /// the model's context.
+    #[arg(long)]
+    pub max_model_len: Option<usize>,
+    /// Clients must send `Authorization: Bearer KEY` on every /v1 route (vLLM's flag; `/health` stays
+    /// open). Also read from $AGENTRT_API_KEY. Set one before listening beyond loopback.
+    #[arg(long, env = "AGENTRT_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
     /// What decoding multiplies the model's GGUF blocks with: `int8` (activations rounded to 8 bits per
     /// 32 values, integer dot products, as llama.cpp serves) or `f32` (the training forward's products, so
     /// log-probs match a trainer's to float rounding).
@@ -74,7 +85,6 @@ fn named_adapter(spec: &str) -> anyhow::Result<(String, PathBuf)> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    anyhow::ensure!(args.max_batch >= 1, "--max-batch must be at least 1");
     let adapters: Vec<(String, PathBuf)> = args.adapter.iter().map(|s| named_adapter(s)).collect::<anyhow::Result<_>>()?;
     let first_settings = match adapters.first() {
         Some((_, path)) => agentrt_rollout::AgentSettings::read(path)?,
@@ -85,17 +95,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     policy.decoder.decode_activations = args.decode_activations;
     let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
-    let config = ServeConfig { max_batch: args.max_batch, batch_window: Duration::from_millis(args.batch_window_ms) };
+    let config = ServeConfig {
+        max_num_seqs: args.max_num_seqs,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        max_model_len: args.max_model_len,
+        api_key: args.api_key.clone(),
+    };
+    let loopback = args.host == "127.0.0.1" || args.host == "localhost" || args.host == "::1";
+    if !loopback && args.api_key.is_none() {
+        tracing::warn!("listening on {} without --api-key: anyone who reaches the port can use the model", args.host);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let state = ServerState::new(policy, base_name.clone(), config);
+        let state = ServerState::new(policy, base_name.clone(), config)?;
         for (name, path) in &adapters {
             state.add_adapter(name, path, false)?;
         }
         let addr = format!("{}:{}", args.host, args.port);
         let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
         let bound = listener.local_addr()?;
-        eprintln!("serving {} on http://{bound}/v1 (batches of up to {} rows; Ctrl-C stops)", state.model_names().join(", "), args.max_batch);
+        tracing::info!(
+            "serving {} on http://{bound}/v1 (up to {} sequences at once, {} tokens a step; Ctrl-C stops)",
+            state.model_names().join(", "),
+            args.max_num_seqs,
+            args.max_num_batched_tokens
+        );
         // The first line of stdout is the base URL, for scripts that start a server on port 0.
         println!("http://{bound}/v1");
         std::io::stdout().flush()?;
