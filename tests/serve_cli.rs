@@ -156,7 +156,7 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
         });
         let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["tiny"], "{}: the run left an adapter loaded", s.url);
-        assert!(health["engine"]["rows"].as_u64().unwrap() > 0, "server {} sampled nothing", s.url);
+        assert!(health["engine"]["sequences"].as_u64().unwrap() > 0, "server {} sampled nothing", s.url);
     }
 
     // GRPO skips a group whose rewards are all equal (the random model's are all 0): no sample reaches the
