@@ -15,7 +15,8 @@
 //!
 //! A server's batch is more mixed (vLLM's scheduler is the model): a sequence may read its own adapters
 //! ([`ContinuousBatch::admit_with_adapters`]; rows of different adapters share one forward, each adding its
-//! own LoRA delta), and a step may read at most so many tokens ([`ContinuousBatch::with_step_tokens`]), so a
+//! own LoRA delta; a prefix cache holds the batch's own adapters' keys and values, so such a sequence
+//! neither reads nor fills it), and a step may read at most so many tokens ([`ContinuousBatch::with_step_tokens`]), so a
 //! long prompt is read in chunks, a step at a time, while the other sequences go on decoding beside it
 //! (chunked prefill): no prompt stalls the batch for its whole length. Prompts share a step's tokens
 //! shortest rest first, so a short request that comes behind a long prompt is read at once.
@@ -287,7 +288,7 @@ impl<'m> ContinuousBatch<'m> {
             let Some(reason) = done else { continue };
             ended[r] = true;
             // What it read (its prompt and every token but the last) serves the conversation's next turn.
-            if let Some(pc) = prefixes.as_deref_mut() {
+            if let Some(pc) = prefixes.as_deref_mut().filter(|_| l.own_adapters.is_none()) {
                 let read: Vec<u32> = l.prompt.iter().chain(&l.ids[..l.ids.len() - 1]).copied().collect();
                 if l.kv.len() != read.len() {
                     return Err(PolicyError::Invalid(format!("sequence {}: {} cached positions for {} tokens read", l.tag, l.kv.len(), read.len())));
@@ -327,10 +328,6 @@ impl<'m> ContinuousBatch<'m> {
         let mut reused = waiting.iter().map(|w| w.prompt.len()).sum::<usize>();
         let mut leaders: Vec<Live> = Vec::new();
         for w in waiting {
-            if prefixes.is_some() && w.own_adapters.is_some() {
-                // The cache is keyed by tokens alone: another adapter's keys and values would be read as these.
-                return Err(PolicyError::Invalid(format!("sequence {}: a prefix cache serves one adapter set, not a sequence's own", w.tag)));
-            }
             let same_adapters = |l: &Live| match (&l.own_adapters, &w.own_adapters) {
                 (None, None) => true,
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
@@ -351,11 +348,14 @@ impl<'m> ContinuousBatch<'m> {
                 }),
             }
         }
-        if let Some(pc) = prefixes.as_deref_mut() {
-            let shared = leaders.iter().map(|l| common_prefix(&l.prompt, &leaders[0].prompt).min(l.prompt.len() - 1)).min().unwrap_or(0);
-            let short_of_it = leaders.iter().filter(|l| pc.longest(&l.prompt, l.prompt.len() - 1).map_or(0, |m| m.len) < shared).count();
-            if leaders.len() > 1 && short_of_it > 1 {
-                let head = &leaders[0].prompt[..shared];
+        // The cache holds the batch's own adapters' keys and values (it is keyed by tokens alone): a sequence
+        // with adapters of its own neither reads nor fills it.
+        let cached: Vec<&Live> = leaders.iter().filter(|l| l.own_adapters.is_none()).collect();
+        if let (Some(pc), Some(first)) = (prefixes.as_deref_mut(), cached.first()) {
+            let shared = cached.iter().map(|l| common_prefix(&l.prompt, &first.prompt).min(l.prompt.len() - 1)).min().unwrap_or(0);
+            let short_of_it = cached.iter().filter(|l| pc.longest(&l.prompt, l.prompt.len() - 1).map_or(0, |m| m.len) < shared).count();
+            if cached.len() > 1 && short_of_it > 1 {
+                let head = &first.prompt[..shared];
                 let from = pc.longest(head, shared - 1);
                 let mut kv = [SequenceKv::starting_from(from.map(|m| pc.segments(m)).transpose()?.unwrap_or_default())];
                 let done = from.map_or(0, |m| m.len);
@@ -367,7 +367,8 @@ impl<'m> ContinuousBatch<'m> {
             }
         }
         for mut l in leaders {
-            let from = prefixes.as_deref_mut().and_then(|pc| pc.longest(&l.prompt, l.prompt.len() - 1).map(|m| (pc.segments(m), m.len)));
+            let cache = prefixes.as_deref_mut().filter(|_| l.own_adapters.is_none());
+            let from = cache.and_then(|pc| pc.longest(&l.prompt, l.prompt.len() - 1).map(|m| (pc.segments(m), m.len)));
             let (segments, done) = match from {
                 Some((s, len)) => (s?, len),
                 None => (Vec::new(), 0),

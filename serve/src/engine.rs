@@ -11,13 +11,15 @@
 //! request's seeded stream, so a request's tokens do not depend on what it ran beside (up to float rounding).
 //!
 //! Every token goes to its job's channel as soon as it is picked; a closed channel (the client has gone)
-//! cancels the sequence at once, freeing its slot. Each request that ends is logged (id, model, tokens,
+//! cancels the sequence at once, freeing its slot. An ended request's keys and values stay in a bounded
+//! prefix cache, so a later prompt that starts alike (a shared system prompt, the next turn of a
+//! conversation) is read only past what they cover. Each request that ends is logged (id, model, tokens,
 //! time to first token, total time).
 
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::sampling::{Draws, Heard};
-use agentrt_policy::{AdapterSet, Completion, ContinuousBatch, FinishReason, Policy, SamplingParams};
+use agentrt_policy::{AdapterSet, Completion, ContinuousBatch, FinishReason, Policy, PrefixCache, SamplingParams};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
@@ -35,11 +37,15 @@ pub struct ServeConfig {
     pub max_model_len: Option<usize>,
     /// The key clients must send as `Authorization: Bearer KEY` (`--api-key`); `None`: no authentication.
     pub api_key: Option<String>,
+    /// Bytes of keys and values kept from ended requests for later prompts that start alike (automatic
+    /// prefix caching, as vLLM and llama-server do; the least recently used go first); 0 keeps none. Only
+    /// the base model's requests use it: the cache is keyed by tokens, and an adapter's keys differ.
+    pub prefix_cache_bytes: usize,
 }
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { max_num_seqs: 16, max_num_batched_tokens: 256, max_model_len: None, api_key: None }
+        ServeConfig { max_num_seqs: 16, max_num_batched_tokens: 256, max_model_len: None, api_key: None, prefix_cache_bytes: 512 << 20 }
     }
 }
 
@@ -58,6 +64,8 @@ pub struct EngineStats {
     pub chunked_prompt_steps: u64,
     /// Prompt tokens read.
     pub prompt_tokens: u64,
+    /// Prompt tokens whose keys and values came from the prefix cache (or a request's other choices) instead.
+    pub cached_prompt_tokens: u64,
     /// Tokens sampled.
     pub generated_tokens: u64,
     /// Sequences dropped because their client went away.
@@ -134,6 +142,9 @@ struct Engine<'p> {
     policy: &'p Policy,
     config: &'p ServeConfig,
     batch: ContinuousBatch<'p>,
+    prefixes: Option<PrefixCache>,
+    /// The prefix cache's `reused` count when the stats last took it.
+    reused_seen: usize,
     /// `slots[tag]`: the job key and choice of the sequence in that slot.
     slots: Vec<Option<(u64, usize)>>,
     rngs: Vec<StdRng>,
@@ -149,6 +160,8 @@ impl<'p> Engine<'p> {
             policy,
             config,
             batch: Self::empty_batch(policy, config),
+            prefixes: (config.prefix_cache_bytes > 0).then(|| PrefixCache::new(config.prefix_cache_bytes)),
+            reused_seen: 0,
             slots: vec![None; seqs],
             rngs: (0..seqs).map(|_| StdRng::seed_from_u64(0)).collect(),
             jobs: BTreeMap::new(),
@@ -238,9 +251,12 @@ impl<'p> Engine<'p> {
                     Heard::Cancel
                 }
             },
-            None,
+            self.prefixes.as_mut(),
         );
         let shape = self.batch.last_step().clone();
+        // The cache counts in all; the stats take what this step added.
+        let reused_in_all = self.prefixes.as_ref().map_or(0, |pc| pc.counts().reused);
+        let reused = reused_in_all - std::mem::replace(&mut self.reused_seen, reused_in_all);
         {
             let mut s = stats.lock().expect("stats lock");
             s.steps += 1;
@@ -248,6 +264,7 @@ impl<'p> Engine<'p> {
             s.mixed_adapter_steps += u64::from(shape.adapters > 1);
             s.chunked_prompt_steps += u64::from(shape.prompts_unfinished > 0);
             s.prompt_tokens += shape.prompt_tokens as u64;
+            s.cached_prompt_tokens += reused as u64;
             s.generated_tokens += sampled;
             s.cancelled += cancelled;
         }
@@ -298,5 +315,7 @@ impl<'p> Engine<'p> {
         }
         self.slots.iter_mut().for_each(|s| *s = None);
         self.batch = Self::empty_batch(self.policy, self.config);
+        self.prefixes = (self.config.prefix_cache_bytes > 0).then(|| PrefixCache::new(self.config.prefix_cache_bytes));
+        self.reused_seen = 0;
     }
 }

@@ -259,6 +259,28 @@ async fn requests_for_different_adapters_decode_in_one_step() {
     assert!(state.stats().mixed_adapter_steps >= 12, "{:?}", state.stats());
 }
 
+/// A request whose prompt starts as an ended one's did reads only past the cached prefix, and answers
+/// as it does without the cache.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_that_starts_like_an_earlier_one_reads_only_past_the_cached_prefix() {
+    let system = "You answer from the text. ".repeat(20);
+    let ask = |question: &str| {
+        json!({"model": "tiny", "temperature": 0, "max_tokens": 8, "logprobs": true, "return_tokens_as_token_ids": true,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]})
+    };
+    let no_cache = ServeConfig { prefix_cache_bytes: 0, ..ServeConfig::default() };
+    let (plain_url, plain) = start(tiny_policy_with(wide(), 3).unwrap(), no_cache).await;
+    let (url, state) = start(tiny_policy_with(wide(), 3).unwrap(), ServeConfig::default()).await;
+    for (i, question) in ["Who?", "When was it?"].into_iter().enumerate() {
+        let (_, cached) = post(&url, "/chat/completions", &ask(question)).await;
+        let (_, fresh) = post(&plain_url, "/chat/completions", &ask(question)).await;
+        assert_eq!(ids_of(&cached["choices"][0]), ids_of(&fresh["choices"][0]), "question {i}");
+    }
+    let (stats, plain) = (state.stats(), plain.stats());
+    assert!(stats.cached_prompt_tokens > 500, "the second prompt's system part came from the cache: {stats:?}");
+    assert_eq!(stats.prompt_tokens + stats.cached_prompt_tokens, plain.prompt_tokens, "{stats:?} against {plain:?}");
+}
+
 /// `--max-model-len`, `--max-num-seqs` and `--api-key` hold, each refusal OpenAI-shaped.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_length_cap_the_sequence_cap_and_the_api_key_are_enforced() {

@@ -61,6 +61,11 @@ pub struct Args {
     /// open). Also read from $AGENTRT_API_KEY. Set one before listening beyond loopback.
     #[arg(long, env = "AGENTRT_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// MiB of keys and values kept from ended requests of the base model, so a later prompt that starts
+    /// alike (a shared system prompt, a conversation's next turn) is read only past them; the least recently
+    /// used go first. 0 turns the cache off. (Requests for an adapter do not use it.)
+    #[arg(long, default_value_t = ServeConfig::default().prefix_cache_bytes >> 20)]
+    pub prefix_cache_mib: usize,
     /// What decoding multiplies the model's GGUF blocks with: `int8` (activations rounded to 8 bits per
     /// 32 values, integer dot products, as llama.cpp serves) or `f32` (the training forward's products, so
     /// log-probs match a trainer's to float rounding).
@@ -100,6 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_num_batched_tokens: args.max_num_batched_tokens,
         max_model_len: args.max_model_len,
         api_key: args.api_key.clone(),
+        prefix_cache_bytes: args.prefix_cache_mib << 20,
     };
     let loopback = args.host == "127.0.0.1" || args.host == "localhost" || args.host == "::1";
     if !loopback && args.api_key.is_none() {
