@@ -5,6 +5,7 @@ pub mod peer;
 pub mod plugins;
 pub mod rollout;
 pub mod sandbox;
+pub mod serve;
 pub mod train_step;
 pub mod workload;
 
@@ -36,6 +37,9 @@ pub enum Bench {
     /// Prompt processing and generation (batch 1 and parallel sequences) by agentrt's decoder and by
     /// llama.cpp's own tools, on the same GGUF files and thread count.
     Decode(decode::Args),
+    /// `agentrt serve` and llama.cpp's `llama-server` under the same replayed load (1, 8, 32 clients),
+    /// on the same GGUF: throughput, time to first token, latency p50/p99.
+    Serve(serve::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -45,6 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Bench::Rollout(args) => rollout::run(args),
         Bench::TrainStep(args) => train_step::run(args),
         Bench::Decode(args) => decode::run(args),
+        Bench::Serve(args) => serve::run(args),
     }
 }
 
