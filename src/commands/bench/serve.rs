@@ -100,14 +100,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for name in &args.models {
         let (gguf, _) = ModelSource::parse(name).resolve().with_context(|| format!("model {name}"))?;
         let context = 2 * (args.long_prompt_chars / 3 + args.long_max_tokens + 256);
-        let servers: [(&str, Box<dyn Fn() -> anyhow::Result<Server>>); 2] = [
-            ("llama-server", Box::new(|| Server::llama(&server_bin, &gguf, threads, slots, context))),
-            ("agentrt serve", Box::new(|| Server::agentrt(name, slots))),
-        ];
         let mut sides = Vec::new();
-        for (side, start) in &servers {
+        for side in ["llama-server", "agentrt serve"] {
             eprintln!("{name}: starting {side}");
-            let server = start()?;
+            let server = match side {
+                "llama-server" => Server::llama(&server_bin, &gguf, threads, slots, context)?,
+                _ => Server::agentrt(name, slots)?,
+            };
             let mut levels = Vec::new();
             for &clients in &args.concurrency {
                 let n = args.min_requests.max(4 * clients);
