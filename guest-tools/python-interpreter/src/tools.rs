@@ -4,7 +4,8 @@ use crate::bindings::agentrt::tools::plugins;
 use crate::bindings::agentrt::tools::types::{ToolError, ToolErrorKind};
 use crate::bindings::agentrt::tools::wiki;
 use crate::convert;
-use monty_types::{ExcType, ExtFunctionResult, MontyException, MontyObject};
+use crate::value::Py;
+use monty_types::{ExcType, ExtFunctionResult, MontyException};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -24,32 +25,32 @@ thread_local! {
 }
 
 /// Calls the tool `name` with the program's arguments; the result resumes the VM.
-pub fn call(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> ExtFunctionResult {
+pub fn call(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> ExtFunctionResult {
     match dispatch(name, args, kwargs) {
-        Ok(value) => ExtFunctionResult::Return(value),
+        Ok(value) => ExtFunctionResult::Return(value.into_monty()),
         Err(error) => ExtFunctionResult::Error(raise(error)),
     }
 }
 
-fn dispatch(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<MontyObject, ToolError> {
+fn dispatch(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> Result<Py, ToolError> {
     match name {
         "search_pages" => {
             let [query, k] = bind(name, &["query", "k"], 1, args, kwargs)?;
             let query = expect_str(name, "query", query)?;
             let k = match k {
                 None => DEFAULT_K,
-                Some(MontyObject::Int(k)) if (1..=MAX_K).contains(&k) => k,
+                Some(Py::Int(k)) if (1..=MAX_K).contains(&k) => k,
                 Some(other) => return Err(bad_argument(name, format!("k must be an int from 1 to {MAX_K}, got {}", other.py_repr()))),
             };
             let hits = wiki::search_pages(&query, k as u32)?;
-            Ok(MontyObject::List(
+            Ok(Py::List(
                 hits.into_iter()
                     .map(|h| {
                         convert::record(vec![
-                            ("page_id", MontyObject::String(h.page_id)),
-                            ("title", MontyObject::String(h.title)),
-                            ("score", MontyObject::Float(f64::from(h.score))),
-                            ("section_id", MontyObject::String(h.section_id)),
+                            ("page_id", Py::String(h.page_id)),
+                            ("title", Py::String(h.title)),
+                            ("score", Py::Float(f64::from(h.score))),
+                            ("section_id", Py::String(h.section_id)),
                         ])
                     })
                     .collect(),
@@ -59,30 +60,27 @@ fn dispatch(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObjec
             let [page_id] = bind(name, &["page_id"], 1, args, kwargs)?;
             let page_id = expect_str(name, "page_id", page_id)?;
             let sections = wiki::view_sections(&page_id)?;
-            Ok(MontyObject::List(
-                sections
-                    .into_iter()
-                    .map(|s| convert::record(vec![("section_id", MontyObject::String(s.section_id)), ("title", MontyObject::String(s.title))]))
-                    .collect(),
+            Ok(Py::List(
+                sections.into_iter().map(|s| convert::record(vec![("section_id", Py::String(s.section_id)), ("title", Py::String(s.title))])).collect(),
             ))
         }
         "read_section" => {
             let [section_id] = bind(name, &["section_id"], 1, args, kwargs)?;
             let section_id = expect_str(name, "section_id", section_id)?;
-            Ok(MontyObject::String(wiki::read_section(&section_id)?))
+            Ok(Py::String(wiki::read_section(&section_id)?))
         }
         _ => call_plugin(name, args, kwargs),
     }
 }
 
 /// The plug-in tool called `name` as a Python function, if the host has one.
-pub fn lookup_plugin(name: &str) -> Option<MontyObject> {
+pub fn lookup_plugin(name: &str) -> Option<Py> {
     let signature = plugins::lookup(name)?;
     PLUGINS.with(|p| p.borrow_mut().insert(name.to_string(), signature.params));
-    Some(MontyObject::Function { name: name.to_string(), docstring: Some(signature.doc) })
+    Some(Py::Function { name: name.to_string(), docstring: Some(signature.doc) })
 }
 
-fn call_plugin(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> Result<MontyObject, ToolError> {
+fn call_plugin(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> Result<Py, ToolError> {
     // monty may call an undefined name without looking it up first: ask the host then.
     let known = PLUGINS.with(|p| p.borrow().get(name).cloned());
     let params = match known {
@@ -96,7 +94,7 @@ fn call_plugin(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyOb
             PLUGINS.with(|p| p.borrow().get(name).cloned()).unwrap_or_default()
         }
     };
-    let mut positional: Vec<Option<MontyObject>> = vec![None; params.len().max(args.len())];
+    let mut positional: Vec<Option<Py>> = vec![None; params.len().max(args.len())];
     for (slot, arg) in positional.iter_mut().zip(args) {
         *slot = Some(arg.clone());
     }
@@ -123,17 +121,11 @@ fn call_plugin(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyOb
 }
 
 /// Binds positional and keyword arguments to `params`; the first `required` must be given.
-fn bind<const N: usize>(
-    tool: &str,
-    params: &[&str; N],
-    required: usize,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> Result<[Option<MontyObject>; N], ToolError> {
+fn bind<const N: usize>(tool: &str, params: &[&str; N], required: usize, args: &[Py], kwargs: &[(Py, Py)]) -> Result<[Option<Py>; N], ToolError> {
     if args.len() > N {
         return Err(bad_argument(tool, format!("takes at most {N} arguments ({}), got {}", params.join(", "), args.len())));
     }
-    let mut bound: [Option<MontyObject>; N] = std::array::from_fn(|i| args.get(i).cloned());
+    let mut bound: [Option<Py>; N] = std::array::from_fn(|i| args.get(i).cloned());
     let names: Vec<String> = params.iter().map(|p| p.to_string()).collect();
     for (key, value) in kwargs {
         let index = keyword_index(tool, &names, key)?;
@@ -148,16 +140,16 @@ fn bind<const N: usize>(
     Ok(bound)
 }
 
-fn keyword_index(tool: &str, params: &[String], key: &MontyObject) -> Result<usize, ToolError> {
-    let MontyObject::String(key) = key else {
+fn keyword_index(tool: &str, params: &[String], key: &Py) -> Result<usize, ToolError> {
+    let Py::String(key) = key else {
         return Err(bad_argument(tool, "keyword names must be strings".to_string()));
     };
     params.iter().position(|p| p == key).ok_or_else(|| bad_argument(tool, format!("unexpected keyword argument `{key}` (parameters: {})", params.join(", "))))
 }
 
-fn expect_str(tool: &str, param: &str, value: Option<MontyObject>) -> Result<String, ToolError> {
+fn expect_str(tool: &str, param: &str, value: Option<Py>) -> Result<String, ToolError> {
     match value {
-        Some(MontyObject::String(s)) => Ok(s),
+        Some(Py::String(s)) => Ok(s),
         Some(other) => Err(bad_argument(tool, format!("`{param}` must be a str, got {}", other.type_name()))),
         None => Err(bad_argument(tool, format!("missing argument `{param}`"))),
     }

@@ -1,6 +1,6 @@
 //! `copy`: `deepcopy` and `copy` of built-in values.
 //!
-//! A value reaches the guest as a copy already (monty's `MontyObject`), and goes back as a fresh one, so
+//! A value reaches the guest as a copy already ([`Py`]), and goes back as a fresh one, so
 //! a deep copy of built-in values (lists, dicts, sets, tuples, numbers, strings, bytes, dates) is exactly
 //! the round trip. What the round trip cannot do is refused, loudly: copying a class instance (it would
 //! come back as the same object), a structure that contains itself, or a value with no boundary form
@@ -9,24 +9,25 @@
 //! become two separate lists in a deep copy (CPython's `deepcopy` keeps them one).
 
 use super::{bind, type_error, PyResult};
-use monty_types::MontyObject;
+use crate::value::Py;
+use monty_types::unstable::{self, MontyNode};
 
 pub const EXPORTS: &[&str] = &["copy", "deepcopy"];
 
-pub fn call(function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
+pub fn call(function: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
     match function {
         "deepcopy" => {
             let [x, memo] = bind("deepcopy", &["x", "memo"], 1, 2, args, kwargs)?;
-            if !matches!(memo, None | Some(MontyObject::None)) {
+            if !matches!(memo, None | Some(Py::None)) {
                 return Err(type_error("deepcopy() in the sandbox takes no memo dict"));
             }
-            let x = x.unwrap_or(MontyObject::None);
+            let x = x.unwrap_or(Py::None);
             check(&x, "deepcopy")?;
             Ok(x)
         }
         _ => {
             let [x] = bind("copy", &["x"], 1, 1, args, kwargs)?;
-            let x = x.unwrap_or(MontyObject::None);
+            let x = x.unwrap_or(Py::None);
             check(&x, "copy")?;
             if let Some(items) = children(&x) {
                 if let Some(inner) = items.into_iter().find(|item| !immutable(item)) {
@@ -44,16 +45,19 @@ pub fn call(function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyO
 }
 
 /// Refuses a value the round trip would not copy faithfully.
-fn check(value: &MontyObject, function: &str) -> PyResult<()> {
+fn check(value: &Py, function: &str) -> PyResult<()> {
     match value {
-        MontyObject::ClassInstance(_) => Err(type_error(format!(
+        Py::ClassInstance(_) => Err(type_error(format!(
             "copy.{function}() in the sandbox copies built-in values (list, dict, set, tuple, str, numbers, bytes, \
              dates), not a {} instance",
             value.type_name()
         ))),
-        MontyObject::Cycle(..) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy a structure that contains itself"))),
-        MontyObject::Repr(repr) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy {repr}: convert it to a list first"))),
-        MontyObject::Path(_) | MontyObject::FileHandle(_) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy a {}", value.type_name()))),
+        Py::Cycle(..) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy a structure that contains itself"))),
+        Py::Repr(repr) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy {repr}: convert it to a list first"))),
+        Py::Path(_) => Err(type_error(format!("copy.{function}() in the sandbox cannot copy a {}", value.type_name()))),
+        Py::Other(object) if matches!(unstable::root_node(object), MontyNode::FileHandle(_)) => {
+            Err(type_error(format!("copy.{function}() in the sandbox cannot copy a {}", value.type_name())))
+        }
         _ => match children(value) {
             Some(items) => items.into_iter().try_for_each(|item| check(item, function)),
             None => Ok(()),
@@ -62,22 +66,18 @@ fn check(value: &MontyObject, function: &str) -> PyResult<()> {
 }
 
 /// The values a container holds (keys and values for a dict); `None` for a value that holds none.
-fn children(value: &MontyObject) -> Option<Vec<&MontyObject>> {
+fn children(value: &Py) -> Option<Vec<&Py>> {
     match value {
-        MontyObject::List(items)
-        | MontyObject::Tuple(items)
-        | MontyObject::Set(items)
-        | MontyObject::FrozenSet(items)
-        | MontyObject::NamedTuple { values: items, .. } => Some(items.iter().collect()),
-        MontyObject::Dict(pairs) => Some(pairs.iter().flat_map(|(k, v)| [k, v]).collect()),
+        Py::List(items) | Py::Tuple(items) | Py::Set(items) | Py::FrozenSet(items) | Py::NamedTuple { values: items, .. } => Some(items.iter().collect()),
+        Py::Dict(pairs) => Some(pairs.iter().flat_map(|(k, v)| [k, v]).collect()),
         _ => None,
     }
 }
 
 /// Whether a value and everything in it is immutable, so a copy of it is as good as itself.
-fn immutable(value: &MontyObject) -> bool {
+fn immutable(value: &Py) -> bool {
     match value {
-        MontyObject::List(_) | MontyObject::Dict(_) | MontyObject::Set(_) | MontyObject::ClassInstance(_) => false,
+        Py::List(_) | Py::Dict(_) | Py::Set(_) | Py::ClassInstance(_) => false,
         _ => children(value).is_none_or(|items| items.into_iter().all(immutable)),
     }
 }

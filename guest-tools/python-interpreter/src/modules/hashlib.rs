@@ -1,7 +1,8 @@
 //! `hashlib`: MD5 and the SHA-1 and SHA-2 digests (RustCrypto), as CPython's hash objects.
 
 use super::{bind, exception, type_error, value_error, PyResult};
-use monty_types::{ExcType, MontyObject};
+use crate::value::Py;
+use monty_types::ExcType;
 use sha2::Digest;
 
 pub const EXPORTS: &[&str] = &["md5", "sha1", "sha224", "sha256", "sha384", "sha512", "new"];
@@ -21,15 +22,15 @@ pub enum Hash {
 
 /// What a method call on a hash gives back: a value, or a new hash object (`copy()`).
 pub enum Outcome {
-    Value(MontyObject),
+    Value(Py),
     Copy(Hash),
 }
 
 /// `hashlib.md5(data)`, `hashlib.new("sha256", data)`, …: a new hash object.
-pub fn call(function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<Hash> {
+pub fn call(function: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Hash> {
     let (name, data) = if function == "new" {
         let [name, data, _] = bind("new", &["name", "data", "usedforsecurity"], 1, 2, args, kwargs)?;
-        let Some(MontyObject::String(name)) = name else {
+        let Some(Py::String(name)) = name else {
             return Err(type_error("new() argument 'name' must be str"));
         };
         (name.to_lowercase(), data)
@@ -64,10 +65,10 @@ impl Hash {
         }
     }
 
-    fn update(&mut self, data: &MontyObject) -> PyResult<()> {
+    fn update(&mut self, data: &Py) -> PyResult<()> {
         let bytes = match data {
-            MontyObject::Bytes(bytes) => bytes,
-            MontyObject::String(_) => return Err(type_error("Strings must be encoded before hashing")),
+            Py::Bytes(bytes) => bytes,
+            Py::String(_) => return Err(type_error("Strings must be encoded before hashing")),
             other => return Err(type_error(format!("object supporting the buffer API required, not {}", other.type_name()))),
         };
         match self {
@@ -93,11 +94,11 @@ impl Hash {
     }
 
     /// The data attributes: `name`, `digest_size`, `block_size`.
-    pub fn attr(&self, name: &str) -> Option<MontyObject> {
+    pub fn attr(&self, name: &str) -> Option<Py> {
         Some(match name {
-            "name" => MontyObject::String(self.name().to_string()),
-            "digest_size" => MontyObject::Int(self.digest().len() as i64),
-            "block_size" => MontyObject::Int(match self {
+            "name" => Py::String(self.name().to_string()),
+            "digest_size" => Py::Int(self.digest().len() as i64),
+            "block_size" => Py::Int(match self {
                 Hash::Sha384(_) | Hash::Sha512(_) => 128,
                 _ => 64,
             }),
@@ -105,20 +106,20 @@ impl Hash {
         })
     }
 
-    pub fn call_method(&mut self, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<Outcome> {
+    pub fn call_method(&mut self, method: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Outcome> {
         let value = match method {
             "update" => {
                 let [data] = bind("update", &["data"], 1, 1, args, kwargs)?;
-                self.update(&data.unwrap_or(MontyObject::None))?;
-                MontyObject::None
+                self.update(&data.unwrap_or(Py::None))?;
+                Py::None
             }
             "digest" => {
                 bind::<0>("digest", &[], 0, 0, args, kwargs)?;
-                MontyObject::Bytes(self.digest())
+                Py::Bytes(self.digest())
             }
             "hexdigest" => {
                 bind::<0>("hexdigest", &[], 0, 0, args, kwargs)?;
-                MontyObject::String(self.digest().iter().map(|b| format!("{b:02x}")).collect())
+                Py::String(self.digest().iter().map(|b| format!("{b:02x}")).collect())
             }
             "copy" => {
                 bind::<0>("copy", &[], 0, 0, args, kwargs)?;

@@ -1,7 +1,7 @@
 //! The modules the guest provides itself, where monty has none: `random` (seeded and deterministic),
 //! `copy`, `string` and `hashlib`. All are pure: they compute on the values they are given.
 //!
-//! A module is a host-backed object of monty's (a `MontyObject::ClassInstance` of a host-defined class,
+//! A module is a host-backed object of monty's (an instance of a host-defined class,
 //! told apart by its uuid): [`crate::imports`] rewrites `import random` into
 //! `random = __import__('random')`, the VM asks for `__import__` by name ([`builtin`]), and then:
 //! - `random.randint(1, 6)` pauses the VM as a method call on the module object ([`call_method`]);
@@ -10,7 +10,7 @@
 //! - `random.Random(42)` and `hashlib.md5(b)` return further host objects (a generator, a hash) whose
 //!   methods route the same way, by the object's uuid.
 //!
-//! Values cross as copies (monty's `MontyObject`), so nothing here can change a program's list in place:
+//! Values cross as copies ([`crate::value::Py`]), so nothing here can change a program's list in place:
 //! `random.shuffle` says so and names the alternative, and `copy.copy` refuses a container whose shared
 //! mutable contents it could not share.
 //!
@@ -22,9 +22,8 @@ mod hashlib;
 mod random;
 mod string;
 
-use monty_types::{
-    DictPairs, ExcType, ExtFunctionResult, MontyClassInstance, MontyClassType, MontyException, MontyObject, MontyType, MontyUuid, NameLookupResult,
-};
+use crate::value::Py;
+use monty_types::{ExcType, ExtFunctionResult, MontyException, MontyObject, MontyUuid, NameLookupResult};
 use std::cell::RefCell;
 
 /// The guest's modules and the names each exports.
@@ -92,8 +91,9 @@ impl Class {
         MontyUuid::from_u128(UUID_PREFIX | CLASS_TAG | self as u128)
     }
 
-    fn class_type(self) -> MontyClassType {
-        MontyClassType { name: self.name().to_string(), id: self.uuid(), host_defined: true, is_dataclass: false, attrs: DictPairs::default() }
+    /// The class as a type object the program can hold: a class defined by the host.
+    fn class_type(self) -> MontyObject {
+        MontyObject::class_type(self.name(), self.uuid(), true, false, [])
     }
 }
 
@@ -121,7 +121,7 @@ fn decode(id: MontyUuid) -> Option<Target> {
 }
 
 /// Registers `object` and returns it as the value the program holds.
-fn new_object(object: Object) -> MontyObject {
+fn new_object(object: Object) -> Py {
     let class = match &object {
         Object::Module(_) => Class::Module,
         Object::Random(_) => Class::Random,
@@ -132,20 +132,16 @@ fn new_object(object: Object) -> MontyObject {
         objects.push(object);
         objects.len() - 1
     });
-    instance(class, index, DictPairs::default())
+    instance(class, index, Vec::new())
 }
 
-fn instance(class: Class, index: usize, attrs: DictPairs) -> MontyObject {
-    MontyObject::ClassInstance(Box::new(MontyClassInstance {
-        class_type: class.class_type(),
-        instance_id: MontyUuid::from_u128(UUID_PREFIX | index as u128),
-        attrs,
-    }))
+fn instance(class: Class, index: usize, attrs: Vec<(MontyObject, MontyObject)>) -> Py {
+    Py::ClassInstance(MontyObject::class_instance(class.class_type(), MontyUuid::from_u128(UUID_PREFIX | index as u128), attrs))
 }
 
 /// The object of module `name`, one per run. `string`'s constants travel with it as attributes, so
 /// reading them does not pause the VM.
-fn module_object(name: &'static str) -> MontyObject {
+fn module_object(name: &'static str) -> Py {
     let existing = OBJECTS.with(|o| o.borrow().iter().position(|object| matches!(object, Object::Module(m) if *m == name)));
     let index = existing.unwrap_or_else(|| {
         OBJECTS.with(|o| {
@@ -155,30 +151,26 @@ fn module_object(name: &'static str) -> MontyObject {
         })
     });
     let attrs = match name {
-        "string" => string::EXPORTS
-            .iter()
-            .map(|c| (MontyObject::String(c.to_string()), MontyObject::String(string::constant(c).unwrap_or_default().to_string())))
-            .collect(),
-        _ => DictPairs::default(),
+        "string" => string::EXPORTS.iter().map(|c| (MontyObject::string(*c), MontyObject::string(string::constant(c).unwrap_or_default()))).collect(),
+        _ => Vec::new(),
     };
     instance(Class::Module, index, attrs)
 }
 
 /// The type object of one of our classes (`random.Random`), so `isinstance` and calling it work.
-fn class_object(class: Class) -> MontyObject {
-    MontyObject::Type(MontyType::Instance(Box::new(class.class_type())))
+fn class_object(class: Class) -> Py {
+    Py::Other(class.class_type())
 }
 
 /// An external function the program can hold and call later: a module function (`random.randint`) or a
 /// method bound to object `index` (`Random.randint#3`).
-fn function(name: String) -> MontyObject {
-    MontyObject::Function { name, docstring: None }
+fn function(name: String) -> Py {
+    Py::Function { name, docstring: None }
 }
 
-/// The guest's builtins the VM may ask for by name: `__import__` (what rewritten imports call) and
-/// `eval` (served by the interpreter loop itself).
-pub fn builtin(name: &str) -> Option<MontyObject> {
-    matches!(name, "__import__" | "eval").then(|| function(name.to_string()))
+/// The guest's builtin the VM may ask for by name: `__import__`, what rewritten imports call.
+pub fn builtin(name: &str) -> Option<Py> {
+    (name == "__import__").then(|| function(name.to_string()))
 }
 
 /// Whether an external function called `name` is one of ours rather than a tool.
@@ -187,8 +179,8 @@ pub fn is_guest_function(name: &str) -> bool {
 }
 
 /// `__import__(name)`: the guest's module object, or the ImportError CPython would raise here.
-fn import(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
-    let [Some(MontyObject::String(name))] = bind("__import__", &["name"], 1, 1, args, kwargs)? else {
+fn import(args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
+    let [Some(Py::String(name))] = bind("__import__", &["name"], 1, 1, args, kwargs)? else {
         return Err(type_error("__import__() argument 1 must be str"));
     };
     match GUEST_MODULES.iter().find(|(module, _)| *module == name) {
@@ -204,7 +196,7 @@ fn import(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResu
 }
 
 /// Calls the external function `name` (a module function or a bound method, see [`function`]).
-pub fn call_function(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> ExtFunctionResult {
+pub fn call_function(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> ExtFunctionResult {
     let result = if name == "__import__" {
         import(args, kwargs)
     } else if let Some((method, index)) = name.split_once('#').and_then(|(qualified, index)| Some((qualified.split_once('.')?.1, index.parse::<usize>().ok()?)))
@@ -220,7 +212,7 @@ pub fn call_function(name: &str, args: &[MontyObject], kwargs: &[(MontyObject, M
 }
 
 /// A method call on one of our objects or classes, routed by uuid.
-pub fn call_method(id: MontyUuid, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> ExtFunctionResult {
+pub fn call_method(id: MontyUuid, method: &str, args: &[Py], kwargs: &[(Py, Py)]) -> ExtFunctionResult {
     let result = match decode(id) {
         Some(Target::Object(index)) => call_object(index, method, args, kwargs),
         Some(Target::Class(Class::Random)) if method == "__call__" => random::construct(args, kwargs),
@@ -230,14 +222,14 @@ pub fn call_method(id: MontyUuid, method: &str, args: &[MontyObject], kwargs: &[
     into_result(result)
 }
 
-fn into_result(result: PyResult<MontyObject>) -> ExtFunctionResult {
+fn into_result(result: PyResult<Py>) -> ExtFunctionResult {
     match result {
-        Ok(value) => ExtFunctionResult::Return(value),
+        Ok(value) => ExtFunctionResult::Return(value.into_monty()),
         Err(exc) => ExtFunctionResult::Error(exc),
     }
 }
 
-fn call_object(index: usize, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
+fn call_object(index: usize, method: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
     let module = OBJECTS.with(|o| match o.borrow().get(index) {
         Some(Object::Module(module)) => Some(Some(*module)),
         Some(_) => Some(None),
@@ -253,7 +245,7 @@ fn call_object(index: usize, method: &str, args: &[MontyObject], kwargs: &[(Mont
                 Some(Object::Random(generator)) => (random::call_method(generator, method, args, kwargs), None),
                 Some(Object::Hash(hash)) => match hash.call_method(method, args, kwargs) {
                     Ok(hashlib::Outcome::Value(value)) => (Ok(value), None),
-                    Ok(hashlib::Outcome::Copy(copy)) => (Ok(MontyObject::None), Some(Object::Hash(Box::new(copy)))),
+                    Ok(hashlib::Outcome::Copy(copy)) => (Ok(Py::None), Some(Object::Hash(Box::new(copy)))),
                     Err(exc) => (Err(exc), None),
                 },
                 _ => (Err(type_error(format!("no host object for the method call `{method}`"))), None),
@@ -266,7 +258,7 @@ fn call_object(index: usize, method: &str, args: &[MontyObject], kwargs: &[(Mont
     }
 }
 
-fn call_module(module: &str, function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
+fn call_module(module: &str, function: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
     if !exports(module).is_some_and(|e| e.contains(&function)) {
         return Err(no_attribute(module, function));
     }
@@ -299,19 +291,19 @@ pub fn attr(id: MontyUuid, name: &str) -> NameLookupResult {
         _ => None,
     };
     match found {
-        Some(Ok(value)) => NameLookupResult::Value(value),
+        Some(Ok(value)) => NameLookupResult::Value(value.into_monty()),
         Some(Err(exc)) => NameLookupResult::Error(exc),
         None => NameLookupResult::Undefined,
     }
 }
 
-fn module_attr(module: &'static str, name: &str) -> PyResult<MontyObject> {
+fn module_attr(module: &'static str, name: &str) -> PyResult<Py> {
     if !exports(module).is_some_and(|e| e.contains(&name)) {
         return Err(no_attribute(module, name));
     }
     Ok(match (module, name) {
         ("random", "Random") => class_object(Class::Random),
-        ("string", constant) => MontyObject::String(string::constant(constant).unwrap_or_default().to_string()),
+        ("string", constant) => Py::String(string::constant(constant).unwrap_or_default().to_string()),
         _ => function(format!("{module}.{name}")),
     })
 }
@@ -323,9 +315,9 @@ pub fn bind<const N: usize>(
     params: &[&str; N],
     required: usize,
     positional: usize,
-    args: &[MontyObject],
-    kwargs: &[(MontyObject, MontyObject)],
-) -> PyResult<[Option<MontyObject>; N]> {
+    args: &[Py],
+    kwargs: &[(Py, Py)],
+) -> PyResult<[Option<Py>; N]> {
     if args.len() > positional {
         return Err(type_error(format!(
             "{function}() takes {} positional argument{} but {} were given",
@@ -334,9 +326,11 @@ pub fn bind<const N: usize>(
             args.len()
         )));
     }
-    let mut bound: [Option<MontyObject>; N] = std::array::from_fn(|i| args.get(i).cloned());
+    let mut bound: [Option<Py>; N] = std::array::from_fn(|i| args.get(i).cloned());
     for (key, value) in kwargs {
-        let MontyObject::String(key) = key else { return Err(type_error("keywords must be strings")) };
+        let Py::String(key) = key else {
+            return Err(type_error("keywords must be strings"));
+        };
         let Some(index) = params.iter().position(|p| p == key) else {
             return Err(type_error(format!("{function}() got an unexpected keyword argument '{key}'")));
         };

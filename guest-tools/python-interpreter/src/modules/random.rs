@@ -10,7 +10,8 @@
 //! `SystemRandom`, and the rarer distributions.
 
 use super::{bind, exception, new_object, type_error, value_error, Object, PyResult};
-use monty_types::{ExcType, MontyObject};
+use crate::value::Py;
+use monty_types::ExcType;
 use num_bigint::{BigInt, BigUint, Sign};
 use sha2::Digest;
 use std::cell::RefCell;
@@ -68,7 +69,7 @@ pub fn reset() {
 }
 
 /// `random.randint(…)` and the other module functions.
-pub fn call_module(function: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
+pub fn call_module(function: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
     if function == "Random" {
         return construct(args, kwargs);
     }
@@ -80,14 +81,14 @@ pub fn call_module(function: &str, args: &[MontyObject], kwargs: &[(MontyObject,
 }
 
 /// `random.Random(x=None)`.
-pub fn construct(args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
+pub fn construct(args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
     let [x] = bind("Random", &["x"], 0, 1, args, kwargs)?;
     let mut generator = Generator::from_key(&[DEFAULT_SEED]);
-    generator.seed(x.as_ref().unwrap_or(&MontyObject::None), 2)?;
+    generator.seed(x.as_ref().unwrap_or(&Py::None), 2)?;
     Ok(new_object(Object::Random(Box::new(generator))))
 }
 
-pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs: &[(MontyObject, MontyObject)]) -> PyResult<MontyObject> {
+pub fn call_method(g: &mut Generator, method: &str, args: &[Py], kwargs: &[(Py, Py)]) -> PyResult<Py> {
     match method {
         "seed" => {
             let [a, version] = bind("seed", &["a", "version"], 0, 2, args, kwargs)?;
@@ -95,30 +96,30 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
                 None => 2,
                 Some(v) => int(&v)?,
             };
-            g.seed(a.as_ref().unwrap_or(&MontyObject::None), version)?;
-            Ok(MontyObject::None)
+            g.seed(a.as_ref().unwrap_or(&Py::None), version)?;
+            Ok(Py::None)
         }
         "random" => {
             bind::<0>("random", &[], 0, 0, args, kwargs)?;
-            Ok(MontyObject::Float(g.random()))
+            Ok(Py::Float(g.random()))
         }
         "uniform" => {
             let [a, b] = bind("uniform", &["a", "b"], 2, 2, args, kwargs)?;
             let (a, b) = (float(&a.unwrap())?, float(&b.unwrap())?);
-            Ok(MontyObject::Float(a + (b - a) * g.random()))
+            Ok(Py::Float(a + (b - a) * g.random()))
         }
         "triangular" => {
             let [low, high, mode] = bind("triangular", &["low", "high", "mode"], 0, 3, args, kwargs)?;
             let mut low = low.map_or(Ok(0.0), |v| float(&v))?;
             let mut high = high.map_or(Ok(1.0), |v| float(&v))?;
             let mode = match mode {
-                None | Some(MontyObject::None) => None,
+                None | Some(Py::None) => None,
                 Some(v) => Some(float(&v)?),
             };
             let mut u = g.random();
             let mut c = match mode {
                 None => 0.5,
-                Some(_) if high == low => return Ok(MontyObject::Float(low)),
+                Some(_) if high == low => return Ok(Py::Float(low)),
                 Some(mode) => (mode - low) / (high - low),
             };
             if u > c {
@@ -126,7 +127,7 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
                 c = 1.0 - c;
                 std::mem::swap(&mut low, &mut high);
             }
-            Ok(MontyObject::Float(low + (high - low) * (u * c).sqrt()))
+            Ok(Py::Float(low + (high - low) * (u * c).sqrt()))
         }
         "randint" => {
             let [a, b] = bind("randint", &["a", "b"], 2, 2, args, kwargs)?;
@@ -137,7 +138,7 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
             let [start, stop, step] = bind("randrange", &["start", "stop", "step"], 1, 3, args, kwargs)?;
             let start = int(&start.unwrap())?;
             let stop = match stop {
-                None | Some(MontyObject::None) => None,
+                None | Some(Py::None) => None,
                 Some(v) => Some(int(&v)?),
             };
             let step = match step {
@@ -164,7 +165,7 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
             }
             let n = usize::try_from(n).map_err(|_| overflow())?;
             let words = g.getrandbits(n as u64 * 8);
-            Ok(MontyObject::Bytes(words.iter().flat_map(|w| w.to_le_bytes()).take(n).collect()))
+            Ok(Py::Bytes(words.iter().flat_map(|w| w.to_le_bytes()).take(n).collect()))
         }
         "choice" => {
             let [seq] = bind("choice", &["seq"], 1, 1, args, kwargs)?;
@@ -203,7 +204,7 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
                     x2pi.cos() * g2rad
                 }
             };
-            Ok(MontyObject::Float(mu + z * sigma))
+            Ok(Py::Float(mu + z * sigma))
         }
         "normalvariate" | "lognormvariate" => {
             let [mu, sigma] = bind(method, &["mu", "sigma"], if method == "normalvariate" { 0 } else { 2 }, 2, args, kwargs)?;
@@ -218,7 +219,7 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
                 }
             };
             let normal = mu + z * sigma;
-            Ok(MontyObject::Float(if method == "normalvariate" { normal } else { normal.exp() }))
+            Ok(Py::Float(if method == "normalvariate" { normal } else { normal.exp() }))
         }
         "expovariate" => {
             let [lambd] = bind("expovariate", &["lambd"], 1, 1, args, kwargs)?;
@@ -226,7 +227,7 @@ pub fn call_method(g: &mut Generator, method: &str, args: &[MontyObject], kwargs
             if lambd == 0.0 {
                 return Err(exception(ExcType::ZeroDivisionError, "float division by zero"));
             }
-            Ok(MontyObject::Float(-(1.0 - g.random()).ln() / lambd))
+            Ok(Py::Float(-(1.0 - g.random()).ln() / lambd))
         }
         _ => Err(exception(ExcType::AttributeError, format!("'Random' object has no attribute '{method}'"))),
     }
@@ -247,67 +248,63 @@ fn overflow() -> monty_types::MontyException {
 }
 
 /// An int argument (a bool counts), as CPython's `operator.index` takes it.
-fn int(value: &MontyObject) -> PyResult<i128> {
+fn int(value: &Py) -> PyResult<i128> {
     match value {
-        MontyObject::Int(i) => Ok(i128::from(*i)),
-        MontyObject::Bool(b) => Ok(i128::from(*b)),
-        MontyObject::BigInt(b) => i128::try_from(b).map_err(|_| overflow()),
+        Py::Int(i) => Ok(i128::from(*i)),
+        Py::Bool(b) => Ok(i128::from(*b)),
+        Py::BigInt(b) => i128::try_from(b).map_err(|_| overflow()),
         other => Err(type_error(format!("'{}' object cannot be interpreted as an integer", other.type_name()))),
     }
 }
 
-fn float(value: &MontyObject) -> PyResult<f64> {
+fn float(value: &Py) -> PyResult<f64> {
     match value {
-        MontyObject::Float(f) => Ok(*f),
-        MontyObject::Int(i) => Ok(*i as f64),
-        MontyObject::Bool(b) => Ok(f64::from(u8::from(*b))),
-        MontyObject::BigInt(b) => Ok(b.to_string().parse().unwrap_or(f64::NAN)),
+        Py::Float(f) => Ok(*f),
+        Py::Int(i) => Ok(*i as f64),
+        Py::Bool(b) => Ok(f64::from(u8::from(*b))),
+        Py::BigInt(b) => Ok(b.to_string().parse().unwrap_or(f64::NAN)),
         other => Err(type_error(format!("must be real number, not {}", other.type_name()))),
     }
 }
 
-fn int_object(i: i128) -> MontyObject {
+fn int_object(i: i128) -> Py {
     match i64::try_from(i) {
-        Ok(i) => MontyObject::Int(i),
-        Err(_) => MontyObject::BigInt(BigInt::from(i)),
+        Ok(i) => Py::Int(i),
+        Err(_) => Py::BigInt(BigInt::from(i)),
     }
 }
 
 /// A non-negative int from little-endian 32-bit words.
-fn words_object(words: Vec<u32>) -> MontyObject {
+fn words_object(words: Vec<u32>) -> Py {
     let value = BigUint::new(words);
     match i64::try_from(&value) {
-        Ok(i) => MontyObject::Int(i),
-        Err(_) => MontyObject::BigInt(BigInt::from_biguint(Sign::Plus, value)),
+        Ok(i) => Py::Int(i),
+        Err(_) => Py::BigInt(BigInt::from_biguint(Sign::Plus, value)),
     }
 }
 
 /// A sequence to draw from: a list, tuple, str, bytes or range (as CPython's `Sequence`).
 enum Population<'a> {
-    Items(&'a [MontyObject]),
+    Items(&'a [Py]),
     Chars(Vec<char>),
     Bytes(&'a [u8]),
     Range { start: i64, step: i64, len: usize },
 }
 
 impl<'a> Population<'a> {
-    fn new(function: &str, value: &'a MontyObject) -> PyResult<Self> {
+    fn new(function: &str, value: &'a Py) -> PyResult<Self> {
         Ok(match value {
-            MontyObject::List(items) | MontyObject::Tuple(items) | MontyObject::NamedTuple { values: items, .. } => Population::Items(items),
-            MontyObject::String(s) => Population::Chars(s.chars().collect()),
-            MontyObject::Bytes(b) => Population::Bytes(b),
-            MontyObject::Repr(repr) if repr.starts_with("range(") => {
+            Py::List(items) | Py::Tuple(items) | Py::NamedTuple { values: items, .. } => Population::Items(items),
+            Py::String(s) => Population::Chars(s.chars().collect()),
+            Py::Bytes(b) => Population::Bytes(b),
+            Py::Repr(repr) if repr.starts_with("range(") => {
                 parse_range(repr).ok_or_else(|| exception(ExcType::OverflowError, format!("{repr} is too large for the sandbox's random")))?
             }
             other => {
                 return Err(type_error(format!(
                     "random.{function}() needs a sequence (list, tuple, str, bytes or range), not {}{}",
                     other.type_name(),
-                    if matches!(other, MontyObject::Dict(_) | MontyObject::Set(_) | MontyObject::FrozenSet(_)) {
-                        "; for dicts or sets, use sorted(d)"
-                    } else {
-                        ""
-                    }
+                    if matches!(other, Py::Dict(_) | Py::Set(_) | Py::FrozenSet(_)) { "; for dicts or sets, use sorted(d)" } else { "" }
                 )))
             }
         })
@@ -322,11 +319,11 @@ impl<'a> Population<'a> {
         }
     }
 
-    fn get(&self, i: usize) -> MontyObject {
+    fn get(&self, i: usize) -> Py {
         match self {
             Population::Items(items) => items[i].clone(),
-            Population::Chars(chars) => MontyObject::String(chars[i].to_string()),
-            Population::Bytes(bytes) => MontyObject::Int(i64::from(bytes[i])),
+            Population::Chars(chars) => Py::String(chars[i].to_string()),
+            Population::Bytes(bytes) => Py::Int(i64::from(bytes[i])),
             Population::Range { start, step, .. } => int_object(i128::from(*start) + i128::from(*step) * i as i128),
         }
     }
@@ -483,35 +480,35 @@ impl Generator {
     }
 
     /// `seed(a, version)`: ints use all their bits, str and bytes (version 2) their bytes and SHA-512.
-    fn seed(&mut self, a: &MontyObject, version: i128) -> PyResult<()> {
+    fn seed(&mut self, a: &Py, version: i128) -> PyResult<()> {
         let key_bytes: Vec<u8> = match a {
-            MontyObject::None => vec![DEFAULT_SEED as u8],
-            MontyObject::Int(_) | MontyObject::Bool(_) | MontyObject::BigInt(_) => {
+            Py::None => vec![DEFAULT_SEED as u8],
+            Py::Int(_) | Py::Bool(_) | Py::BigInt(_) => {
                 let n = match a {
-                    MontyObject::Int(i) => BigInt::from(*i),
-                    MontyObject::Bool(b) => BigInt::from(u8::from(*b)),
-                    MontyObject::BigInt(b) => b.clone(),
+                    Py::Int(i) => BigInt::from(*i),
+                    Py::Bool(b) => BigInt::from(u8::from(*b)),
+                    Py::BigInt(b) => b.clone(),
                     _ => unreachable!(),
                 };
                 n.magnitude().to_bytes_le()
             }
-            MontyObject::Float(f) => {
+            Py::Float(f) => {
                 if f.is_nan() {
                     return Err(value_error("cannot seed from NaN in the sandbox"));
                 }
                 // CPython seeds from `(size_t)hash(a)`.
                 (hash_float(*f) as u64).to_le_bytes().to_vec()
             }
-            MontyObject::String(_) | MontyObject::Bytes(_) => {
+            Py::String(_) | Py::Bytes(_) => {
                 let bytes = match a {
-                    MontyObject::String(s) => s.as_bytes().to_vec(),
-                    MontyObject::Bytes(b) => b.clone(),
+                    Py::String(s) => s.as_bytes().to_vec(),
+                    Py::Bytes(b) => b.clone(),
                     _ => unreachable!(),
                 };
                 if version == 1 {
                     // CPython's version 1 (reproduces Python 2's seeds): a str hash of the latin-1 text.
                     let chars: Vec<u32> = match a {
-                        MontyObject::String(s) => s.chars().map(u32::from).collect(),
+                        Py::String(s) => s.chars().map(u32::from).collect(),
                         _ => bytes.iter().map(|b| u32::from(*b)).collect(),
                     };
                     let mut x: u64 = chars.first().map_or(0, |c| u64::from(*c) << 7);
@@ -551,18 +548,18 @@ impl Generator {
         Ok(())
     }
 
-    fn sample(&mut self, population: &Population, k: i128, counts: Option<MontyObject>) -> PyResult<MontyObject> {
+    fn sample(&mut self, population: &Population, k: i128, counts: Option<Py>) -> PyResult<Py> {
         let n = population.len();
-        if let Some(counts) = counts.filter(|c| !matches!(c, MontyObject::None)) {
+        if let Some(counts) = counts.filter(|c| !matches!(c, Py::None)) {
             let counts = match &counts {
-                MontyObject::List(items) | MontyObject::Tuple(items) => items,
+                Py::List(items) | Py::Tuple(items) => items,
                 other => return Err(type_error(format!("'{}' object is not iterable", other.type_name()))),
             };
             let mut cumulative = Vec::with_capacity(counts.len());
             let mut total: i128 = 0;
             for count in counts {
                 total += match count {
-                    MontyObject::Int(_) | MontyObject::Bool(_) | MontyObject::BigInt(_) => int(count)?,
+                    Py::Int(_) | Py::Bool(_) | Py::BigInt(_) => int(count)?,
                     _ => return Err(type_error("Counts must be integers")),
                 };
                 cumulative.push(total);
@@ -576,8 +573,8 @@ impl Generator {
             }
             let total = i64::try_from(total).map_err(|_| overflow())?;
             let selections = self.sample(&Population::Range { start: 0, step: 1, len: total as usize }, k, None)?;
-            let MontyObject::List(selections) = selections else { unreachable!() };
-            return Ok(MontyObject::List(
+            let Py::List(selections) = selections else { unreachable!() };
+            return Ok(Py::List(
                 selections
                     .iter()
                     .map(|s| {
@@ -614,14 +611,14 @@ impl Generator {
                 result.push(population.get(j));
             }
         }
-        Ok(MontyObject::List(result))
+        Ok(Py::List(result))
     }
 
-    fn choices(&mut self, population: &Population, weights: Option<MontyObject>, cum_weights: Option<MontyObject>, k: i128) -> PyResult<MontyObject> {
+    fn choices(&mut self, population: &Population, weights: Option<Py>, cum_weights: Option<Py>, k: i128) -> PyResult<Py> {
         let n = population.len();
         let k = usize::try_from(k.max(0)).map_err(|_| overflow())?;
-        let weights = weights.filter(|w| !matches!(w, MontyObject::None));
-        let cum_weights = cum_weights.filter(|w| !matches!(w, MontyObject::None));
+        let weights = weights.filter(|w| !matches!(w, Py::None));
+        let cum_weights = cum_weights.filter(|w| !matches!(w, Py::None));
         let cumulative: Vec<f64> = match (weights, cum_weights) {
             (None, None) => {
                 let n = n as f64;
@@ -635,7 +632,7 @@ impl Generator {
                         }
                     })
                     .collect::<PyResult<_>>()
-                    .map(MontyObject::List);
+                    .map(Py::List);
             }
             (Some(_), Some(_)) => return Err(type_error("Cannot specify both weights and cumulative weights")),
             (Some(weights), None) => {
@@ -661,7 +658,7 @@ impl Generator {
             return Err(value_error("Total of weights must be finite"));
         }
         let hi = n.saturating_sub(1);
-        Ok(MontyObject::List(
+        Ok(Py::List(
             (0..k)
                 .map(|_| {
                     let x = self.random() * total;
@@ -695,15 +692,15 @@ impl Number {
     }
 }
 
-fn numbers(value: &MontyObject) -> PyResult<Vec<Number>> {
+fn numbers(value: &Py) -> PyResult<Vec<Number>> {
     let items = match value {
-        MontyObject::List(items) | MontyObject::Tuple(items) => items,
+        Py::List(items) | Py::Tuple(items) => items,
         other => return Err(type_error(format!("'{}' object is not iterable", other.type_name()))),
     };
     items
         .iter()
         .map(|item| match item {
-            MontyObject::Float(f) => Ok(Number::Float(*f)),
+            Py::Float(f) => Ok(Number::Float(*f)),
             other => int(other).map(Number::Int).map_err(|_| type_error(format!("unsupported operand type(s) for +: 'int' and '{}'", other.type_name()))),
         })
         .collect()
