@@ -3,7 +3,7 @@
 use crate::SandboxError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances; wall-time limits are rounded up to this.
@@ -63,9 +63,11 @@ impl EpochTicker {
         std::thread::Builder::new()
             .name("agentrt-epoch".into())
             .spawn(move || {
+                let started = Instant::now();
+                let mut ticks = 0;
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
+                    catch_up(&mut ticks, started.elapsed(), || engine.increment_epoch());
                 }
             })
             .expect("spawning the epoch thread");
@@ -79,7 +81,38 @@ impl Drop for EpochTicker {
     }
 }
 
+/// Advances the epoch (`increment`) from `ticks` to the number of ticks due `elapsed` after the ticker
+/// started. One tick per sleep is not enough: on a loaded machine a 5 ms sleep can last far longer (the
+/// fuzzer saw a 2 ms program report 30 s of wall time), and each tick that is not made up stretches the
+/// wall-time limit of every running program by that much.
+fn catch_up(ticks: &mut u64, elapsed: Duration, mut increment: impl FnMut()) {
+    let due = (elapsed.as_micros() / EPOCH_TICK.as_micros()) as u64;
+    while *ticks < due {
+        increment();
+        *ticks += 1;
+    }
+}
+
 /// The number of epoch ticks that make up `timeout`, rounded up.
 pub fn deadline_ticks(timeout: Duration) -> u64 {
     (timeout.as_micros().div_ceil(EPOCH_TICK.as_micros())).max(1) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_catches_up_after_a_sleep_that_overslept() {
+        let mut ticks = 0;
+        let mut increments = 0;
+        catch_up(&mut ticks, Duration::from_millis(5), || increments += 1);
+        assert_eq!((ticks, increments), (1, 1));
+        // The ticker thread was not scheduled for 30 s: the epoch jumps to where the clock is, so a
+        // program whose deadline passed meanwhile traps at its next check instead of 30 s late.
+        catch_up(&mut ticks, Duration::from_secs(30), || increments += 1);
+        assert_eq!((ticks, increments), (6_000, 6_000));
+        catch_up(&mut ticks, Duration::from_secs(30), || increments += 1);
+        assert_eq!(increments, 6_000, "no tick is made twice");
+    }
 }

@@ -44,9 +44,29 @@ impl CappedOutput {
         lines
     }
 
-    /// Everything written so far, as text (invalid UTF-8 replaced).
+    /// Everything written so far, as text (invalid UTF-8 replaced), never longer than the bound. Each
+    /// byte of an invalid or cut sequence becomes U+FFFD, three bytes: a write cut at the bound in the
+    /// middle of `é` made 1 byte of stdout 3 (found by the fuzzer), and a guest writing invalid bytes
+    /// could triple its output. The text is cut back to the bound at a character boundary (for a tail,
+    /// from the front).
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.buffer.lock().expect("stdout buffer poisoned")).into_owned()
+        let mut text = String::from_utf8_lossy(&self.buffer.lock().expect("stdout buffer poisoned")).into_owned();
+        if text.len() > self.capacity {
+            if self.keep_tail {
+                let mut start = text.len() - self.capacity;
+                while !text.is_char_boundary(start) {
+                    start += 1;
+                }
+                text.drain(..start);
+            } else {
+                let mut end = self.capacity;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+            }
+        }
+        text
     }
 
     /// Whether the program tried to write past the bound.
@@ -153,6 +173,22 @@ mod tests {
         tail.clear();
         assert_eq!(tail.text(), "");
         assert!(!tail.overflowed());
+    }
+
+    #[test]
+    fn the_text_stays_within_the_bound_when_a_character_or_invalid_bytes_are_cut() {
+        let mut capped = CappedOutput::new(1);
+        assert!(OutputStream::write(&mut capped, Bytes::from("é")).is_err());
+        assert_eq!(capped.text(), "", "half an `é` is dropped, not replaced by three bytes");
+        let mut capped = CappedOutput::new(100);
+        assert!(OutputStream::write(&mut capped, Bytes::from(format!("{}é", "x".repeat(99)))).is_err());
+        assert_eq!(capped.text(), "x".repeat(99));
+        let mut capped = CappedOutput::new(8);
+        OutputStream::write(&mut capped, Bytes::from_static(&[0xff; 8])).unwrap();
+        assert!(capped.text().len() <= 8, "{:?}", capped.text());
+        let mut tail = CappedOutput::keeping_tail(4);
+        OutputStream::write(&mut tail, Bytes::from_static(&[0xff; 4])).unwrap();
+        assert!(tail.text().len() <= 4, "{:?}", tail.text());
     }
 
     #[test]

@@ -125,6 +125,9 @@ impl Sandbox {
         let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let result = match outcome {
             Err(_elapsed) => Err(ProgramError::LimitExceeded { limit: Limit::Time }),
+            // A guest that flushes its stdout as it returns, and ignores the write the bound refused,
+            // still completes: its output was cut all the same.
+            Ok(Ok(Ok(_))) if stdout.overflowed() => Err(ProgramError::LimitExceeded { limit: Limit::Output }),
             Ok(Ok(Ok(outcome))) => Ok(Outcome { value: outcome.value }),
             Ok(Ok(Err(error))) => Err(program_error(error)),
             Ok(Err(trap)) => Err(classify_trap(trap, store.data(), &stdout, &stderr)),
@@ -151,6 +154,12 @@ fn classify_trap(error: wasmtime::Error, state: &HostState, stdout: &CappedOutpu
         return limit(Limit::Output);
     }
     if state.memory.exceeded {
+        return limit(Limit::Memory);
+    }
+    // A request for more than a 32-bit address space holds (`[0] * 10**9`: 16 GB of values) never reaches
+    // the memory limiter: Rust's collections panic with "capacity overflow" before asking for a page.
+    // It is the program asking for too much memory, not a bug of the guest.
+    if stderr.text().contains("capacity overflow") {
         return limit(Limit::Memory);
     }
     match error.downcast_ref::<Trap>() {

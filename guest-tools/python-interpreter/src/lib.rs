@@ -53,23 +53,32 @@ struct Interpreter;
 
 impl bindings::Guest for Interpreter {
     fn run(program: String) -> Result<Outcome, ProgramError> {
-        let source = imports::prepare(&program)?.into_owned();
-        modules::reset();
-        let input_names = tools::WIKI_TOOLS.iter().map(|t| t.to_string()).collect();
-        let runner = MontyRun::new(source, "program.py", input_names, CompileOptions::default()).map_err(errors::from_exception)?;
-        let inputs = tools::WIKI_TOOLS.iter().map(|name| MontyObject::function(*name, None)).collect();
-        let progress = runner.with_os_policy(os_policy()).start(inputs, tracker(), PrintWriter::Stdout).map_err(errors::from_exception)?;
-        let mut unknown_names = Vec::new();
-        let value = drive(progress, &mut unknown_names).map_err(|stop| match stop {
-            Stop::Program(error) => error,
-            Stop::Exception(exc) => errors::from_uncaught(exc, &unknown_names),
-        })?;
-        let value = match unstable::root_node(&value) {
-            MontyNode::None => None,
-            _ => Some(value.py_repr()),
-        };
-        Ok(Outcome { value })
+        let result = run_program(program);
+        // `print` goes through Rust's line-buffered stdout: what follows the last newline
+        // (`print(x, end='')`) stays in the buffer unless flushed here, and was lost. A flush past the
+        // host's output bound fails; the host sees that and reports the bound.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        result
     }
+}
+
+fn run_program(program: String) -> Result<Outcome, ProgramError> {
+    let source = imports::prepare(&program)?.into_owned();
+    modules::reset();
+    let input_names = tools::WIKI_TOOLS.iter().map(|t| t.to_string()).collect();
+    let runner = MontyRun::new(source, "program.py", input_names, CompileOptions::default()).map_err(errors::from_exception)?;
+    let inputs = tools::WIKI_TOOLS.iter().map(|name| MontyObject::function(*name, None)).collect();
+    let progress = runner.with_os_policy(os_policy()).start(inputs, tracker(), PrintWriter::Stdout).map_err(errors::from_exception)?;
+    let mut unknown_names = Vec::new();
+    let value = drive(progress, &mut unknown_names).map_err(|stop| match stop {
+        Stop::Program(error) => error,
+        Stop::Exception(exc) => errors::from_uncaught(exc, &unknown_names),
+    })?;
+    let value = match unstable::root_node(&value) {
+        MontyNode::None => None,
+        _ => Some(value.py_repr()),
+    };
+    Ok(Outcome { value })
 }
 
 fn tracker() -> ResourceTracker {
