@@ -11,9 +11,11 @@
 //! request's seeded stream, so a request's tokens do not depend on what it ran beside (up to float rounding).
 //!
 //! Every token goes to its job's channel as soon as it is picked; a closed channel (the client has gone)
-//! cancels the sequence at once, freeing its slot. An ended request's keys and values stay in a bounded
-//! prefix cache, so a later prompt that starts alike (a shared system prompt, the next turn of a
-//! conversation) is read only past what they cover. Each request that ends is logged (id, model, tokens,
+//! cancels the sequence at once, freeing its slot. The channel has no capacity to fill, so the engine never
+//! waits on a client: one that reads slowly or never costs memory, bounded by its request's `max_tokens`
+//! (see `http::stream_reply`), and never holds a slot past its sequences' own end, as in vLLM. An ended
+//! request's keys and values stay in a bounded prefix cache, so a later prompt that starts alike (a shared
+//! system prompt, the next turn of a conversation) is read only past what they cover. Each request that ends is logged (id, model, tokens,
 //! time to first token, total time).
 
 use agentrt_policy::rand::rngs::StdRng;
@@ -72,6 +74,8 @@ pub struct EngineStats {
     pub cancelled: u64,
     /// Requests whose client had gone before they were admitted.
     pub abandoned: u64,
+    /// Sequences in the batch now (decoding, or their prompts being read).
+    pub running: usize,
 }
 
 /// What a job's channel hears.
@@ -90,8 +94,9 @@ pub enum Event {
     Done {
         /// Which of the job's choices (0-based).
         choice: usize,
-        /// Its token ids, log-probs, text and finish reason.
-        completion: Completion,
+        /// Its token ids, log-probs, text and finish reason (boxed, so that an event, which a client that
+        /// does not read leaves waiting in its channel once per token, stays small).
+        completion: Box<Completion>,
     },
     /// Sampling failed; the job gets no more events.
     Failed(String),
@@ -112,6 +117,8 @@ pub struct Job {
     /// One seeded stream per choice.
     pub rngs: Vec<StdRng>,
     /// Where the job's tokens and endings go; closed when the client has gone, which cancels the job.
+    /// Unbounded, so that sending never waits; it holds at most `n × (max_tokens + 1)` events, each choice's
+    /// tokens and its end.
     pub events: UnboundedSender<Event>,
     /// When the server accepted it.
     pub received: Instant,
@@ -187,6 +194,7 @@ impl<'p> Engine<'p> {
             if !self.jobs.is_empty() {
                 self.step(stats);
             }
+            stats.lock().expect("stats lock").running = self.slots.iter().filter(|s| s.is_some()).count();
         }
     }
 
@@ -286,7 +294,7 @@ impl<'p> Engine<'p> {
         running.open -= 1;
         running.completion_tokens += completion.token_ids.len();
         let was_cancelled = completion.finish_reason == FinishReason::Cancelled;
-        let _ = running.job.events.send(Event::Done { choice, completion });
+        let _ = running.job.events.send(Event::Done { choice, completion: Box::new(completion) });
         if running.open > 0 {
             return;
         }

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -374,7 +374,7 @@ async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<Value, ApiError> 
     while done.iter().any(Option::is_none) {
         match q.events.recv().await {
             Some(Event::Token { .. }) => {}
-            Some(Event::Done { choice, completion }) => done[choice] = Some(completion),
+            Some(Event::Done { choice, completion }) => done[choice] = Some(*completion),
             Some(Event::Failed(message)) => return Err(ApiError::internal(message)),
             None => return Err(ApiError::internal("the sampling thread dropped the request")),
         }
@@ -407,64 +407,119 @@ async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<Value, ApiError> 
 
 /// Streams the reply as server-sent events: a first chunk per choice with the role, then text as it
 /// becomes safe to send (with each token's log-prob when asked), a last chunk per choice with its
-/// `finish_reason`, the usage when asked, and `[DONE]`. A client that goes away drops the stream, which
-/// closes the job's channel, which cancels its rows in the engine.
-fn stream_reply(s: Arc<ServerState>, mut q: Queued) -> Sse<impl futures::Stream<Item = Result<SseEvent, Infallible>>> {
-    let (tx, mut rx) = unbounded_channel::<SseEvent>();
-    tokio::spawn(async move {
-        let r = &q.request;
-        let n = r.params.n;
-        let chunk = |choices: Value| {
-            SseEvent::default()
-                .data(json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": r.model, "choices": choices}).to_string())
-        };
-        let piece = |choice: usize, delta: Value, logprobs: Value| json!([{"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": null}]);
-        for c in 0..n {
-            if tx.send(chunk(piece(c, json!({"role": "assistant", "content": ""}), Value::Null))).is_err() {
-                return;
+/// `finish_reason`, the usage when asked, and `[DONE]`.
+///
+/// A chunk is written only when the connection pulls it: hyper polls the body only while its write buffer
+/// has room (a few frames), and that empties only as fast as the socket takes bytes. The engine's events
+/// wait in the job's channel meanwhile, so what a client that reads slowly, or never, leaves the server
+/// holding is bounded, and compact: the engine never waits for it (the channel has no capacity to fill), its
+/// sequences run to their end and free their slots as anyone's do, and the channel then holds at most
+/// `n × (max_tokens + 1)` events (a token, or one choice's end), `size_of::<Event>()` bytes each, plus each
+/// choice's [`Completion`] (its ids, log-probs and text), where `enqueue` has checked prompt plus
+/// `max_tokens` against `--max-model-len`. Past that, a connection holds hyper's buffers and the kernel's
+/// socket queues (`net.ipv4.tcp_wmem`, `tcp_rmem`), until the client reads or closes it
+/// (`serve/tests/hostile_load.rs` measures both). A client that goes away drops the body, which closes the
+/// job's channel, which cancels its rows in the engine at their next token.
+fn stream_reply(s: Arc<ServerState>, q: Queued) -> Sse<impl futures::Stream<Item = Result<SseEvent, Infallible>>> {
+    let n = q.request.params.n;
+    let mut reply = StreamedReply {
+        texts: (0..n).map(|_| TextStream::new(q.request.params.stop.clone(), q.request.include_stop)).collect(),
+        open: n,
+        completion_tokens: 0,
+        ready: VecDeque::new(),
+        ended: false,
+        s,
+        q,
+    };
+    for c in 0..n {
+        let role = reply.chunk(piece(c, json!({"role": "assistant", "content": ""}), Value::Null));
+        reply.ready.push_back(role);
+    }
+    let chunks = futures::stream::unfold(reply, |mut reply| async move {
+        loop {
+            if let Some(e) = reply.ready.pop_front() {
+                return Some((Ok(e), reply));
             }
-        }
-        let mut texts: Vec<TextStream> = (0..n).map(|_| TextStream::new(r.params.stop.clone(), r.include_stop)).collect();
-        let (mut open, mut completion_tokens) = (n, 0);
-        while open > 0 {
-            let event = match q.events.recv().await {
-                Some(Event::Token { choice, id, logprob }) => {
-                    let delta = texts[choice].push(id, &s.policy.tokenizer);
-                    if r.logprobs {
-                        let token = s.policy.tokenizer.decode(&[id]).unwrap_or_default();
-                        let lp = json!({"content": [logprob_entry(&token, id, logprob, r.tokens_as_ids)]});
-                        Some(chunk(piece(choice, json!({"content": delta}), lp)))
-                    } else {
-                        (!delta.is_empty()).then(|| chunk(piece(choice, json!({"content": delta}), Value::Null)))
-                    }
-                }
-                Some(Event::Done { choice, completion }) => {
-                    open -= 1;
-                    completion_tokens += completion.token_ids.len();
-                    let rest = texts[choice].finish(&final_text(&completion.text, &completion.finish_reason, r.include_stop));
-                    if !rest.is_empty() && tx.send(chunk(piece(choice, json!({"content": rest}), Value::Null))).is_err() {
-                        return;
-                    }
-                    let (finish, stop_reason) = finish_fields(&completion.finish_reason);
-                    Some(chunk(json!([{"index": choice, "delta": {}, "logprobs": null, "finish_reason": finish, "stop_reason": stop_reason}])))
-                }
-                Some(Event::Failed(message)) => {
-                    let _ = tx.send(SseEvent::default().data(ApiError::internal(message).body().to_string()));
-                    return;
-                }
-                None => return,
-            };
-            if let Some(e) = event {
-                if tx.send(e).is_err() {
-                    return;
-                }
+            if reply.ended {
+                return None;
             }
+            reply.next_event().await;
         }
-        if r.stream_usage {
-            let u = json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": r.model, "choices": [], "usage": usage(q.prompt_tokens, completion_tokens)});
-            let _ = tx.send(SseEvent::default().data(u.to_string()));
-        }
-        let _ = tx.send(SseEvent::default().data("[DONE]"));
     });
-    Sse::new(futures::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|e| e.map(Ok)))).keep_alive(KeepAlive::default())
+    Sse::new(chunks).keep_alive(KeepAlive::default())
+}
+
+/// A chunk's `choices`: choice `choice`'s `delta`, not ended.
+fn piece(choice: usize, delta: Value, logprobs: Value) -> Value {
+    json!([{"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": null}])
+}
+
+/// A streamed reply between the chunks its connection pulls.
+struct StreamedReply {
+    s: Arc<ServerState>,
+    q: Queued,
+    texts: Vec<TextStream>,
+    /// Choices not yet ended.
+    open: usize,
+    completion_tokens: usize,
+    /// Chunks made from the last event, not yet pulled.
+    ready: VecDeque<SseEvent>,
+    /// No event comes after `ready`.
+    ended: bool,
+}
+
+impl StreamedReply {
+    fn chunk(&self, choices: Value) -> SseEvent {
+        let (q, r) = (&self.q, &self.q.request);
+        SseEvent::default().data(json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": r.model, "choices": choices}).to_string())
+    }
+
+    /// Waits for the engine's next event and turns it into chunks (none while a token's text is held back);
+    /// after the last choice's end, the usage when asked and `[DONE]`.
+    async fn next_event(&mut self) {
+        if self.open == 0 {
+            if self.q.request.stream_usage {
+                let q = &self.q;
+                let u = json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": q.request.model, "choices": [], "usage": usage(q.prompt_tokens, self.completion_tokens)});
+                self.ready.push_back(SseEvent::default().data(u.to_string()));
+            }
+            self.ready.push_back(SseEvent::default().data("[DONE]"));
+            self.ended = true;
+            return;
+        }
+        match self.q.events.recv().await {
+            Some(Event::Token { choice, id, logprob }) => {
+                let tokenizer = &self.s.policy.tokenizer;
+                let delta = self.texts[choice].push(id, tokenizer);
+                let r = &self.q.request;
+                if r.logprobs {
+                    let token = tokenizer.decode(&[id]).unwrap_or_default();
+                    let lp = json!({"content": [logprob_entry(&token, id, logprob, r.tokens_as_ids)]});
+                    let e = self.chunk(piece(choice, json!({"content": delta}), lp));
+                    self.ready.push_back(e);
+                } else if !delta.is_empty() {
+                    let e = self.chunk(piece(choice, json!({"content": delta}), Value::Null));
+                    self.ready.push_back(e);
+                }
+            }
+            Some(Event::Done { choice, completion }) => {
+                self.open -= 1;
+                self.completion_tokens += completion.token_ids.len();
+                let r = &self.q.request;
+                let rest = self.texts[choice].finish(&final_text(&completion.text, &completion.finish_reason, r.include_stop));
+                if !rest.is_empty() {
+                    let e = self.chunk(piece(choice, json!({"content": rest}), Value::Null));
+                    self.ready.push_back(e);
+                }
+                let (finish, stop_reason) = finish_fields(&completion.finish_reason);
+                let e = self.chunk(json!([{"index": choice, "delta": {}, "logprobs": null, "finish_reason": finish, "stop_reason": stop_reason}]));
+                self.ready.push_back(e);
+            }
+            Some(Event::Failed(message)) => {
+                self.ready.push_back(SseEvent::default().data(ApiError::internal(message).body().to_string()));
+                self.ended = true;
+            }
+            None => self.ended = true,
+        }
+    }
 }
