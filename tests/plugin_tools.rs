@@ -1,8 +1,9 @@
 //! A plug-in tool component, built from guest-tools/word-stats-tool, is callable from a model program
 //! by name, with positional and keyword arguments, records and results, and no runtime change. One
-//! whose `describe` does not name its tools (components written by hand here) is refused at load.
+//! whose `describe` does not name its tools (components written by hand here) is refused at load. A plug-in
+//! that traps (guest-tools/flaky-tool) fails only the call that trapped, however many programs share it.
 
-use agentrt_runtime::{FixtureTools, InstanceReuse, ProgramError, Sandbox, SandboxConfig, SandboxError, EXAMPLE_PLUGIN_WASM};
+use agentrt_runtime::{FixtureTools, InstanceReuse, ProgramError, Sandbox, SandboxConfig, SandboxError, EXAMPLE_PLUGIN_WASM, FLAKY_PLUGIN_WASM};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -69,6 +70,56 @@ async fn a_stateless_plugin_reuses_one_instance_and_gives_the_same_answers() {
     }
     assert_eq!(outputs[0], "[3, 3, 3, 3, 3] 2\n");
     assert_eq!(outputs[0], outputs[1]);
+}
+
+/// The texts whose `flaky_count` traps (FNV-1a divisible by 3, as guest-tools/flaky-tool computes it).
+fn traps(text: &str) -> bool {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)) % 3 == 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_in_a_shared_plugin_instance_fails_only_the_call_that_hit_it() {
+    let config = SandboxConfig { plugins: vec![PathBuf::from(FLAKY_PLUGIN_WASM)], ..SandboxConfig::default() };
+    let sandbox = Arc::new(Sandbox::new(config, Arc::new(FixtureTools::default())).await.unwrap());
+    assert_eq!(sandbox.plugins().reuses_instances("flaky_count"), Some(true));
+    // 32 programs at once, each calling the one shared instance 20 times, catching the traps.
+    let program = |p: usize| {
+        format!(
+            "out = []\nfor i in range(20):\n    try:\n        out.append(flaky_count('w ' * i + 'p{p}'))\n    except Exception as e:\n        out.append('trap' if 'trapped' in str(e) else str(e))\nprint(out)\n"
+        )
+    };
+    let runs: Vec<_> = (0..32).map(|p| (p, sandbox.clone())).map(|(p, sb)| tokio::spawn(async move { (p, sb.run(&program(p)).await) })).collect();
+    let mut trapped = 0;
+    for run in runs {
+        let (p, report) = run.await.unwrap();
+        assert!(report.is_ok(), "program {p}: {:?}", report.result);
+        let expected: Vec<String> = (0..20)
+            .map(|i| {
+                let text = format!("{}p{p}", "w ".repeat(i));
+                if traps(&text) {
+                    trapped += 1;
+                    "'trap'".to_string()
+                } else {
+                    (i + 1).to_string()
+                }
+            })
+            .collect();
+        assert_eq!(report.stdout, format!("[{}]\n", expected.join(", ")), "program {p}");
+    }
+    assert!(trapped > 100, "the inputs hit the fault {trapped} times of 640");
+    // Every trap cost its instance, and only it: a trapped instance never serves another call, and the pool
+    // grows by no more than the programs running at once.
+    let started = sandbox.plugins().instances_started("flaky_count").unwrap() as usize;
+    assert!((trapped + 1..=trapped + 32).contains(&started), "{started} instances for {trapped} traps");
+    // Uncaught, the trap is the program's typed tool error naming the tool and the trap.
+    let text = (0..).map(|i| format!("t{i}")).find(|t| traps(t)).unwrap();
+    match sandbox.run(&format!("flaky_count('{text}')")).await.result {
+        Err(ProgramError::ToolFailed { tool, message, .. }) => {
+            assert_eq!(tool, "flaky_count");
+            assert!(message.contains("trapped"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -117,3 +117,8 @@ impl SandboxError {
 /// Path of the example plug-in tool component (`guest-tools/word-stats-tool`), as built by this
 /// crate's build script: for tests and examples.
 pub const EXAMPLE_PLUGIN_WASM: &str = env!("AGENTRT_WORD_STATS_WASM");
+
+/// Path of the plug-in whose tool `flaky_count` traps on about a third of its inputs
+/// (`guest-tools/flaky-tool`), as built by this crate's build script: the plug-in fault of the soak and
+/// of the tests.
+pub const FLAKY_PLUGIN_WASM: &str = env!("AGENTRT_FLAKY_TOOL_WASM");
