@@ -76,7 +76,8 @@ fn wall_time() -> f64 {
 }
 
 /// Appends records to `dir`'s event file, starting a new file with the version event. One write call,
-/// so a kill leaves at most a torn last record (TensorBoard's reader stops there).
+/// so a kill or a full disk leaves at most a torn last record; TensorBoard's reader stops there, so a
+/// resumed run first cuts it off with [`records_through`].
 fn append(dir: &Path, events: &[Event]) -> std::io::Result<()> {
     if events.is_empty() {
         return Ok(());
@@ -101,6 +102,95 @@ fn record(data: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&masked_crc(&len).to_le_bytes());
     out.extend_from_slice(data);
     out.extend_from_slice(&masked_crc(data).to_le_bytes());
+}
+
+/// One whole record of an event file: the step of its event (0 for the version event) and its bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// The `Event.step` field.
+    pub step: i64,
+    /// The `Event` protocol buffer.
+    pub data: Vec<u8>,
+}
+
+/// Every record of the event file at `path`, each checked (its length's CRC and its data's CRC): an
+/// `InvalidData` error names the byte offset of the first torn or corrupt record.
+pub fn read_records(path: &Path) -> std::io::Result<Vec<Record>> {
+    let bytes = std::fs::read(path)?;
+    let (records, whole) = parse_records(&bytes);
+    if whole < bytes.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: a torn or corrupt record at byte {whole} of {}", path.display(), bytes.len()),
+        ));
+    }
+    Ok(records)
+}
+
+/// What a resumed run keeps of the event file at `path`: the bytes of its records up to the first torn or
+/// corrupt one whose step is at most `step` (the version record included). Steps after `step` are work the
+/// resumed run redoes; the torn tail is what a kill or a full disk left mid-write, after which TensorBoard
+/// would read nothing.
+pub fn records_through(path: &Path, step: i64) -> std::io::Result<Vec<u8>> {
+    let bytes = std::fs::read(path)?;
+    let mut kept = Vec::with_capacity(bytes.len());
+    for r in parse_records(&bytes).0 {
+        if r.step <= step {
+            record(&r.data, &mut kept);
+        }
+    }
+    Ok(kept)
+}
+
+/// The whole, CRC-checked records at the start of `bytes`, and how many bytes they take.
+fn parse_records(bytes: &[u8]) -> (Vec<Record>, usize) {
+    let mut records = Vec::new();
+    let mut at = 0;
+    while let Some(header) = bytes.get(at..at + 12) {
+        let (len, len_crc) = (&header[..8], u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")));
+        let n = u64::from_le_bytes(len.try_into().expect("8 bytes"));
+        if masked_crc(len) != len_crc {
+            break;
+        }
+        let Some(end) = usize::try_from(n).ok().and_then(|n| (at + 12).checked_add(n)).filter(|end| end + 4 <= bytes.len()) else { break };
+        let data = &bytes[at + 12..end];
+        if masked_crc(data) != u32::from_le_bytes(bytes[end..end + 4].try_into().expect("4 bytes")) {
+            break;
+        }
+        records.push(Record { step: event_step(data), data: data.to_vec() });
+        at = end + 4;
+    }
+    (records, at)
+}
+
+/// The `step` (field 2, a varint) of an `Event`, 0 when absent or unreadable.
+fn event_step(data: &[u8]) -> i64 {
+    let mut at = 0;
+    let read_varint = |at: &mut usize| -> Option<u64> {
+        let mut x = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *data.get(*at)?;
+            *at += 1;
+            x |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(x);
+            }
+        }
+        None
+    };
+    while let Some(key) = read_varint(&mut at) {
+        let skip = match (key >> 3, key & 7) {
+            (2, 0) => return read_varint(&mut at).map_or(0, |s| s as i64),
+            (_, 0) => read_varint(&mut at).map(|_| 0),
+            (_, 1) => Some(8),
+            (_, 2) => read_varint(&mut at).and_then(|n| usize::try_from(n).ok()),
+            (_, 5) => Some(4),
+            _ => None,
+        };
+        let Some(skip) = skip else { return 0 };
+        at = at.saturating_add(skip);
+    }
+    0
 }
 
 /// TFRecord's masked CRC-32C (Castagnoli).
@@ -260,22 +350,10 @@ mod tests {
         assert_eq!(crc32c(b""), 0);
     }
 
-    /// Reads the framing back and checks both CRCs of every record (the encoding itself is checked by
-    /// TensorBoard's own reader in trainer/tests/tensorboard_events.rs and bench/tensorboard_check.sh).
+    /// The records' bytes, every CRC checked (the encoding itself is checked by TensorBoard's own reader
+    /// in trainer/tests/tensorboard_events.rs and bench/tensorboard_check.sh).
     fn records(path: &Path) -> Vec<Vec<u8>> {
-        let data = std::fs::read(path).unwrap();
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at < data.len() {
-            let len_bytes = &data[at..at + 8];
-            let len = u64::from_le_bytes(len_bytes.try_into().unwrap()) as usize;
-            assert_eq!(u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()), masked_crc(len_bytes));
-            let body = &data[at + 12..at + 12 + len];
-            assert_eq!(u32::from_le_bytes(data[at + 12 + len..at + 16 + len].try_into().unwrap()), masked_crc(body));
-            out.push(body.to_vec());
-            at += 16 + len;
-        }
-        out
+        read_records(path).unwrap().into_iter().map(|r| r.data).collect()
     }
 
     #[test]
@@ -304,5 +382,34 @@ mod tests {
         expected.extend_from_slice(&[0x10, 0x02, 0x2a, 12, 0x0a, 10, 0x0a, 3, b'a', b'c', b'c', 0x15]);
         expected.extend_from_slice(&0.25f32.to_le_bytes());
         assert_eq!(e, expected);
+    }
+
+    #[test]
+    fn a_resume_keeps_the_whole_records_through_its_step_and_drops_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        for step in 1..=3 {
+            append_scalars(dir.path(), step, &serde_json::json!({"step": step, "reward_mean": 0.5})).unwrap();
+            append_text(dir.path(), "transcripts", step, "a reply").unwrap();
+        }
+        let path = event_file(dir.path());
+        let steps = |p: &Path| read_records(p).unwrap().iter().map(|r| r.step).collect::<Vec<_>>();
+        assert_eq!(steps(&path), [0, 1, 1, 2, 2, 3, 3]);
+        // A kill (or a full disk) in the middle of step 3's text: the last record is cut short.
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() - 5]).unwrap();
+        let error = read_records(&path).unwrap_err();
+        assert!(error.to_string().contains("torn or corrupt record at byte"), "{error}");
+        // Resuming from step 2 keeps the version record and steps 1 and 2, whole; appending goes on from there.
+        std::fs::write(&path, records_through(&path, 2).unwrap()).unwrap();
+        assert_eq!(steps(&path), [0, 1, 1, 2, 2]);
+        append_scalars(dir.path(), 3, &serde_json::json!({"step": 3, "reward_mean": 0.7})).unwrap();
+        assert_eq!(steps(&path), [0, 1, 1, 2, 2, 3]);
+        // A flipped byte inside a record ends what is read there.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 8] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read_records(&path).is_err());
+        assert_eq!(parse_records(&bytes).0.len(), 5);
     }
 }

@@ -97,7 +97,8 @@ impl RunDir {
         read_jsonl(&self.path.join(file))
     }
 
-    /// Drops log lines of steps after `step` (they belong to work a resume redoes), atomically.
+    /// Drops log lines and TensorBoard records of steps after `step` (they belong to work a resume redoes),
+    /// atomically.
     pub fn truncate_logs_after(&self, step: usize) -> Result<(), TrainError> {
         for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL] {
             let p = self.path.join(file);
@@ -107,6 +108,13 @@ impl RunDir {
             let kept: Vec<String> =
                 read_jsonl(&p)?.into_iter().filter(|v| v["step"].as_u64().is_none_or(|s| s as usize <= step)).map(|v| v.to_string() + "\n").collect();
             write_atomic(&p, kept.concat().as_bytes())?;
+        }
+        // The TensorBoard file too: its records of later steps, and a record a kill or a full disk tore, after
+        // which TensorBoard would read none of what the resumed run appends.
+        let events = agentrt_tensorboard::event_file(&self.path);
+        if events.exists() {
+            let kept = agentrt_tensorboard::records_through(&events, step as i64).map_err(io_err(&events))?;
+            write_atomic(&events, &kept)?;
         }
         Ok(())
     }
@@ -277,5 +285,23 @@ mod tests {
         run.truncate_logs_after(2).unwrap();
         let steps: Vec<u64> = run.read_lines(METRICS).unwrap().iter().map(|v| v["step"].as_u64().unwrap()).collect();
         assert_eq!(steps, vec![1, 2]);
+    }
+
+    #[test]
+    fn truncation_cuts_the_tensorboard_file_back_to_whole_records_of_kept_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir { path: dir.path().to_path_buf() };
+        for s in 1..=3 {
+            run.append(METRICS, &serde_json::json!({"step": s, "reward_mean": 0.5})).unwrap();
+        }
+        // A full disk during step 3's record: half of it written.
+        let events = agentrt_tensorboard::event_file(dir.path());
+        let bytes = std::fs::read(&events).unwrap();
+        std::fs::write(&events, &bytes[..bytes.len() - 9]).unwrap();
+        assert!(agentrt_tensorboard::read_records(&events).is_err());
+        run.truncate_logs_after(1).unwrap();
+        run.append(METRICS, &serde_json::json!({"step": 2, "reward_mean": 0.7})).unwrap();
+        let steps: Vec<i64> = agentrt_tensorboard::read_records(&events).unwrap().iter().map(|r| r.step).collect();
+        assert_eq!(steps, [0, 1, 2], "the version record, then steps 1 and 2, all whole");
     }
 }
