@@ -118,7 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             state.add_adapter(name, path, false)?;
         }
         let addr = format!("{}:{}", args.host, args.port);
-        let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
+        let listener = listen(&addr).await.with_context(|| format!("binding {addr}"))?;
         let bound = listener.local_addr()?;
         tracing::info!(
             "serving {} on http://{bound}/v1 (up to {} sequences at once, {} tokens a step; Ctrl-C stops)",
@@ -132,4 +132,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         agentrt_serve::http::serve(listener, state).await?;
         Ok(())
     })
+}
+
+/// Connections the kernel queues before the server accepts them. tokio's `TcpListener::bind` asks for 128,
+/// and a burst of clients beyond that is reset before the server sees it (serve/tests/hostile_load.rs
+/// sends 1,000 at once); the kernel caps this at `net.core.somaxconn`.
+const ACCEPT_QUEUE: u32 = 4096;
+
+/// A listener on `addr` (its first address that binds) with an accept queue of [`ACCEPT_QUEUE`].
+async fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        // A server restarted on its port binds while the old connections are in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a) {
+            Ok(()) => return socket.listen(ACCEPT_QUEUE),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{addr} resolves to no address"))))
 }
