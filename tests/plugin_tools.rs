@@ -7,6 +7,10 @@ use agentrt_runtime::{FixtureTools, InstanceReuse, ProgramError, Sandbox, Sandbo
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod common;
+
+use common::{hand_written_plugin, Describe};
+
 async fn sandbox_with_plugin() -> Sandbox {
     let config = SandboxConfig { plugins: vec![PathBuf::from(EXAMPLE_PLUGIN_WASM)], ..SandboxConfig::default() };
     Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("sandbox with the word-stats plug-in")
@@ -138,65 +142,6 @@ async fn a_tool_name_taken_twice_is_an_error_naming_both_files() {
     assert!(message.contains("already provides") && !message.contains("not a valid WebAssembly component"), "{message}");
 }
 
-/// A plug-in component written by hand in `dir`: its `metadata.describe()` lists `described` (each with a
-/// one-line description), and its interface `local:hand/tools@0.1.0` exports `exported`, each a
-/// `func() -> u32` that returns 7.
-fn hand_written_plugin(dir: &std::path::Path, file: &str, described: &[&str], exported: &[&str]) -> PathBuf {
-    // Linear memory: describe's return area (the list's pointer and length) at 16, the list's records
-    // (name and description, each a pointer and a length) at 512, their strings from 1024.
-    let (mut records, mut strings) = (Vec::<u8>::new(), Vec::<u8>::new());
-    for name in described {
-        for text in [name.to_string(), format!("-> int: {name}, by hand")] {
-            records.extend((1024 + strings.len() as u32).to_le_bytes());
-            records.extend((text.len() as u32).to_le_bytes());
-            strings.extend(text.as_bytes());
-        }
-    }
-    let list = [512u32.to_le_bytes(), (described.len() as u32).to_le_bytes()].concat();
-    let data = |bytes: &[u8]| bytes.iter().map(|b| format!("\\{b:02x}")).collect::<String>();
-    let core_funcs: String = exported.iter().map(|t| format!(r#"(func (export "{t}") (result i32) (i32.const 7))"#)).collect();
-    let lifted: String = exported.iter().enumerate().map(|(i, t)| format!(r#"(func $tool{i} (result u32) (canon lift (core func $core "{t}")))"#)).collect();
-    let exports: String = exported.iter().enumerate().map(|(i, t)| format!(r#"(export "{t}" (func $tool{i}))"#)).collect();
-    let wat = format!(
-        r#"(component
-  (core module $m
-    (memory (export "memory") 1)
-    (data (i32.const 16) "{list}")
-    (data (i32.const 512) "{records}")
-    (data (i32.const 1024) "{strings}")
-    (func (export "describe") (result i32) (i32.const 16))
-    (func (export "stateless") (result i32) (i32.const 1))
-    {core_funcs})
-  (core instance $core (instantiate $m))
-  (type $doc (record (field "name" string) (field "description" string)))
-  (func $describe (result (list $doc)) (canon lift (core func $core "describe") (memory (core memory $core "memory"))))
-  (func $stateless (result bool) (canon lift (core func $core "stateless")))
-  (component $metadata
-    (type $doc-def (record (field "name" string) (field "description" string)))
-    (import "import-type-tool-doc" (type $doc (eq $doc-def)))
-    (import "import-func-describe" (func $describe (result (list $doc))))
-    (import "import-func-stateless" (func $stateless (result bool)))
-    (export $doc-out "tool-doc" (type $doc))
-    (type $describe-type (func (result (list $doc-out))))
-    (export "describe" (func $describe) (func (type $describe-type)))
-    (export "stateless" (func $stateless)))
-  (instance $meta (instantiate $metadata
-    (with "import-type-tool-doc" (type $doc))
-    (with "import-func-describe" (func $describe))
-    (with "import-func-stateless" (func $stateless))))
-  (export "agentrt:tools/metadata@0.1.0" (instance $meta))
-  {lifted}
-  (instance $tools {exports})
-  (export "local:hand/tools@0.1.0" (instance $tools)))"#,
-        list = data(&list),
-        records = data(&records),
-        strings = data(&strings),
-    );
-    let path = dir.join(file);
-    std::fs::write(&path, wat::parse_str(&wat).unwrap_or_else(|e| panic!("{e}\n{wat}"))).unwrap();
-    path
-}
-
 async fn load(plugin: PathBuf) -> Result<Sandbox, SandboxError> {
     Sandbox::new(SandboxConfig { plugins: vec![plugin], ..SandboxConfig::default() }, Arc::new(FixtureTools::default())).await
 }
@@ -206,7 +151,9 @@ async fn a_plugin_whose_describe_lists_no_tool_or_one_it_does_not_export_is_refu
     let dir = tempfile::tempdir().unwrap();
 
     // The same component with a describe that matches what it exports loads, and its tool runs.
-    let sandbox = load(hand_written_plugin(dir.path(), "described.wasm", &["hello", "seven"], &["hello", "seven"])).await.expect("a well-described plug-in");
+    let sandbox = load(hand_written_plugin(dir.path(), "described.wasm", Describe::Lists(&["hello", "seven"]), &["hello", "seven"]))
+        .await
+        .expect("a well-described plug-in");
     assert_eq!(sandbox.plugins().signature("hello").unwrap().doc, "-> int: hello, by hand");
     let report = sandbox.run("print(hello() + seven())").await;
     assert_eq!(report.stdout, "14\n", "{:?}", report.result);
@@ -224,7 +171,7 @@ async fn a_plugin_whose_describe_lists_no_tool_or_one_it_does_not_export_is_refu
         Case { file: "no_tools.wasm", described: &["hello"], exported: &[], expected: &["`hello`", "does not export", "exports no tool"] },
     ];
     for Case { file, described, exported, expected } in cases {
-        let error = match load(hand_written_plugin(dir.path(), file, described, exported)).await {
+        let error = match load(hand_written_plugin(dir.path(), file, Describe::Lists(described), exported)).await {
             Ok(_) => panic!("{file}: describe() lists {described:?}, the component exports {exported:?}, and it loaded"),
             Err(error) => error,
         };

@@ -27,6 +27,7 @@
 //! | `AGENTRT_SOAK_FAULTS` | 5 / 20 | faults injected, at most |
 //! | `AGENTRT_SOAK_PAGES` | 8 / 40 | pages of data/wiki/pages.jsonl in the index (the first that have train questions) |
 //! | `AGENTRT_SOAK_INDEX_DIR` | none | an existing index (its pages' questions are used) instead of building one |
+//! | `AGENTRT_SOAK_F1_WEIGHT` | 1 | `algorithm.f1_weight`: 0 leaves the judge and the program bonus alone in the reward, so groups whose episodes all earn the same are skipped and most steps update nothing (a cheaper long run) |
 //! | `AGENTRT_SOAK_BIN` | this build's `agentrt` | the binary to soak (a release build runs the long soak several times faster) |
 //! | `AGENTRT_SOAK_REPORT` | none | a path for what happened, as JSON |
 
@@ -36,6 +37,10 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{hand_written_plugin, Describe};
 
 /// The binary soaked: `AGENTRT_SOAK_BIN`, or this build's.
 fn agentrt() -> Command {
@@ -100,6 +105,7 @@ struct Settings {
     faults: usize,
     pages: usize,
     index_dir: Option<PathBuf>,
+    f1_weight: f64,
     report: Option<PathBuf>,
 }
 
@@ -118,6 +124,7 @@ impl Settings {
             faults: num("AGENTRT_SOAK_FAULTS", d.faults),
             pages: num("AGENTRT_SOAK_PAGES", d.pages),
             index_dir: std::env::var_os("AGENTRT_SOAK_INDEX_DIR").map(PathBuf::from),
+            f1_weight: std::env::var("AGENTRT_SOAK_F1_WEIGHT").map_or(1.0, |v| v.parse().unwrap_or_else(|e| panic!("AGENTRT_SOAK_F1_WEIGHT={v}: {e}"))),
             report: std::env::var_os("AGENTRT_SOAK_REPORT").map(PathBuf::from),
         }
     }
@@ -152,7 +159,7 @@ enum Fault {
     JudgeDown,
     /// The run directory's filesystem filled to the last byte, freed once the trainer has ended.
     DiskFull,
-    /// SIGKILL of the trainer, and its plug-in replaced by a build whose `describe()` traps (a bad deploy):
+    /// SIGKILL of the trainer, and its plug-in replaced by one whose `describe()` traps (a bad deploy):
     /// the next start must refuse it, naming the file; the good build is put back and the run resumed.
     PluginTrap,
 }
@@ -230,42 +237,6 @@ impl Drop for Judge {
     }
 }
 
-/// A plug-in component (written here in WAT) whose `describe()` traps at once: a plug-in with a bug in its
-/// start. It exports one tool, `flaky-count`, as the good build does.
-fn plugin_trapping_in_describe() -> Vec<u8> {
-    wat::parse_str(
-        r#"(component
-  (core module $m
-    (memory (export "memory") 1)
-    (func (export "describe") (result i32) unreachable)
-    (func (export "stateless") (result i32) (i32.const 1))
-    (func (export "flaky-count") (param i32 i32) (result i32) (i32.const 7))
-    (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 4096)))
-  (core instance $core (instantiate $m))
-  (type $doc (record (field "name" string) (field "description" string)))
-  (func $describe (result (list $doc)) (canon lift (core func $core "describe") (memory (core memory $core "memory"))))
-  (func $stateless (result bool) (canon lift (core func $core "stateless")))
-  (component $metadata
-    (type $doc-def (record (field "name" string) (field "description" string)))
-    (import "import-type-tool-doc" (type $doc (eq $doc-def)))
-    (import "import-func-describe" (func $describe (result (list $doc))))
-    (import "import-func-stateless" (func $stateless (result bool)))
-    (export $doc-out "tool-doc" (type $doc))
-    (type $describe-type (func (result (list $doc-out))))
-    (export "describe" (func $describe) (func (type $describe-type)))
-    (export "stateless" (func $stateless)))
-  (instance $meta (instantiate $metadata
-    (with "import-type-tool-doc" (type $doc))
-    (with "import-func-describe" (func $describe))
-    (with "import-func-stateless" (func $stateless))))
-  (export "agentrt:tools/metadata@0.1.0" (instance $meta))
-  (func $count (param "text" string) (result u32) (canon lift (core func $core "flaky-count") (memory (core memory $core "memory")) (realloc (core func $core "cabi_realloc"))))
-  (instance $tools (export "flaky-count" (func $count)))
-  (export "example:flaky/words@0.1.0" (instance $tools)))"#,
-    )
-    .expect("the trapping plug-in's WAT")
-}
-
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -329,13 +300,14 @@ fn write_config(s: &Settings, work: &Path, questions: &Path, judge: &str) -> Pat
     let config = format!(
         "[model]\ninit_adapter = {adapter:?}\n\n[data]\nquestions = {questions:?}\n\n[rollout]\nbatch_size = {batch}\nnum_rollouts = {rollouts}\n\
 max_turns = 2\nmax_new_tokens = 96\nsystem_prompt = {prompt:?}\ndemonstration = false\njudge = \"openai:{judge}\"\n\n\
-[algorithm]\nf1_weight = 1.0\n\n[run]\nmax_steps = {steps}\nseed = {seed}\nsave_steps = 1\nsave_total_limit = 2\n",
+[algorithm]\nf1_weight = {f1_weight}\n\n[run]\nmax_steps = {steps}\nseed = {seed}\nsave_steps = 1\nsave_total_limit = 2\n",
         adapter = warm_start.display().to_string(),
         questions = questions.display().to_string(),
         batch = s.batch,
         rollouts = s.rollouts,
         steps = s.steps,
         seed = s.seed,
+        f1_weight = s.f1_weight,
     );
     let path = work.join("soak.toml");
     std::fs::write(&path, config).unwrap();
@@ -400,7 +372,17 @@ const STEP_LIMIT: Duration = Duration::from_secs(900);
 
 /// Runs `run` to its last step while injecting faults (none when `faults` is 0); what was injected.
 #[allow(clippy::too_many_arguments)]
-fn drive(s: &Settings, rng: &mut Rng, config: &Path, index: &Path, plugin: &Path, run: &Path, judge: &mut Judge, logs: &Path) -> Vec<Injected> {
+fn drive(
+    s: &Settings,
+    rng: &mut Rng,
+    config: &Path,
+    index: &Path,
+    plugin: &Path,
+    trapping: &[u8],
+    run: &Path,
+    judge: &mut Judge,
+    logs: &Path,
+) -> Vec<Injected> {
     let faults = s.faults;
     let disk = run.parent().unwrap().to_path_buf();
     let mut injected: Vec<Injected> = Vec::new();
@@ -491,7 +473,7 @@ fn drive(s: &Settings, rng: &mut Rng, config: &Path, index: &Path, plugin: &Path
                     trainer.kill().unwrap();
                     trainer.wait().unwrap();
                     let good = std::fs::read(plugin).unwrap();
-                    std::fs::write(plugin, plugin_trapping_in_describe()).unwrap();
+                    std::fs::write(plugin, trapping).unwrap();
                     let refused_log = logs.join(format!("{}-plugin-trap-{segment}.log", run.file_name().unwrap().to_string_lossy()));
                     let mut refused = start_trainer(config, index, plugin, run, &refused_log);
                     let status = ended_with(&mut refused, "with a plug-in that traps at load");
@@ -577,13 +559,13 @@ fn soak(s: Settings) {
     let config = write_config(&s, work.path(), &questions, &format!("{}@{}", Judge::name(judge.port), judge.url()));
     let mut rng = Rng(s.seed ^ 0x50a4);
 
-    // Built before the run, so a WAT mistake is not found in the middle of it.
-    plugin_trapping_in_describe();
+    // A plug-in whose `describe()` traps: a plug-in with a bug in its start, for the `plugin-trap` fault.
+    let trapping = std::fs::read(hand_written_plugin(work.path(), "trapping.wasm", Describe::Traps, &["flaky-count"])).unwrap();
     let plugin = work.path().join("flaky.wasm");
     std::fs::copy(agentrt_runtime::FLAKY_PLUGIN_WASM, &plugin).unwrap();
 
     let run = disk.join("soak");
-    let injected = drive(&s, &mut rng, &config, &index, &plugin, &run, &mut judge, &logs);
+    let injected = drive(&s, &mut rng, &config, &index, &plugin, &trapping, &run, &mut judge, &logs);
     let metrics = check_metrics(&s, &run);
     let transcripts = transcripts_by_step(&s, &run);
     let tb = tensorboard_steps(&run);
