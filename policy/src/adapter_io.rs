@@ -46,7 +46,8 @@ pub fn save_adapter(dir: &Path, adapter: &Adapter, config: &LoraConfig, base_mod
         "base_model_name_or_path": base_model,
     });
     let p = dir.join(CONFIG);
-    std::fs::write(&p, serde_json::to_string_pretty(&cfg).unwrap_or_default()).map_err(io_err(&p))?;
+    // A JSON value always serialises; an atomic write leaves the old file or the whole new one.
+    agentrt_assets::write_atomic(&p, serde_json::to_string_pretty(&cfg).expect("a JSON value serialises").as_bytes()).map_err(io_err(&p))?;
     let mut tensors: HashMap<String, Tensor> = HashMap::new();
     for (&(layer, t), pair) in &adapter.pairs {
         tensors.insert(peft_key(layer, t, "A"), pair.a.as_tensor().clone());
@@ -117,7 +118,7 @@ impl AdapterSet {
                 save_adapter(&dir.join("forget"), f, &self.config, base_model)?;
                 let p = dir.join(DUAL);
                 let meta = serde_json::json!({"adapters": ["retain", "forget"], "scales": [self.scales.0, self.scales.1]});
-                std::fs::write(&p, meta.to_string()).map_err(io_err(&p))
+                agentrt_assets::write_atomic(&p, meta.to_string().as_bytes()).map_err(io_err(&p))
             }
         }
     }
@@ -178,7 +179,7 @@ impl AdapterSet {
 pub fn export_model(dir: &Path, cfg: &ModelConfig, weights: &ModelWeights) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     let p = dir.join("config.json");
-    std::fs::write(&p, serde_json::to_string_pretty(&cfg.to_hf_json()).unwrap_or_default()).map_err(io_err(&p))?;
+    agentrt_assets::write_atomic(&p, serde_json::to_string_pretty(&cfg.to_hf_json()).expect("a JSON value serialises").as_bytes()).map_err(io_err(&p))?;
     let p = dir.join("model.safetensors");
     let tensors: HashMap<String, Tensor> =
         weights.to_hf_tensors().into_iter().map(|(k, v)| v.contiguous().map(|v| (k, v))).collect::<candle_core::Result<_>>()?;
