@@ -97,20 +97,20 @@ impl ComponentCache {
                     mark_used(&path);
                     return Ok(component);
                 }
-                Err(e) => eprintln!("warning: ignoring unreadable precompiled component {}: {e:#}", path.display()),
+                Err(e) => tracing::warn!("ignoring unreadable precompiled component {}: {e:#}", path.display()),
             }
         }
-        eprintln!("compiling {origin} ({:.1} MB) to native code, once; later loads come from {}", wasm.len() as f64 / 1e6, self.dir.display());
+        tracing::info!("compiling {origin} ({:.1} MB) to native code, once; later loads come from {}", wasm.len() as f64 / 1e6, self.dir.display());
         let started = Instant::now();
         let component = Component::new(engine, wasm).map_err(|e| invalid_component(origin, e))?;
-        eprintln!("compiled {origin} in {:.1} s", started.elapsed().as_secs_f64());
+        tracing::info!("compiled {origin} in {:.1} s", started.elapsed().as_secs_f64());
         match store(&path, &component, origin) {
             Ok(()) => {
                 if let Err(e) = self.evict_beyond_cap(&path) {
-                    eprintln!("warning: could not bound the component cache {}: {e}", self.dir.display());
+                    tracing::warn!("could not bound the component cache {}: {e}", self.dir.display());
                 }
             }
-            Err(e) => eprintln!("warning: could not cache the precompiled component at {}: {e}", path.display()),
+            Err(e) => tracing::warn!("could not cache the precompiled component at {}: {e}", path.display()),
         }
         Ok(component)
     }

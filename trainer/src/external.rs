@@ -129,7 +129,7 @@ impl AdapterPublisher {
                 self.loaded.remove(at);
                 // A server restarted since the last step no longer has it: that is not this step's problem.
                 if let Err(e) = self.remote.unload_lora_adapter(&previous).await {
-                    eprintln!("note: unloading the previous step's adapter: {e}");
+                    tracing::warn!("could not unload the previous step's adapter {previous}: {e}");
                 }
             }
             let old = root.join(format!("step-{}", step.saturating_sub(2)));
@@ -150,7 +150,7 @@ impl AdapterPublisher {
 async fn unload(remote: &OpenAiPolicy, names: Vec<String>) {
     for name in names {
         if let Err(e) = remote.unload_lora_adapter(&name).await {
-            eprintln!("note: unloading adapter `{name}` from the sampling servers after the run: {e}");
+            tracing::warn!("could not unload adapter `{name}` from the sampling servers after the run: {e}");
         }
     }
 }
@@ -169,12 +169,12 @@ impl Drop for AdapterPublisher {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
             match (runtime, OpenAiPolicy::new(config)) {
                 (Ok(rt), Ok(remote)) => rt.block_on(unload(&remote, names)),
-                (Err(e), _) => eprintln!("note: could not unload {} from the sampling servers: {e}", names.join(", ")),
-                (_, Err(e)) => eprintln!("note: could not unload {} from the sampling servers: {e}", names.join(", ")),
+                (Err(e), _) => tracing::warn!("could not unload {} from the sampling servers: {e}", names.join(", ")),
+                (_, Err(e)) => tracing::warn!("could not unload {} from the sampling servers: {e}", names.join(", ")),
             }
         });
         if cleanup.join().is_err() {
-            eprintln!("note: unloading the run's adapters from the sampling servers panicked");
+            tracing::warn!("unloading the run's adapters from the sampling servers panicked");
         }
     }
 }
