@@ -9,7 +9,7 @@
 //!   [`Learner`] computes the masked policy-gradient loss with a KL penalty to the reference (the base
 //!   model, or the warm-started model of `model.init_adapter`: [`warm_start`]), clips, and steps AdamW;
 //!   [`sft`] trains the same adapters with the same learner on written conversations.
-//! - **who records**: the [`RunDir`] holds the resolved config, `metrics.jsonl` (one line per step),
+//! - **who records**: the [`RunDir`] holds the resolved config, `metrics.jsonl` (one [`StepMetrics`] line per step),
 //!   transcripts, and atomic checkpoints (adapters, optimizer, data position) that `--resume` continues from
 //!   exactly; [`plot`] draws the curves as PNG; [`sweep`] runs a grid of configs.
 
@@ -18,6 +18,7 @@ pub mod config;
 mod error;
 mod external;
 pub mod learner;
+pub mod metrics;
 pub mod plot;
 pub mod reward;
 pub mod routing;
@@ -32,6 +33,7 @@ pub mod warm_start;
 pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
 pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
+pub use metrics::{StepMetrics, StepSeconds};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
 pub use trainer::{

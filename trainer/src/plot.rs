@@ -4,6 +4,7 @@
 //! norm and tokens).
 
 use crate::error::TrainError;
+use crate::metrics::StepMetrics;
 use crate::run_dir::{RunDir, DEV_EVAL, METRICS, ROUTING_EVAL};
 use agentrt_charts::{write_line_charts, LineChart, Series};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,13 @@ fn series(lines: &[serde_json::Value], file: &str, name: &str, key: &str) -> Res
     Ok(Series { name: name.into(), points })
 }
 
+/// The points of one field over a training run's steps; a value that is not finite (written as `null`)
+/// is a step without one.
+fn curve(steps: &[StepMetrics], name: &str, value: impl Fn(&StepMetrics) -> f64) -> Series {
+    let points = steps.iter().map(|m| (m.step as f64, value(m))).filter(|(_, v)| v.is_finite()).collect();
+    Series { name: name.into(), points }
+}
+
 fn chart(title: &str, y: &str, series: Vec<Series>) -> LineChart {
     LineChart { title: title.into(), x_label: "step".into(), y_label: y.into(), series }
 }
@@ -42,34 +50,28 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
     if lines.iter().any(|l| l.get("train_loss").is_some()) {
         return plot_sft(run, &lines, out);
     }
+    let steps = dir.step_metrics()?;
     let mut charts = vec![
-        chart("reward", "mean reward", vec![series(&lines, METRICS, "mean", "/reward_mean")?, series(&lines, METRICS, "std", "/reward_std")?]),
-        chart("accuracy", "fraction correct", vec![series(&lines, METRICS, "accuracy", "/accuracy")?]),
-        chart("tool calls", "per episode", vec![series(&lines, METRICS, "tool calls", "/tool_calls")?, series(&lines, METRICS, "turns", "/turns")?]),
-        chart("KL to base", "mean per token", vec![series(&lines, METRICS, "kl", "/kl")?]),
-        chart("loss", "loss", vec![series(&lines, METRICS, "loss", "/loss")?]),
+        chart("reward", "mean reward", vec![curve(&steps, "mean", |m| m.reward_mean), curve(&steps, "std", |m| m.reward_std)]),
+        chart("accuracy", "fraction correct", vec![curve(&steps, "accuracy", |m| m.accuracy)]),
+        chart("tool calls", "per episode", vec![curve(&steps, "tool calls", |m| m.tool_calls), curve(&steps, "turns", |m| m.turns)]),
+        chart("KL to base", "mean per token", vec![curve(&steps, "kl", |m| m.kl)]),
+        chart("loss", "loss", vec![curve(&steps, "loss", |m| m.loss)]),
         chart(
             "seconds per step",
             "s",
-            vec![
-                series(&lines, METRICS, "step", "/seconds/step")?,
-                series(&lines, METRICS, "generate", "/seconds/generate")?,
-                series(&lines, METRICS, "update", "/seconds/update")?,
-            ],
+            vec![curve(&steps, "step", |m| m.seconds.step), curve(&steps, "generate", |m| m.seconds.generate), curve(&steps, "update", |m| m.seconds.update)],
         ),
-    ];
-    // Runs from before dynamic sampling have no group counts; every line of a newer run has them.
-    if lines.iter().all(|l| l.get("groups_drawn").is_some()) {
-        charts.push(chart(
+        chart(
             "groups per step",
             "groups",
             vec![
-                series(&lines, METRICS, "drawn", "/groups_drawn")?,
-                series(&lines, METRICS, "kept", "/groups_kept")?,
-                series(&lines, METRICS, "dropped (all-equal)", "/groups_dropped")?,
+                curve(&steps, "drawn", |m| m.groups_drawn as f64),
+                curve(&steps, "kept", |m| m.groups_kept as f64),
+                curve(&steps, "dropped (all-equal)", |m| m.groups_dropped as f64),
             ],
-        ));
-    }
+        ),
+    ];
     let dev = dir.read_lines(DEV_EVAL)?;
     if !dev.is_empty() {
         charts.push(chart(
@@ -136,5 +138,12 @@ mod tests {
         assert!(e.contains("metrics.jsonl line 2") && e.contains("`accuracy`"), "{e}");
         let e = series(&[json!({"step": 1, "accuracy": "high"})], METRICS, "a", "/accuracy").unwrap_err().to_string();
         assert!(e.contains("not a number"), "{e}");
+    }
+
+    #[test]
+    fn a_training_curve_is_a_field_over_the_steps_and_a_non_finite_value_is_a_step_without_one() {
+        let steps: Vec<StepMetrics> = [(1, 0.5), (2, f64::NAN), (3, 0.25)].map(|(step, loss)| StepMetrics { step, loss, ..crate::metrics::example() }).into();
+        assert_eq!(curve(&steps, "loss", |m| m.loss).points, vec![(1.0, 0.5), (3.0, 0.25)]);
+        assert_eq!(curve(&steps, "kept", |m| m.groups_kept as f64).points, vec![(1.0, 1.0), (2.0, 1.0), (3.0, 1.0)]);
     }
 }

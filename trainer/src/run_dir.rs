@@ -4,6 +4,7 @@
 
 use crate::config::TrainConfig;
 use crate::error::{io_err, TrainError};
+use crate::metrics::StepMetrics;
 use agentrt_policy::{AdamW, Policy};
 use agentrt_rollout::AgentSettings;
 use serde::{Deserialize, Serialize};
@@ -90,6 +91,16 @@ impl RunDir {
             _ => Ok(()),
         };
         written.map_err(io_err(&events))
+    }
+
+    /// Appends a training step's metrics line to `metrics.jsonl` (and its numbers to TensorBoard).
+    pub fn append_metrics(&self, metrics: &StepMetrics) -> Result<(), TrainError> {
+        self.append(METRICS, &metrics.to_json())
+    }
+
+    /// The steps of this `agentrt train` run's `metrics.jsonl`, in order ([`StepMetrics::read`]).
+    pub fn step_metrics(&self) -> Result<Vec<StepMetrics>, TrainError> {
+        StepMetrics::read(&self.path.join(METRICS))
     }
 
     /// The lines of a JSON Lines file of this run (a torn last line from a kill is skipped).

@@ -3,7 +3,7 @@
 
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::run_dir::{RunDir, DEV_EVAL, METRICS};
+use crate::run_dir::{RunDir, DEV_EVAL};
 use std::path::Path;
 
 /// One axis of the grid: `section.key=v1,v2,...`.
@@ -76,21 +76,12 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
     );
     for (p, status) in points.iter().zip(statuses) {
         let dir = RunDir { path: output_dir.join(&p.run_name) };
-        let lines = dir.read_lines(METRICS)?;
+        let steps = dir.step_metrics()?;
         let exit = status.map_or("killed".to_string(), |c| c.to_string());
-        match lines.last() {
+        match steps.last() {
             None => s.push_str(&format!("| {} | {exit} | 0 | - | - | - | - | - | - | - | - | - |\n", p.run_name)),
             Some(l) => {
-                // A missing value is an error naming the run and the key, not a NaN in the table.
-                let number = |l: &serde_json::Value, key: &str| {
-                    l.pointer(key)
-                        .and_then(|v| v.as_f64())
-                        .ok_or_else(|| TrainError::Run(format!("{}/{METRICS}: a line has no number at `{key}`", dir.path.display())))
-                };
-                let mut best = f64::NEG_INFINITY;
-                for line in &lines {
-                    best = best.max(number(line, "/reward_mean")?);
-                }
+                let best = steps.iter().map(|m| m.reward_mean).fold(f64::NEG_INFINITY, f64::max);
                 // The held-out slice (run.eval_steps), when the run evaluated one: before training, and last.
                 let dev = dir.read_lines(DEV_EVAL)?;
                 let held_out = match (dev.first(), dev.last()) {
@@ -102,22 +93,18 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
                     }
                     _ => "-".to_string(),
                 };
-                let degenerate = l
-                    .get("degenerate")
-                    .and_then(|v| v.as_bool())
-                    .ok_or_else(|| TrainError::Run(format!("{}/{METRICS}: the last line has no `degenerate` flag", dir.path.display())))?;
                 s.push_str(&format!(
                     "| {} | {exit} | {} | {:.3} | {:.3} | {:.3} | {held_out} | {:.2} | {:.1} | {:.0}% | {:.3} | {} |\n",
                     p.run_name,
-                    l["step"],
-                    number(l, "/reward_mean")?,
-                    number(l, "/accuracy")?,
+                    l.step,
+                    l.reward_mean,
+                    l.accuracy,
                     best,
-                    number(l, "/tool_calls")?,
-                    number(l, "/seconds/step")?,
-                    number(l, "/unique_samples")? * 100.0,
-                    number(l, "/mean_jaccard")?,
-                    if degenerate { "**yes**" } else { "no" }
+                    l.tool_calls,
+                    l.seconds.step,
+                    l.unique_samples * 100.0,
+                    l.mean_jaccard,
+                    if l.degenerate { "**yes**" } else { "no" }
                 ))
             }
         }
@@ -128,6 +115,7 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::StepMetrics;
 
     #[test]
     fn grid_expands_with_distinct_names() {
@@ -138,5 +126,24 @@ mod tests {
         assert!(points.iter().all(|p| p.config.run.max_steps == 3));
         assert!(Axis::parse("lr").is_err());
         assert!(expand(None, &[], &[Axis::parse("algorithm.lr=abc").unwrap()]).is_err());
+    }
+
+    #[test]
+    fn the_summary_reads_each_runs_step_metrics_and_names_a_line_that_is_not_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let points = expand(None, &[], &[Axis::parse("run.seed=1,2").unwrap()]).unwrap();
+        let run = RunDir { path: dir.path().join(&points[0].run_name) };
+        std::fs::create_dir_all(&run.path).unwrap();
+        for (step, reward) in [(1, 0.75), (2, 0.25)] {
+            run.append_metrics(&StepMetrics { step, reward_mean: reward, ..crate::metrics::example() }).unwrap();
+        }
+        let table = summary_table(dir.path(), &points, &[Some(0), None]).unwrap();
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert!(rows[0].starts_with(&format!("| {} | 0 | 2 | 0.250 | 0.500 | 0.750 |", points[0].run_name)), "{table}");
+        assert!(rows[1].starts_with(&format!("| {} | killed | 0 | - |", points[1].run_name)), "{table}");
+
+        std::fs::write(run.path.join(crate::run_dir::METRICS), "{\"step\": 1, \"reward_mean\": 0.5}\n").unwrap();
+        let e = summary_table(dir.path(), &points, &[Some(0), None]).unwrap_err().to_string();
+        assert!(e.contains("metrics.jsonl: line 1") && e.contains("missing field"), "{e}");
     }
 }

@@ -7,9 +7,10 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
+use crate::metrics::{StepMetrics, StepSeconds};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
-use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, METRICS, ROUTING_EVAL, TRANSCRIPTS};
+use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, ROUTING_EVAL, TRANSCRIPTS};
 use agentrt_environments::{EnvName, Environment, WikiSettings};
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
@@ -282,7 +283,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 
     let dev_slice = eval_slice(&config)?;
     if !dev_slice.is_empty() && resume_from.is_none() {
-        let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config, 0).await?;
+        let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config).await?.line(0);
         run.append(DEV_EVAL, &dev)?;
         eprintln!("held-out slice before training: {dev}");
     }
@@ -356,26 +357,23 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             // Nothing to train on: still one (empty) step, which applies nothing.
             norms.extend(learner.step()?);
         }
-        let update_s = started.elapsed().as_secs_f64();
         if update.model_tokens > 0 {
             update.kl /= update.model_tokens as f64;
         }
-        let grad_norm = (!norms.is_empty()).then(|| norms.iter().sum::<f64>() / norms.len() as f64);
+        let update = Update { stats: update, grad_norms: norms, seconds: started.elapsed().as_secs_f64() };
 
         let episodes = &drawn.episodes;
         last_samples = episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
-        let mut line = step_metrics(step, questions_seen, &drawn, &update, grad_norm, norms.len(), update_s, step_started.elapsed().as_secs_f64(), &config);
-        let dev = if !dev_slice.is_empty() && (step % config.run.eval_steps == 0 || step == config.run.max_steps) {
-            let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config, step).await?;
-            run.append(DEV_EVAL, &dev)?;
-            Some(dev)
-        } else {
-            None
-        };
-        for key in ["accuracy", "answer_f1", "tool_calls", "questions"] {
-            line[format!("dev_{key}")] = dev.as_ref().map_or(serde_json::Value::Null, |d| d[key].clone());
+        let mut line = drawn.metrics(step, questions_seen, &update, &config, step_started.elapsed().as_secs_f64())?;
+        if !dev_slice.is_empty() && (step % config.run.eval_steps == 0 || step == config.run.max_steps) {
+            let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config).await?;
+            run.append(DEV_EVAL, &dev.line(step))?;
+            line.dev_accuracy = Some(dev.metrics.accuracy.value);
+            line.dev_answer_f1 = Some(dev.metrics.answer_f1.value);
+            line.dev_tool_calls = Some(dev.metrics.tool_calls.value);
+            line.dev_questions = Some(dev.questions);
         }
-        run.append(METRICS, &line)?;
+        run.append_metrics(&line)?;
         if step % config.run.logging_steps == 0 {
             for e in episodes.iter().take(group) {
                 run.append(TRANSCRIPTS, &json!({"step": step, "episode": e}))?;
@@ -393,7 +391,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             eprintln!("step {step}: {line}");
         }
         if let Some(b) = &bar {
-            b.set(step as u64, format!("reward {:.3} acc {:.3}", line["reward_mean"].as_f64().unwrap_or(0.0), line["accuracy"].as_f64().unwrap_or(0.0)));
+            b.set(step as u64, format!("reward {:.3} acc {:.3}", line.reward_mean, line.accuracy));
         }
     }
     if let Some(b) = bar {
@@ -564,106 +562,136 @@ fn mini_batches(groups: &[Vec<Sample>], n: usize) -> Vec<&[Vec<Sample>]> {
     out
 }
 
-/// Greedy episodes on the held-out slice with the adapters as they are: the `dev_eval.jsonl` line of
-/// `step` (0: before training), whose accuracy, answer F1 and tool calls also go on the step's metrics line.
-async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], config: &TrainConfig, step: usize) -> Result<serde_json::Value, TrainError> {
+/// The held-out slice played greedily with the adapters as they are.
+struct DevEval {
+    /// Questions in the slice.
+    questions: usize,
+    /// `agentrt eval`'s metrics of its episodes: accuracy, answer F1 and tool calls also go on the step's
+    /// metrics line.
+    metrics: Metrics,
+    /// How long playing and measuring it took.
+    seconds: f64,
+}
+
+impl DevEval {
+    /// Its `dev_eval.jsonl` line at `step` (0: before training).
+    fn line(&self, step: usize) -> serde_json::Value {
+        let m = &self.metrics;
+        json!({
+            "step": step,
+            "questions": self.questions,
+            "accuracy": m.accuracy.value,
+            "accuracy_low": m.accuracy.ci95.0,
+            "accuracy_high": m.accuracy.ci95.1,
+            "answer_f1": m.answer_f1.value,
+            "tool_calls": m.tool_calls.value,
+            "search_hit_rate": m.search_hit_rate.value,
+            "seconds": self.seconds,
+        })
+    }
+}
+
+/// Greedy episodes on the held-out slice with the adapters as they are.
+async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], config: &TrainConfig) -> Result<DevEval, TrainError> {
     let started = Instant::now();
     let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..sampling_of(config) }, 0);
     let batch = runner.run(&local, questions).await?;
-    let m = Metrics::from_episodes(&batch.episodes);
-    Ok(json!({
-        "step": step,
-        "questions": questions.len(),
-        "accuracy": m.accuracy.value,
-        "accuracy_low": m.accuracy.ci95.0,
-        "accuracy_high": m.accuracy.ci95.1,
-        "answer_f1": m.answer_f1.value,
-        "tool_calls": m.tool_calls.value,
-        "search_hit_rate": m.search_hit_rate.value,
-        "seconds": started.elapsed().as_secs_f64(),
-    }))
+    let metrics = Metrics::from_episodes(&batch.episodes);
+    Ok(DevEval { questions: questions.len(), metrics, seconds: started.elapsed().as_secs_f64() })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn step_metrics(
-    step: usize,
-    questions_seen: usize,
-    drawn: &Drawn,
-    update: &UpdateStats,
-    grad_norm: Option<f64>,
-    optimizer_steps: usize,
-    update_s: f64,
-    step_s: f64,
-    config: &TrainConfig,
-) -> serde_json::Value {
-    let (episodes, parts, times, tokens) = (&drawn.episodes, &drawn.parts, drawn.times, drawn.tokens);
-    // The episode metrics are `agentrt eval`'s, by the same definitions; the rest is training's own.
-    let m = Metrics::from_episodes(episodes);
-    let rm = m.mean_reward;
-    let rs = mean(episodes.iter().map(|e| (e.reward as f64 - rm).powi(2))).sqrt();
-    let mut line = json!({
-        "step": step,
-        "questions_seen": questions_seen,
-        "episodes": episodes.len(),
-        "reward_mean": rm,
-        "reward_std": rs,
-        "reward_judge": mean(parts.iter().map(|p| p.judge as f64)),
-        "reward_program": mean(parts.iter().map(|p| p.program as f64)),
-        "reward_f1": mean(parts.iter().map(|p| p.f1 as f64)),
-        "reward_format": mean(parts.iter().map(|p| p.format as f64)),
-        "reward_overlong": mean(parts.iter().map(|p| p.overlong as f64)),
-        "accuracy": m.accuracy.value,
-        "answer_f1": m.answer_f1.value,
-        "tool_calls": m.tool_calls.value,
-        "turns": m.avg_turns,
-        "model_tokens": m.avg_model_tokens,
-        "program_replies": m.program_replies.value,
-        "runnable_program_replies": m.runnable_program_replies.value,
-        "programs_ok": m.runnable_programs.map_or(0.0, |r| r.value),
-        "search_hit_rate": m.search_hit_rate.value,
-        "unique_samples": m.diversity.as_ref().map_or(0.0, |d| d.unique_samples.value),
-        "mean_jaccard": m.diversity.as_ref().map_or(0.0, |d| d.mean_jaccard),
-        "mean_jaccard_within_question": m.diversity.as_ref().and_then(|d| d.mean_jaccard_within_question),
-        "degenerate": m.diversity.as_ref().is_some_and(|d| d.degenerate),
-        "routed_fraction": drawn.routed as f64 / episodes.len().max(1) as f64,
-        "loss": update.loss,
-        "kl": update.kl,
-        "grad_norm": grad_norm,
-        "trained_samples": update.samples,
-        // Sampler minus learner log-prob per model token trained on: rounding when local, how off-policy a
-        // server's samples are otherwise; null when the sampler reported no log-probs.
-        "logprob_gap_mean": update.logprob_gap.means().map(|m| m.0),
-        "logprob_gap_abs_mean": update.logprob_gap.means().map(|m| m.1),
-        "logprob_gap_tokens": update.logprob_gap.tokens,
-        "lr": config.algorithm.lr,
-        "beta": config.algorithm.beta,
-        "seconds": {"generate": times.generate_s, "tools": times.tools_s, "judge": times.judge_s, "update": update_s, "step": step_s},
-    });
-    // Groups played this step, those with a signal (trained) and those whose rewards were all equal
-    // (dropped: they train nothing), and the sampling rounds it took (more than one per accumulation batch
-    // only with dynamic sampling).
-    line["groups_drawn"] = json!(drawn.groups_drawn);
-    line["groups_kept"] = json!(drawn.groups_kept);
-    line["groups_dropped"] = json!(drawn.groups_dropped);
-    line["draw_rounds"] = json!(drawn.rounds);
-    // AdamW steps taken on the step's samples (algorithm.mini_batches x update_epochs, fewer when fewer
-    // groups were kept), and the share of trained tokens whose ratio to the sampler was clipped.
-    line["optimizer_steps"] = json!(optimizer_steps);
-    line["clip_fraction"] = json!(update.clipped_tokens as f64 / update.model_tokens.max(1) as f64);
-    // Prompt tokens run through the model, prompt tokens whose keys and values came from a shared prefix
-    // instead, tokens sampled: the rollout engine's saving, step by step (null when servers sample).
-    line["tokens_prefilled"] = json!(tokens.map(|t| t.prefilled));
-    line["tokens_reused"] = json!(tokens.map(|t| t.reused));
-    line["tokens_sampled"] = json!(tokens.map(|t| t.sampled));
-    // The grader's own parts (`judge` for the wiki; `tests` and `perfect` for code), each as reward_NAME.
-    let mut names: Vec<&str> = episodes.iter().flat_map(|e| e.reward_components.iter().map(|(n, _)| n.as_str())).collect();
-    names.sort_unstable();
-    names.dedup();
-    for name in names {
-        let part = |e: &Episode| e.reward_components.iter().find(|(n, _)| n == name).map_or(0.0, |(_, v)| *v as f64);
-        line[format!("reward_{name}")] = json!(mean(episodes.iter().map(part)));
+/// What a step's update did: the learner's sums, each optimizer step's gradient norm, and its seconds.
+struct Update {
+    stats: UpdateStats,
+    grad_norms: Vec<f64>,
+    seconds: f64,
+}
+
+impl Drawn {
+    /// The step's metrics line (without the held-out slice's, which the caller adds on the steps that
+    /// evaluate it): what was drawn and played, what `update` did, and the step's seconds so far.
+    fn metrics(&self, step: usize, questions_seen: usize, update: &Update, config: &TrainConfig, step_s: f64) -> Result<StepMetrics, TrainError> {
+        let (episodes, parts, u) = (&self.episodes, &self.parts, &update.stats);
+        // The episode metrics are `agentrt eval`'s, by the same definitions; the rest is training's own.
+        let m = Metrics::from_episodes(episodes);
+        let rm = m.mean_reward;
+        let diversity = m.diversity.as_ref();
+        let norms = &update.grad_norms;
+        let mut line = StepMetrics {
+            step,
+            questions_seen,
+            episodes: episodes.len(),
+            reward_mean: rm,
+            reward_std: mean(episodes.iter().map(|e| (e.reward as f64 - rm).powi(2))).sqrt(),
+            reward_judge: mean(parts.iter().map(|p| p.judge as f64)),
+            reward_program: mean(parts.iter().map(|p| p.program as f64)),
+            reward_f1: mean(parts.iter().map(|p| p.f1 as f64)),
+            reward_format: mean(parts.iter().map(|p| p.format as f64)),
+            reward_overlong: mean(parts.iter().map(|p| p.overlong as f64)),
+            reward_tests: None,
+            reward_perfect: None,
+            accuracy: m.accuracy.value,
+            answer_f1: m.answer_f1.value,
+            tool_calls: m.tool_calls.value,
+            turns: m.avg_turns,
+            model_tokens: m.avg_model_tokens,
+            program_replies: m.program_replies.value,
+            runnable_program_replies: m.runnable_program_replies.value,
+            programs_ok: m.runnable_programs.map_or(0.0, |r| r.value),
+            search_hit_rate: m.search_hit_rate.value,
+            unique_samples: diversity.map_or(0.0, |d| d.unique_samples.value),
+            mean_jaccard: diversity.map_or(0.0, |d| d.mean_jaccard),
+            mean_jaccard_within_question: diversity.and_then(|d| d.mean_jaccard_within_question),
+            degenerate: diversity.is_some_and(|d| d.degenerate),
+            routed_fraction: self.routed as f64 / episodes.len().max(1) as f64,
+            groups_drawn: self.groups_drawn,
+            groups_kept: self.groups_kept,
+            groups_dropped: self.groups_dropped,
+            draw_rounds: self.rounds,
+            loss: u.loss,
+            kl: u.kl,
+            grad_norm: (!norms.is_empty()).then(|| norms.iter().sum::<f64>() / norms.len() as f64),
+            trained_samples: u.samples,
+            optimizer_steps: norms.len(),
+            clip_fraction: u.clipped_tokens as f64 / u.model_tokens.max(1) as f64,
+            logprob_gap_mean: u.logprob_gap.means().map(|m| m.0),
+            logprob_gap_abs_mean: u.logprob_gap.means().map(|m| m.1),
+            logprob_gap_tokens: u.logprob_gap.tokens,
+            lr: config.algorithm.lr,
+            beta: config.algorithm.beta,
+            tokens_prefilled: self.tokens.map(|t| t.prefilled),
+            tokens_reused: self.tokens.map(|t| t.reused),
+            tokens_sampled: self.tokens.map(|t| t.sampled),
+            seconds: StepSeconds {
+                generate: self.times.generate_s,
+                tools: self.times.tools_s,
+                judge: self.times.judge_s,
+                update: update.seconds,
+                step: step_s,
+            },
+            dev_accuracy: None,
+            dev_answer_f1: None,
+            dev_tool_calls: None,
+            dev_questions: None,
+        };
+        // The grader's own parts, each the mean over the step's episodes (0 for one without it).
+        let mut names: Vec<&str> = episodes.iter().flat_map(|e| e.reward_components.iter().map(|(n, _)| n.as_str())).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let part = mean(episodes.iter().map(|e| e.reward_components.iter().find(|(n, _)| n == name).map_or(0.0, |(_, v)| *v as f64)));
+            match name {
+                // The judge's reward is its grade's one part: `reward_judge` already.
+                "judge" => {}
+                "tests" => line.reward_tests = Some(part),
+                "perfect" => line.reward_perfect = Some(part),
+                other => {
+                    return Err(TrainError::Run(format!("the grader gave a reward part `{other}` that StepMetrics has no field for (trainer/src/metrics.rs)")))
+                }
+            }
+        }
+        Ok(line)
     }
-    line
 }
 
 /// Evaluates with both adapters, retain only and forget only (greedy, one episode per question).
