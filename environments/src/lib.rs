@@ -3,7 +3,7 @@
 //!
 //! The design in three parts:
 //! - **what is asked**: an environment's questions: the wiki's question files
-//!   (`agentrt_rollout::read_questions`) or the code environment's tasks ([`code::tasks`]: a signature and
+//!   (`agentrt_search::questions`, the one reader, which `agentrt_rollout` re-exports) or the code environment's tasks ([`code::tasks`]: a signature and
 //!   docstring, hidden tests, an entry point), with their splits.
 //! - **how it is played**: the system prompt and demonstration, the episode bounds and the
 //!   [`ReplyFormat`] (wiki: programs that call tools, several turns; code: one reply whose code is the

@@ -4,12 +4,16 @@ use std::path::PathBuf;
 /// these are failures of the machinery or of the input.
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
-    /// A row of a questions (or tasks) file is unusable: malformed JSON, no question, no answer...
+    /// A questions file could not be read or has a bad row (`agentrt_search::questions` reads them; its
+    /// message names the file, the line and the field).
+    #[error(transparent)]
+    Questions(#[from] agentrt_search::SearchError),
+    /// A row of a tasks file is unusable: malformed JSON, no entry point, a repeated id...
     #[error("{path}:{line}: {reason}")]
-    BadQuestion {
-        /// The questions (or tasks) file.
+    BadTask {
+        /// The tasks file.
         path: PathBuf,
-        /// The 1-based JSONL line or Parquet row of the question.
+        /// The 1-based JSONL line of the task.
         line: usize,
         /// What is wrong with it.
         reason: String,

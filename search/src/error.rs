@@ -17,7 +17,7 @@ pub enum SearchError {
         #[source]
         source: std::io::Error,
     },
-    /// A line of a JSON Lines pages file is not a valid page record.
+    /// A line of a JSON Lines pages or questions file (or a Parquet row) is not a valid record.
     #[error("{path}:{line}: {message}")]
     BadRecord {
         /// The pages or questions file.
@@ -27,11 +27,13 @@ pub enum SearchError {
         /// What is wrong with the record.
         message: String,
     },
-    /// The pages file has an extension we do not read.
-    #[error("{path}: unknown pages format (expected .jsonl, .json or .parquet)")]
+    /// A pages or questions file has an extension we do not read.
+    #[error("{path}: unknown {what} format (expected .jsonl, .json, .ndjson or .parquet)")]
     UnknownFormat {
-        /// The pages file.
+        /// The pages or questions file.
         path: PathBuf,
+        /// What the file should hold: `pages` or `questions`.
+        what: &'static str,
     },
     /// Two pages share an id.
     #[error("{path}:{line}: duplicate page id {id:?} (first seen on line {first_line})")]
@@ -69,6 +71,12 @@ pub enum SearchError {
     /// tantivy failed while building or querying.
     #[error("full-text index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
+    /// Retrieval evaluation was given a question with no gold page to look for.
+    #[error("question {id}: no gold `page`, which retrieval evaluation measures the rank of")]
+    NoGoldPage {
+        /// The question's id (`line-N` when the file gives none).
+        id: String,
+    },
     /// Writing the index failed.
     #[error("writing {path}: {source}")]
     Write {

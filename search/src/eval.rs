@@ -3,41 +3,8 @@
 use crate::error::SearchError;
 use crate::hybrid::{self, Fusion};
 use crate::index::WikiIndex;
-use serde::{Deserialize, Serialize};
-use std::path::Path;
-
-/// One question of `questions.jsonl` (only what retrieval needs).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Question {
-    /// Question id.
-    pub id: String,
-    /// The question text, used as the query.
-    pub question: String,
-    /// The gold page id.
-    pub page: String,
-    /// `train` or `dev` (or anything else).
-    pub split: String,
-}
-
-/// Read the questions of one split (all splits when `split` is None); errors name file and line.
-pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>, SearchError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SearchError::io(path, e))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let q: Question = serde_json::from_str(line).map_err(|e| SearchError::BadRecord {
-            path: path.to_path_buf(),
-            line: i + 1,
-            message: format!("malformed question: {e}"),
-        })?;
-        if split.is_none_or(|s| s == q.split) {
-            out.push(q);
-        }
-    }
-    Ok(out)
-}
+use crate::questions::Question;
+use serde::Serialize;
 
 /// Recall of the gold page at 1, 5 and 10 for one ranking.
 #[derive(Debug, Clone, Serialize)]
@@ -94,8 +61,13 @@ pub fn fusion_variants() -> Vec<(String, Fusion)> {
     v
 }
 
-/// Run every question through each ranking and count where the gold page lands.
+/// Run every question through each ranking and count where the gold page lands. Every question needs a
+/// gold `page` (one without is an error, before anything runs); a page the index does not have counts as
+/// a miss.
 pub fn evaluate(index: &WikiIndex, questions: &[Question], progress: &mut dyn FnMut(usize)) -> Result<RetrievalReport, SearchError> {
+    if let Some(q) = questions.iter().find(|q| q.page.is_none()) {
+        return Err(SearchError::NoGoldPage { id: q.id.clone() });
+    }
     let variants = fusion_variants();
     let mut bm25 = Counter::default();
     let mut vector = Counter::default();
@@ -106,7 +78,7 @@ pub fn evaluate(index: &WikiIndex, questions: &[Question], progress: &mut dyn Fn
         let texts: Vec<String> = chunk.iter().map(|q| q.question.clone()).collect();
         let vecs = index.embed_queries(&texts)?;
         for (q, v) in chunk.iter().zip(vecs) {
-            let gold = index.page_index(&q.page);
+            let gold = q.page.as_deref().and_then(|p| index.page_index(p));
             let r = index.rankings_with_vector(&q.question, &v)?;
             bm25.add(&r.bm25, gold);
             vector.add(&r.vector, gold);

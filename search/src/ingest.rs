@@ -42,7 +42,7 @@ pub fn read_pages(path: &Path) -> Result<Corpus, SearchError> {
     let pages = match ext.as_str() {
         "jsonl" | "json" | "ndjson" => parse_jsonl(path, &bytes)?,
         "parquet" => parse_parquet(path, bytes)?,
-        _ => return Err(SearchError::UnknownFormat { path: path.to_path_buf() }),
+        _ => return Err(SearchError::UnknownFormat { path: path.to_path_buf(), what: "pages" }),
     };
     Ok(Corpus { path: path.to_path_buf(), pages, sha256 })
 }

@@ -3,7 +3,8 @@
 //!
 //! The design in three parts:
 //! - **who reads**: [`ingest`] reads a pages file (JSON Lines or Parquet with `id`, `title`, `content`;
-//!   errors name file and line) and [`sections`] cuts each page's markdown into sections: headings make
+//!   errors name file and line), [`questions`] reads a questions file (the one reader of them: retrieval
+//!   evaluation and every episode command use it; errors name file, line and field), and [`sections`] cuts each page's markdown into sections: headings make
 //!   sections, and long heading-less text (the 48 full articles) is cut into paragraph groups of at most
 //!   800 characters (about one paragraph). Section ids are `page_id:slug`, readable and stable.
 //! - **who matches**: [`bm25`] (tantivy, English stemming, sections' bodies as documents) and
@@ -46,16 +47,18 @@ pub mod int8_bert;
 pub mod lanes;
 pub mod manifest;
 pub mod query_encoder;
+pub mod questions;
 pub mod sections;
 pub mod vectors;
 
 pub use embedder::{Embedder, ModelId};
 pub use error::SearchError;
-pub use eval::{evaluate, read_questions, Question, Recall, RetrievalReport};
+pub use eval::{evaluate, Recall, RetrievalReport};
 pub use hybrid::{Fusion, SearchMode};
 pub use index::{build_index, BuildOptions, BuildOutcome, PageHit, Progress, Rankings, SectionInfo, WikiIndex};
 pub use ingest::{read_pages, Corpus, Page};
 pub use query_encoder::QueryEncoder;
+pub use questions::{read_questions, Question};
 pub use sections::{split_page, ChunkParams, Section};
 
 /// The directory `agentrt index` writes and every other command opens by default:

@@ -9,14 +9,14 @@
 use crate::commands::eval::EpisodeArgs;
 use crate::policy_options::{EpisodePlan, LoadedPolicy};
 use agentrt_environments::code::answer::{extract_code, solution};
-use agentrt_environments::code::tasks::{read_tasks as read_tasks_file, CodeTask};
+use agentrt_environments::code::tasks::{read_tasks, CodeTask};
 use agentrt_environments::EnvName;
 use agentrt_eval::{CodeMetrics, TaskResult};
 use agentrt_progress::Progress;
 use agentrt_rollout::{seeded_subset, Episode, Question};
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 const TASKS: &str = "tasks.jsonl";
@@ -60,7 +60,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
     let todo: Vec<Question> = questions.iter().filter(|q| !done.contains(&q.id)).cloned().collect();
     // The program each sample's tests run (for a reference run outside the sandbox: bench/humaneval_cpython.py).
     let by_id: std::collections::HashMap<String, CodeTask> =
-        read_tasks_file(std::path::Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
+        read_tasks(std::path::Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
     let mut plan = plan.clone();
     plan.env = env.clone();
     debug_assert_eq!(plan.env.name, EnvName::Code);
@@ -120,7 +120,7 @@ fn sample_line(
 
 /// `results.json` and `results.md` of the tasks `ids` from `dir`'s `tasks.jsonl`, printed too.
 fn write_results(dir: &Path, ids: &[String], settings: &serde_json::Value, policy: &str, what: &str) -> anyhow::Result<()> {
-    let results = read_tasks(&dir.join(TASKS))?;
+    let results = read_task_results(&dir.join(TASKS))?;
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
     let results: Vec<TaskResult> = results.into_iter().filter(|r| wanted.contains(r.task_id.as_str())).collect();
     anyhow::ensure!(results.len() == ids.len(), "{} holds {} of the {} tasks", dir.join(TASKS).display(), results.len(), ids.len());
@@ -195,7 +195,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::R
     prepare_output(dir, &settings, false)?;
     let questions: std::collections::HashMap<String, Question> =
         agentrt_environments::code_questions(&env, "all")?.into_iter().map(|q| (q.id.clone(), q)).collect();
-    let by_id: std::collections::HashMap<String, CodeTask> = read_tasks_file(Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
+    let by_id: std::collections::HashMap<String, CodeTask> = read_tasks(Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
     let mut plan = plan.clone();
     plan.env = env.clone();
 
@@ -244,7 +244,7 @@ fn prepare_output(dir: &Path, settings: &serde_json::Value, resume: bool) -> any
     if resume && saved.exists() {
         let old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved)?).map_err(|e| anyhow::anyhow!("{}: {e}", saved.display()))?;
         anyhow::ensure!(&old == settings, "--resume: {} was written with other settings:\n  saved: {old}\n  now:   {settings}", saved.display());
-        let done = if tasks.exists() { read_tasks(&tasks)?.into_iter().map(|t| t.task_id).collect() } else { BTreeSet::new() };
+        let done = if tasks.exists() { read_task_results(&tasks)?.into_iter().map(|t| t.task_id).collect() } else { BTreeSet::new() };
         // Samples of a task whose line was not written are dropped with the partial batch: they are drawn again.
         eprintln!("resuming {}: {} tasks done", dir.display(), done.len());
         return Ok(done);
@@ -260,7 +260,9 @@ fn prepare_output(dir: &Path, settings: &serde_json::Value, resume: bool) -> any
     Ok(BTreeSet::new())
 }
 
-fn read_tasks(path: &PathBuf) -> anyhow::Result<Vec<TaskResult>> {
+/// The per-task results an earlier run wrote to OUTPUT_DIR's `tasks.jsonl` (not the code tasks
+/// themselves: `agentrt_environments::code::tasks::read_tasks` reads those).
+fn read_task_results(path: &Path) -> anyhow::Result<Vec<TaskResult>> {
     let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     text.lines()
         .enumerate()

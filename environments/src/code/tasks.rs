@@ -56,7 +56,7 @@ pub fn read_tasks(path: &Path, split: Option<&str>) -> Result<Vec<CodeTask>, Rol
         if line.trim().is_empty() {
             continue;
         }
-        let bad = |reason: String| RolloutError::BadQuestion { path: path.into(), line: i + 1, reason };
+        let bad = |reason: String| RolloutError::BadTask { path: path.into(), line: i + 1, reason };
         let row: Row = serde_json::from_str(line).map_err(|e| bad(format!("not a code task ({e})")))?;
         if row.entry_point.trim().is_empty() || !row.test.contains("def check(") {
             return Err(bad(format!("task {}: needs an `entry_point` and a `test` that defines check(candidate)", row.task_id)));
