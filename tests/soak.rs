@@ -586,7 +586,8 @@ fn soak(s: Settings) {
         assert!(ids.iter().all(|id| id == first), "step {step} played {ids:?}, where the data order gives {first}");
     }
 
-    // What the programs did: every episode's turns, their tool calls and how the flaky plug-in's ended.
+    // What the programs did, in the logged transcripts (a step logs its first question's group): their turns,
+    // tool calls and how the flaky plug-in's ended.
     let (mut programs, mut program_errors, mut tool_calls, mut plugin_calls, mut plugin_traps) = (0usize, 0usize, 0usize, 0usize, 0usize);
     for line in read_jsonl(&run.join("transcripts.jsonl")) {
         for turn in line["episode"]["turns"].as_array().unwrap() {
@@ -622,6 +623,8 @@ fn soak(s: Settings) {
         "tool_calls": tool_calls,
         "plugin_calls": plugin_calls,
         "plugin_traps": plugin_traps,
+        "optimizer_steps": metrics.iter().map(|m| m["optimizer_steps"].as_u64().unwrap()).sum::<u64>(),
+        "trained_samples": metrics.iter().map(|m| m["trained_samples"].as_u64().unwrap()).sum::<u64>(),
         "reward_mean": metrics.iter().map(|m| m["reward_mean"].as_f64().unwrap_or(0.0)).sum::<f64>() / metrics.len() as f64,
         "seconds": started.elapsed().as_secs(),
     });
