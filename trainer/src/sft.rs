@@ -274,8 +274,8 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
         max_turns = max_turns.max(c.messages[last_user..].iter().filter(|m| m.role == "assistant").count());
     }
     if prompts.len() > 1 || (with_demo != 0 && with_demo != conversations.len()) {
-        eprintln!(
-            "warning: the training conversations differ in how they prompt ({} system prompts; {with_demo} of {} show the demonstration): agent.json records the first prompt and what most do",
+        tracing::warn!(
+            "the training conversations differ in how they prompt ({} system prompts; {with_demo} of {} show the demonstration): agent.json records the first prompt and what most do",
             prompts.len(),
             conversations.len()
         );
@@ -286,7 +286,7 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
     } else if text == system_prompt(DEFAULT_SYSTEM_PROMPT, &[]) {
         "short".to_string()
     } else if text.is_empty() {
-        eprintln!("warning: the training conversations have no system prompt; agent.json records data.system_prompt = {fallback_prompt:?}, which `agentrt eval --adapter` will show");
+        tracing::warn!("the training conversations have no system prompt; agent.json records data.system_prompt = {fallback_prompt:?}, which `agentrt eval --adapter` will show");
         fallback_prompt.to_string()
     } else {
         text
@@ -335,7 +335,7 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<Exa
         stats.empty_reply += s.empty_reply;
         let (examples, too_long) = tokenize(policy, &conversations, &detector, config.model.dual_lora, d.max_seq_tokens)?;
         if too_long > 0 {
-            eprintln!("warning: {path}: dropped {too_long} of {} conversations longer than data.max_seq_tokens = {}", conversations.len(), d.max_seq_tokens);
+            tracing::warn!("{path}: dropped {too_long} of {} conversations longer than data.max_seq_tokens = {}", conversations.len(), d.max_seq_tokens);
         }
         dropped += too_long;
         if let Some(keep) = keep {
@@ -434,7 +434,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
     policy.recompute_layers = config.model.recompute_layers;
     let (train_set, val_set, dropped, stats, agent) = load_examples_and_settings(&config, &policy)?;
-    eprintln!(
+    tracing::info!(
         "sft data: {} chat conversations and {} transcripts read ({} not correct, {} with an empty reply left out); {} dropped as longer than {} tokens; {} to train on, {} held back for validation",
         stats.conversations, stats.transcripts, stats.not_correct, stats.empty_reply, dropped, config.data.max_seq_tokens, train_set.len(), val_set.len()
     );
@@ -466,10 +466,10 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         let p = RunDir::optimizer_of(ckpt);
         learner.optimizer.load_state(&p).map_err(|e| TrainError::OptimizerState { path: p.clone(), source: e })?;
         run.truncate_logs_after(*step)?;
-        eprintln!("resuming {} from {} (step {step}, {seen} conversations seen)", run.path.display(), ckpt.display());
+        tracing::info!("resuming {} from {} (step {step}, {seen} conversations seen)", run.path.display(), ckpt.display());
     } else if resume {
         run.truncate_logs_after(0)?;
-        eprintln!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
+        tracing::info!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
     }
 
     let per_step = s.batch_size * s.gradient_accumulation_steps;
@@ -477,7 +477,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let mut order = DataOrder::new(train_set.len(), seed);
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let mut final_val = None;
-    eprintln!(
+    tracing::info!(
         "fine-tuning {} ({} conversations x {per_step} per step, {total_steps} steps) into {}",
         learner.policy.base_name,
         train_set.len(),
@@ -534,7 +534,7 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
             last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
-            eprintln!("step {step}: {line}");
+            tracing::info!("step {step}: {line}");
         }
         if let Some(b) = &bar {
             let v = val_loss.map(|v| format!(" val {v:.4}")).unwrap_or_default();

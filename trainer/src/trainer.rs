@@ -180,8 +180,8 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
     if let Some(a) = agentrt_rollout::AgentSettings::read(Path::new(&config.model.init_adapter))? {
         let r = &config.rollout;
         if (a.system_prompt.as_str(), a.demonstration, a.max_turns) != (r.system_prompt.as_str(), r.demonstration, r.max_turns) {
-            eprintln!(
-                "warning: model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set rollout.system_prompt / demonstration / max_turns to match unless that is the point",
+            tracing::warn!(
+                "model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set rollout.system_prompt / demonstration / max_turns to match unless that is the point",
                 config.model.init_adapter, a.system_prompt, a.demonstration, a.max_turns, r.system_prompt, r.demonstration, r.max_turns
             );
         }
@@ -239,10 +239,10 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         let p = RunDir::optimizer_of(ckpt);
         learner.optimizer.load_state(&p).map_err(|e| TrainError::OptimizerState { path: p.clone(), source: e })?;
         run.truncate_logs_after(*step)?;
-        eprintln!("resuming {} from {} (step {step}, {} questions seen)", run.path.display(), ckpt.display(), questions_seen);
+        tracing::info!("resuming {} from {} (step {step}, {} questions seen)", run.path.display(), ckpt.display(), questions_seen);
     } else if resume {
         run.truncate_logs_after(0)?;
-        eprintln!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
+        tracing::info!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
     }
 
     let detector = Detector::parse(&config.routing.detector)?;
@@ -266,7 +266,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let agent = agent_settings(&config);
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let group = config.rollout.num_rollouts;
-    eprintln!(
+    tracing::info!(
         "training {} on the {} environment ({} questions of split {}, {} x {} rollouts per step, {} steps) into {}",
         learner.policy.base_name,
         config.env.name.as_str(),
@@ -285,7 +285,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     if !dev_slice.is_empty() && resume_from.is_none() {
         let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config).await?.line(0);
         run.append(DEV_EVAL, &dev)?;
-        eprintln!("held-out slice before training: {dev}");
+        tracing::info!("held-out slice before training: {dev}");
     }
 
     // The last step's samples (question id, replies), for the collapse check at the end.
@@ -388,7 +388,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
-            eprintln!("step {step}: {line}");
+            tracing::info!("step {step}: {line}");
         }
         if let Some(b) = &bar {
             b.set(step as u64, format!("reward {:.3} acc {:.3}", line.reward_mean, line.accuracy));
@@ -420,7 +420,7 @@ fn report_collapse(samples: &[(String, String)]) {
         return;
     }
     let d = agentrt_eval::Diversity::of(samples.iter().map(|(q, s)| (q.as_str(), s.clone())), Default::default());
-    eprintln!(
+    tracing::info!(
         "last step's samples: {}/{} distinct, mean pairwise Jaccard {:.3}{}; degenerate: {}",
         d.unique_samples.successes,
         d.unique_samples.total,
@@ -429,7 +429,7 @@ fn report_collapse(samples: &[(String, String)]) {
         if d.degenerate { "YES (template collapse: look at the samples)" } else { "no" }
     );
     for (q, s) in agentrt_eval::spread(samples, 3) {
-        eprintln!("  [{q}] {}", agentrt_eval::preview(s, 3));
+        tracing::info!("  [{q}] {}", agentrt_eval::preview(s, 3));
     }
 }
 
