@@ -380,6 +380,18 @@ struct Finding {
     overrun_in_stall: Option<Duration>,
 }
 
+impl Finding {
+    /// A case that ran no program: its category, what it broke and the error's message.
+    fn without_run(category: String, violations: Vec<String>, detail: String) -> Finding {
+        Finding { category, panic: None, violations, wall: None, guest_trap: None, detail, overrun_in_stall: None }
+    }
+
+    /// A case the host panicked on, with the panic's message.
+    fn host_panic(message: String) -> Finding {
+        Finding { panic: Some(message), ..Finding::without_run("host-panic".into(), Vec::new(), String::new()) }
+    }
+}
+
 /// Everything counted over a run of the fuzzer.
 #[derive(Default, serde::Serialize)]
 struct Stats {
@@ -571,15 +583,7 @@ async fn run_checked(sandbox: &Sandbox, guest: Option<&GuestComponent>, program:
     let outcome = run.await;
     let stalled = stall_during(begun, Instant::now());
     match outcome {
-        Err(message) => Finding {
-            category: "host-panic".into(),
-            panic: Some(message),
-            violations: Vec::new(),
-            wall: None,
-            guest_trap: None,
-            detail: String::new(),
-            overrun_in_stall: None,
-        },
+        Err(message) => Finding::host_panic(message),
         Ok(report) => {
             let guest_trap = match &report.result {
                 Err(ProgramError::GuestTrap { message }) => Some(message.clone()),
@@ -616,34 +620,10 @@ async fn run_case(shared: &Shared, case: &Case) -> Finding {
     match &case.input {
         Input::Program(program) => run_checked(&shared.programs, None, program, case.limits).await,
         Input::Reply(reply) => match std::panic::catch_unwind(|| parse_reply(reply)) {
-            Err(payload) => Finding {
-                category: "host-panic".into(),
-                panic: Some(panic_message(payload)),
-                violations: Vec::new(),
-                wall: None,
-                guest_trap: None,
-                detail: String::new(),
-                overrun_in_stall: None,
-            },
+            Err(payload) => Finding::host_panic(panic_message(payload)),
             Ok(ReplyAction::Program(program)) => run_checked(&shared.programs, None, &program, case.limits).await,
-            Ok(ReplyAction::Answer(_)) => Finding {
-                category: "reply-answer".into(),
-                panic: None,
-                violations: Vec::new(),
-                wall: None,
-                guest_trap: None,
-                detail: String::new(),
-                overrun_in_stall: None,
-            },
-            Ok(ReplyAction::Nothing) => Finding {
-                category: "reply-nothing".into(),
-                panic: None,
-                violations: Vec::new(),
-                wall: None,
-                guest_trap: None,
-                detail: String::new(),
-                overrun_in_stall: None,
-            },
+            Ok(ReplyAction::Answer(_)) => Finding::without_run("reply-answer".into(), Vec::new(), String::new()),
+            Ok(ReplyAction::Nothing) => Finding::without_run("reply-nothing".into(), Vec::new(), String::new()),
         },
         Input::Wasm { bytes, program } => {
             let path = shared.scratch.join(format!("case-{}.wasm", case.index));
@@ -655,15 +635,7 @@ async fn run_case(shared: &Shared, case: &Case) -> Finding {
                 .expect("the loading task is not cancelled");
             let _ = std::fs::remove_file(&path);
             match loaded {
-                Err(payload) => Finding {
-                    category: "host-panic".into(),
-                    panic: Some(panic_message(payload)),
-                    violations: Vec::new(),
-                    wall: None,
-                    guest_trap: None,
-                    detail: String::new(),
-                    overrun_in_stall: None,
-                },
+                Err(payload) => Finding::host_panic(panic_message(payload)),
                 Ok(Err(error)) => {
                     let kind = sandbox_error_kind(&error);
                     let mut violations = Vec::new();
@@ -673,15 +645,7 @@ async fn run_case(shared: &Shared, case: &Case) -> Finding {
                     if error.to_string().trim().is_empty() {
                         violations.push("a refusal without a message".into());
                     }
-                    Finding {
-                        category: format!("wasm-refused:{kind}"),
-                        panic: None,
-                        violations,
-                        wall: None,
-                        guest_trap: None,
-                        detail: String::new(),
-                        overrun_in_stall: None,
-                    }
+                    Finding::without_run(format!("wasm-refused:{kind}"), violations, String::new())
                 }
                 Ok(Ok(guest)) => {
                     let mut finding = run_checked(&shared.components, Some(&guest), program, case.limits).await;
@@ -697,15 +661,7 @@ async fn run_case(shared: &Shared, case: &Case) -> Finding {
             let built = CatchUnwind(Box::pin(Sandbox::new(config, Arc::new(FixtureTools::default())))).await;
             let _ = std::fs::remove_file(&path);
             match built {
-                Err(message) => Finding {
-                    category: "host-panic".into(),
-                    panic: Some(message),
-                    violations: Vec::new(),
-                    wall: None,
-                    guest_trap: None,
-                    detail: String::new(),
-                    overrun_in_stall: None,
-                },
+                Err(message) => Finding::host_panic(message),
                 Ok(Err(error)) => {
                     let kind = sandbox_error_kind(&error);
                     let mut violations = Vec::new();
@@ -716,15 +672,7 @@ async fn run_case(shared: &Shared, case: &Case) -> Finding {
                         violations.push("a refusal without a message".into());
                     }
                     let detail = clip(&error.to_string(), 300);
-                    Finding {
-                        category: format!("plugin-refused:{kind}"),
-                        panic: None,
-                        violations,
-                        wall: None,
-                        guest_trap: None,
-                        detail,
-                        overrun_in_stall: None,
-                    }
+                    Finding::without_run(format!("plugin-refused:{kind}"), violations, detail)
                 }
                 Ok(Ok(sandbox)) => {
                     let mut finding = run_checked(&sandbox, None, program, case.limits).await;
