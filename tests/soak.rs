@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+use agentrt_trainer::StepMetrics;
 use common::{hand_written_plugin, Describe};
 
 /// The binary soaked: `AGENTRT_SOAK_BIN`, or this build's.
@@ -291,8 +292,9 @@ fn index_and_questions(s: &Settings, work: &Path) -> (PathBuf, PathBuf) {
 
 /// The run's config: the default model from the committed warm start (models/smollm2-135m-wiki-read, which
 /// writes a search-and-read program, then answers), played as it was trained, with the flaky plug-in listed
-/// after its prompt; two turns, a checkpoint every step. The answer's token F1 is part of the reward, so the
-/// groups differ and every step updates the adapters (with the judge alone, most groups are all 0 and skipped).
+/// after its prompt; two turns, a checkpoint every step. The answer's token F1 is part of the reward (unless
+/// `AGENTRT_SOAK_F1_WEIGHT` says 0), so the groups differ and steps update the adapters (with the judge
+/// alone, most groups earn the same and are skipped).
 fn write_config(s: &Settings, work: &Path, questions: &Path, judge: &str) -> PathBuf {
     let warm_start = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/smollm2-135m-wiki-read");
     let agent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(warm_start.join("agent.json")).unwrap()).unwrap();
@@ -523,13 +525,13 @@ fn transcripts_by_step(s: &Settings, run: &Path) -> BTreeMap<u64, Vec<String>> {
 }
 
 /// The steps of metrics.jsonl, checked to be 1..=steps in order with the questions seen so far.
-fn check_metrics(s: &Settings, run: &Path) -> Vec<serde_json::Value> {
-    let metrics = read_jsonl(&run.join("metrics.jsonl"));
-    let steps: Vec<u64> = metrics.iter().map(|m| m["step"].as_u64().unwrap()).collect();
-    assert_eq!(steps, (1..=s.steps as u64).collect::<Vec<_>>(), "metrics.jsonl: every step once, in order");
+fn check_metrics(s: &Settings, run: &Path) -> Vec<StepMetrics> {
+    let metrics = StepMetrics::read(&run.join("metrics.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let steps: Vec<usize> = metrics.iter().map(|m| m.step).collect();
+    assert_eq!(steps, (1..=s.steps).collect::<Vec<_>>(), "metrics.jsonl: every step once, in order");
     for m in &metrics {
-        assert_eq!(m["questions_seen"].as_u64().unwrap(), m["step"].as_u64().unwrap() * s.batch as u64, "{m}");
-        assert_eq!(m["episodes"].as_u64().unwrap(), (s.batch * s.rollouts) as u64, "{m}");
+        assert_eq!(m.questions_seen, m.step * s.batch, "{m}");
+        assert_eq!(m.episodes, s.batch * s.rollouts, "{m}");
     }
     metrics
 }
@@ -605,7 +607,7 @@ fn soak(s: Settings) {
     let count = |f: Fault| injected.iter().filter(|i| i.fault == f).count();
     let report = serde_json::json!({
         "steps": s.steps,
-        "episodes": metrics.iter().map(|m| m["episodes"].as_u64().unwrap()).sum::<u64>(),
+        "episodes": metrics.iter().map(|m| m.episodes).sum::<usize>(),
         "batch": s.batch,
         "rollouts": s.rollouts,
         "seed": s.seed,
@@ -623,9 +625,9 @@ fn soak(s: Settings) {
         "tool_calls": tool_calls,
         "plugin_calls": plugin_calls,
         "plugin_traps": plugin_traps,
-        "optimizer_steps": metrics.iter().map(|m| m["optimizer_steps"].as_u64().unwrap()).sum::<u64>(),
-        "trained_samples": metrics.iter().map(|m| m["trained_samples"].as_u64().unwrap()).sum::<u64>(),
-        "reward_mean": metrics.iter().map(|m| m["reward_mean"].as_f64().unwrap_or(0.0)).sum::<f64>() / metrics.len() as f64,
+        "optimizer_steps": metrics.iter().map(|m| m.optimizer_steps).sum::<usize>(),
+        "trained_samples": metrics.iter().map(|m| m.trained_samples).sum::<usize>(),
+        "reward_mean": metrics.iter().map(|m| m.reward_mean).sum::<f64>() / metrics.len() as f64,
         "seconds": started.elapsed().as_secs(),
     });
     println!("soak: {}", serde_json::to_string_pretty(&report).unwrap());
