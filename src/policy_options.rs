@@ -1,14 +1,13 @@
 //! The policy flags shared by every command that plays episodes with a chosen policy (`eval`,
-//! `trajectories sample`), how they become a [`TurnPolicy`], and the episode runner those commands build
-//! over a sandbox: one construction, so a policy plays the same wherever it is measured or sampled.
+//! `trajectories sample`), what such a command plays ([`PolicyOptions::played`]: a training config,
+//! whose environment `agentrt_trainer::environment` builds as `train` does) and how the flags become a
+//! [`TurnPolicy`]: one construction, so a policy plays the same wherever it is measured or sampled.
 
-use agentrt_environments::{EnvSection, Environment, WikiSettings};
-use agentrt_policy::{ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{AgentSettings, EpisodeConfig, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
-use agentrt_runtime::Sandbox;
+use agentrt_environments::Environment;
+use agentrt_policy::{ModelSource, Policy};
+use agentrt_rollout::{EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Which policy plays: a local model (with a trained adapter or without), a baseline, or an endpoint.
 #[derive(clap::Args, Clone, Debug)]
@@ -57,11 +56,8 @@ pub struct PolicyOptions {
 /// What [`PolicyOptions::load`] loaded: the local model when one plays, and the policy's name for reports.
 pub struct LoadedPolicy {
     pub local: Option<Policy>,
-    /// The adapter's `agent.json`, when an adapter with one plays.
-    pub settings: Option<AgentSettings>,
-    /// Tokens per reply at most: the flag, else the adapter's settings, else the wiki's default (`eval --env
-    /// code` replaces that with the code environment's).
-    pub max_new_tokens: usize,
+    /// How the adapter was trained to play (its `agent.json`), when an adapter with one plays.
+    pub trained: Option<EpisodeSpec>,
     /// `smollm2-135m zero-shot`, `MODEL + ADAPTER (scales r,f)`, `random baseline` or the endpoint spec.
     pub name: String,
 }
@@ -80,22 +76,22 @@ impl PolicyOptions {
             .collect::<Result<_, _>>()
             .map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
         anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
-        let settings = match (&self.policy, &self.baseline, &self.adapter) {
-            (None, None, Some(dir)) => AgentSettings::read(dir)?,
+        let agent_file = match (&self.policy, &self.baseline, &self.adapter) {
+            (None, None, Some(dir)) => EpisodeSpec::read_agent_file(dir)?,
             (Some(_), _, _) => match &self.agent_settings {
                 Some(p) => {
                     let dir = if p.is_file() { p.parent().unwrap_or(p.as_path()) } else { p.as_path() };
-                    Some(AgentSettings::read(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?)
+                    Some(EpisodeSpec::read_agent_file(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?)
                 }
                 None => None,
             },
             _ => None,
         };
-        let max_new_tokens = self.max_new_tokens.or(settings.as_ref().map(|s| s.max_new_tokens)).unwrap_or(agentrt_environments::WIKI_MAX_NEW_TOKENS);
-        let model = self.model.clone().or(settings.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+        let model = self.model.clone().or(agent_file.as_ref().map(|(m, _)| m.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+        let trained = agent_file.map(|(_, spec)| spec);
         Ok(match (&self.policy, self.baseline.as_deref()) {
-            (Some(p), _) => LoadedPolicy { local: None, settings, max_new_tokens, name: p.clone() },
-            (None, Some("random")) => LoadedPolicy { local: None, settings, max_new_tokens, name: "random baseline".into() },
+            (Some(p), _) => LoadedPolicy { local: None, trained, name: p.clone() },
+            (None, Some("random")) => LoadedPolicy { local: None, trained, name: "random baseline".into() },
             (None, Some("zero-shot")) | (None, None) => {
                 let device = agentrt_policy::parse_device(&self.device)?;
                 let mut p = Policy::load(&ModelSource::parse(&model), &device)?;
@@ -107,7 +103,7 @@ impl PolicyOptions {
                         name = format!("{model} + {} (scales {},{})", dir.display(), scales[0], scales[1]);
                     }
                 }
-                LoadedPolicy { local: Some(p), settings, max_new_tokens, name }
+                LoadedPolicy { local: Some(p), trained, name }
             }
             (None, Some(other)) => anyhow::bail!("--baseline {other:?}: expected zero-shot or random"),
         })
@@ -118,23 +114,39 @@ impl PolicyOptions {
         self.policy.is_none() && self.baseline.as_deref() == Some("random")
     }
 
-    /// The sampling settings these flags, the loaded adapter's settings, `temperature` (0 is greedy) and
-    /// the environment's `stop` strings describe.
-    pub fn sampling(&self, loaded: &LoadedPolicy, temperature: f64, stop: &[String]) -> SamplingParams {
-        SamplingParams { temperature, top_k: self.top_k, max_tokens: loaded.max_new_tokens, stop: stop.to_vec(), ..SamplingParams::default() }
+    /// What a command plays with this policy: `config`'s environment and episode spec (`given`: a config
+    /// the user gave, which is played as it stands; otherwise the training defaults, played as the loaded
+    /// adapter was trained, its `agent.json`), then `temperature` and these flags' sampling over it. With
+    /// neither a config, an adapter's settings nor `--max-new-tokens`, a reply is as long as the
+    /// environment's replies need ([`agentrt_environments::EnvSection::default_max_new_tokens`]).
+    pub fn played(&self, mut config: TrainConfig, given: bool, loaded: &LoadedPolicy, temperature: f64) -> TrainConfig {
+        let spec = &mut config.rollout.episode;
+        match (&loaded.trained, given) {
+            (Some(trained), false) => *spec = spec.played_as(trained),
+            (None, false) => spec.max_new_tokens = config.env.default_max_new_tokens(),
+            (_, true) => {}
+        }
+        spec.temperature = temperature;
+        spec.top_k = self.top_k;
+        if let Some(n) = self.max_new_tokens {
+            spec.max_new_tokens = n;
+        }
+        config
     }
 
-    /// The policy that plays `plan`'s environment: the endpoint, the loaded model, or the random baseline.
-    pub fn turn_policy<'a>(&self, loaded: &'a LoadedPolicy, temperature: f64, seed: u64, plan: &EpisodePlan) -> anyhow::Result<Box<dyn TurnPolicy + 'a>> {
-        let params = self.sampling(loaded, temperature, &plan.env.stop_strings());
+    /// The policy that plays `environment`, sampling as its spec says (the endpoint, the loaded model, or
+    /// the random baseline).
+    pub fn turn_policy<'a>(&self, loaded: &'a LoadedPolicy, seed: u64, environment: &Environment) -> anyhow::Result<Box<dyn TurnPolicy + 'a>> {
+        let params = environment.sampling();
         Ok(match (&self.policy, &loaded.local) {
             (Some(spec), _) => {
                 let mut c = OpenAiPolicyConfig::parse(spec)?;
-                c.temperature = temperature;
-                c.max_tokens = loaded.max_new_tokens;
+                c.temperature = params.temperature;
+                c.max_tokens = params.max_tokens;
                 c.stop = params.stop.clone();
                 c.tool_turns = agentrt_rollout::ToolTurns::parse(&self.tool_turns)?;
-                c.top_k = self.top_k;
+                c.top_p = params.top_p;
+                c.top_k = params.top_k;
                 Box::new(OpenAiPolicy::new(c)?)
             }
             (None, Some(p)) => Box::new(LocalPolicy::new(p, params, seed)),
@@ -143,63 +155,24 @@ impl PolicyOptions {
     }
 }
 
-/// How a command's episodes run: the environment, its episode bounds (turns, observation size, sandbox
-/// limits), the system prompt and whether the worked demonstration is shown. Built from what `agentrt
-/// train` plays ([`EpisodePlan::of_training`]), then what an adapter was trained with, then the command's
-/// flags, so a policy is measured the way it was trained.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EpisodePlan {
-    /// The environment and its own keys (`[env]`).
-    pub env: EnvSection,
-    pub config: EpisodeConfig,
-    /// `short`, `full` or the prompt's own text.
-    pub system_prompt: String,
-    pub demonstration: bool,
-    /// `rule`, `rule:0.5` or `openai:MODEL@URL` (the wiki's).
-    pub judge: String,
-}
-
-impl EpisodePlan {
-    /// What `agentrt train` plays with `config`.
-    pub fn of_training(config: &TrainConfig) -> Self {
-        EpisodePlan {
-            env: config.env.clone(),
-            config: agentrt_trainer::episode_config(config),
-            system_prompt: config.rollout.system_prompt.clone(),
-            demonstration: config.rollout.demonstration,
-            judge: config.rollout.judge.clone(),
-        }
+/// The flags that shape an episode, where given, over `spec`: turns, system prompt, demonstration, judge.
+pub fn apply_episode_flags(
+    spec: &mut EpisodeSpec,
+    max_turns: Option<usize>,
+    system_prompt: Option<&String>,
+    demonstration: Option<bool>,
+    judge: Option<&String>,
+) {
+    if let Some(t) = max_turns {
+        spec.max_turns = t;
     }
-
-    /// The environment these settings describe, in `sandbox`: the one construction `agentrt train` uses
-    /// too ([`Environment::build`]).
-    pub fn environment(&self, sandbox: Arc<Sandbox>) -> anyhow::Result<Environment> {
-        let wiki = WikiSettings { system_prompt: self.system_prompt.clone(), demonstration: self.demonstration, judge: self.judge.clone() };
-        Ok(Environment::build(&self.env, &wiki, self.config.clone(), sandbox)?)
+    if let Some(p) = system_prompt {
+        spec.system_prompt = p.clone();
     }
-
-    /// As the adapter whose `agent.json` this is was trained, where it says.
-    pub fn with_agent(self, agent: Option<&AgentSettings>) -> Self {
-        match agent {
-            None => self,
-            Some(a) => EpisodePlan { config: a.episode_config(self.config), system_prompt: a.system_prompt.clone(), demonstration: a.demonstration, ..self },
-        }
+    if let Some(d) = demonstration {
+        spec.demonstration = d;
     }
-
-    /// The command's flags, where given, over everything else.
-    pub fn with_flags(mut self, max_turns: Option<usize>, system_prompt: Option<&String>, demonstration: Option<bool>, judge: Option<&String>) -> Self {
-        if let Some(j) = judge {
-            self.judge = j.clone();
-        }
-        if let Some(t) = max_turns {
-            self.config.max_turns = t;
-        }
-        if let Some(p) = system_prompt {
-            self.system_prompt = p.clone();
-        }
-        if let Some(d) = demonstration {
-            self.demonstration = d;
-        }
-        self
+    if let Some(j) = judge {
+        spec.judge = j.clone();
     }
 }

@@ -92,12 +92,13 @@ impl ToolOptions {
         self.build_with(limits, self.tool_host()?).await
     }
 
-    /// The sandbox of environment `env`: the wiki's tools over the index, or, for an environment without a
-    /// corpus (code), no wiki tools and no index needed.
-    pub async fn build_for(&self, env: agentrt_environments::EnvName, limits: Limits) -> anyhow::Result<Sandbox> {
-        match env {
-            agentrt_environments::EnvName::Wiki => self.build(limits).await,
-            agentrt_environments::EnvName::Code => self.build_with(limits, Arc::new(agentrt_runtime::NoWikiTools)).await,
+    /// The sandbox of environment `env`: the wiki's tools over the index, or, for an environment whose
+    /// programs call none (code), no wiki tools and no index needed.
+    pub async fn build_for(&self, env: &agentrt_environments::EnvSection, limits: Limits) -> anyhow::Result<Sandbox> {
+        if env.serves_wiki_tools() {
+            self.build(limits).await
+        } else {
+            self.build_with(limits, Arc::new(agentrt_runtime::NoWikiTools)).await
         }
     }
 

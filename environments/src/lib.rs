@@ -19,9 +19,11 @@
 pub mod code;
 
 use agentrt_policy::Message;
-use agentrt_rollout::{EpisodeConfig, EpisodeRunner, Grader, ReplyFormat};
+use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyFormat, RolloutError};
 use agentrt_runtime::Sandbox;
+use code::tasks::CodeTask;
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Which environment.
@@ -35,26 +37,19 @@ pub enum EnvName {
 }
 
 impl EnvName {
+    /// Every environment, by the name `--env` and `env.name` spell it.
+    pub const ALL: [(EnvName, &'static str); 2] = [(EnvName::Wiki, "wiki"), (EnvName::Code, code::NAME)];
+
     /// `wiki` or `code` (as `--env` and `env.name` spell it).
     pub fn parse(name: &str) -> Result<EnvName, String> {
-        match name {
-            "wiki" => Ok(EnvName::Wiki),
-            "code" => Ok(EnvName::Code),
-            other => Err(format!("unknown environment `{other}`: expected wiki or code")),
-        }
+        EnvName::ALL.iter().find(|(_, n)| *n == name).map(|(e, _)| *e).ok_or_else(|| format!("unknown environment `{name}`: expected wiki or code"))
     }
 
     /// The name as `--env` and `env.name` spell it; the inverse of [`EnvName::parse`].
     pub fn as_str(self) -> &'static str {
-        match self {
-            EnvName::Wiki => "wiki",
-            EnvName::Code => "code",
-        }
+        EnvName::ALL.iter().find(|(e, _)| *e == self).map(|(_, n)| *n).expect("every environment is in ALL")
     }
 }
-
-/// The wiki environment's reply length when nothing else sets it (see [`EnvSection::default_max_new_tokens`]).
-pub const WIKI_MAX_NEW_TOKENS: usize = 160;
 
 /// Fuel a code test may burn when `env.test_fuel` does not say (ten times `rollout.fuel`'s default, so a
 /// correct but plain solution of a HumanEval task is not cut short: at 200 million, 18 of 1,640
@@ -137,19 +132,74 @@ impl EnvSection {
         Ok(())
     }
 
-    /// The episode bounds of this environment over `wiki` (the wiki's, from `[rollout]`): the code
-    /// environment plays one reply, read whole as the answer, and runs each test under `test_fuel` and
-    /// `test_timeout_ms` (memory and output bounds are `[rollout]`'s).
-    pub fn episode_config(&self, wiki: EpisodeConfig) -> EpisodeConfig {
+    /// How this environment plays `spec` (the `[rollout]` keys): the wiki as it stands; the code
+    /// environment one reply, read whole as the answer, each test under `test_fuel` and `test_timeout_ms`
+    /// (memory and tool-call bounds are `[rollout]`'s). The one place a spec is adapted: an
+    /// [`Environment`] holds the result, and every command asks it.
+    pub fn played(&self, spec: &EpisodeSpec) -> EpisodeSpec {
         match self.name {
-            EnvName::Wiki => wiki,
-            EnvName::Code => EpisodeConfig {
-                max_turns: 1,
-                reply_format: ReplyFormat::FinalAnswer,
-                limits: agentrt_runtime::Limits { fuel: self.test_fuel, timeout: std::time::Duration::from_millis(self.test_timeout_ms), ..wiki.limits },
-                ..wiki
-            },
+            EnvName::Wiki => spec.clone(),
+            EnvName::Code => EpisodeSpec { max_turns: 1, fuel: self.test_fuel, timeout_ms: self.test_timeout_ms, ..spec.clone() },
         }
+    }
+
+    /// How a reply is read: programs that call tools (wiki), or the whole reply as the answer (code).
+    pub fn reply_format(&self) -> ReplyFormat {
+        match self.name {
+            EnvName::Wiki => ReplyFormat::ToolPrograms,
+            EnvName::Code => ReplyFormat::FinalAnswer,
+        }
+    }
+
+    /// Whether programs call the wiki's tools (so the sandbox needs the search index); the code
+    /// environment's test programs call none.
+    pub fn serves_wiki_tools(&self) -> bool {
+        self.name == EnvName::Wiki
+    }
+
+    /// Whether answers are graded by tests (reported as pass@k over tasks) rather than judged (accuracy).
+    pub fn grades_with_tests(&self) -> bool {
+        self.name == EnvName::Code
+    }
+
+    /// The split an evaluation plays when none is given: the wiki's `dev`; all of the code tasks (as
+    /// published pass@k numbers use).
+    pub fn default_eval_split(&self) -> &'static str {
+        match self.name {
+            EnvName::Wiki => "dev",
+            EnvName::Code => "all",
+        }
+    }
+
+    /// Plays the environment `name` (`--env`): a config that names the wiki (the default) may be played
+    /// as another; a config that names another environment only as itself.
+    pub fn select(&mut self, name: &str) -> Result<(), String> {
+        let name = EnvName::parse(name)?;
+        if name != self.name && self.name != EnvName::Wiki {
+            return Err(format!("--env {}: the config plays the {} environment", name.as_str(), self.name.as_str()));
+        }
+        self.name = name;
+        Ok(())
+    }
+
+    /// This section as the code environment (its `[env]` keys kept): what `eval --regrade` grades again,
+    /// since only test-graded replies can be regraded.
+    pub fn as_code(&self) -> EnvSection {
+        EnvSection { name: EnvName::Code, ..self.clone() }
+    }
+
+    /// The split training plays: `wiki_split` (`[data]`'s) for the wiki, `split` for the code tasks.
+    pub fn training_split<'a>(&'a self, wiki_split: &'a str) -> &'a str {
+        match self.name {
+            EnvName::Wiki => wiki_split,
+            EnvName::Code => &self.split,
+        }
+    }
+
+    /// The questions of `split` (`all`: every one): the wiki's from `wiki_questions`, the code tasks'
+    /// from `tasks`. None is an error naming the split and the file.
+    pub fn read_questions(&self, wiki_questions: &Path, split: &str) -> Result<Vec<Question>, RolloutError> {
+        Dataset::read(self, wiki_questions)?.questions(split)
     }
 
     /// Tokens a reply may take when neither a flag nor an adapter's settings say: a wiki reply is a short
@@ -157,7 +207,7 @@ impl EnvSection {
     /// tokens, about 13% of Qwen2.5-Coder's HumanEval replies were cut before their closing fence).
     pub fn default_max_new_tokens(&self) -> usize {
         match self.name {
-            EnvName::Wiki => WIKI_MAX_NEW_TOKENS,
+            EnvName::Wiki => EpisodeSpec::default().max_new_tokens,
             EnvName::Code => 512,
         }
     }
@@ -191,12 +241,47 @@ pub struct Environment {
     pub system_prompt: String,
     /// Earlier turns shown before every question (few-shot); may be empty.
     pub demonstration: Vec<Message>,
-    /// The episode bounds and reply format, already adapted to this environment.
-    pub episode: EpisodeConfig,
+    /// How an episode is played here ([`EnvSection::played`] of the command's spec).
+    pub spec: EpisodeSpec,
+    /// How a reply is read.
+    pub reply_format: ReplyFormat,
     /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
     /// Scores final answers: the judge for the wiki, the task's tests for code.
     pub grader: Arc<dyn Grader>,
+    /// What is asked, by split.
+    dataset: Dataset,
+}
+
+/// An environment's questions: the wiki's file (read per split when asked), or the code tasks (read
+/// once, when the environment is built: its grader holds them too).
+enum Dataset {
+    Wiki(PathBuf),
+    Code { path: PathBuf, tasks: Vec<CodeTask> },
+}
+
+impl Dataset {
+    fn read(section: &EnvSection, wiki_questions: &Path) -> Result<Dataset, RolloutError> {
+        Ok(match section.name {
+            EnvName::Wiki => Dataset::Wiki(wiki_questions.to_path_buf()),
+            EnvName::Code => {
+                let path = PathBuf::from(&section.tasks);
+                Dataset::Code { tasks: code::tasks::read_tasks(&path, None)?, path }
+            }
+        })
+    }
+
+    fn questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
+        let wanted = |s: &Option<String>| split == "all" || s.as_deref() == Some(split);
+        let (questions, path) = match self {
+            Dataset::Wiki(path) => (agentrt_rollout::read_questions(path, (split != "all").then_some(split))?, path),
+            Dataset::Code { path, tasks } => (tasks.iter().map(code::tasks::question_of).filter(|q| wanted(&q.split)).collect(), path),
+        };
+        if questions.is_empty() {
+            return Err(RolloutError::Invalid(format!("no questions of split `{split}` in {}", path.display())));
+        }
+        Ok(questions)
+    }
 }
 
 /// Everything that decides how an episode plays, as one value (two commands that build equal settings
@@ -209,8 +294,10 @@ pub struct EnvironmentSettings {
     pub system_prompt: String,
     /// The demonstration's turns, as `(role, content)`.
     pub demonstration: Vec<(String, String)>,
-    /// The episode bounds and reply format.
-    pub episode: EpisodeConfig,
+    /// How an episode is played.
+    pub spec: EpisodeSpec,
+    /// How a reply is read.
+    pub reply_format: ReplyFormat,
     /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
     /// The grader's description ([`Grader::name`]: `rule(f1>=0.80)`, `tests(base 1, perfect 0.5)`).
@@ -225,7 +312,8 @@ impl Environment {
             grader: self.grader.clone(),
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.clone(),
-            config: self.episode.clone(),
+            spec: self.spec.clone(),
+            reply_format: self.reply_format,
         }
     }
 
@@ -235,63 +323,58 @@ impl Environment {
             name: self.name,
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.iter().map(|m| (m.role.clone(), m.content.clone())).collect(),
-            episode: self.episode.clone(),
+            spec: self.spec.clone(),
+            reply_format: self.reply_format,
             stop: self.stop.clone(),
             grader: self.grader.name(),
         }
     }
 }
 
-/// The wiki environment's settings, from `[rollout]` (or an adapter's `agent.json`, or eval's flags).
-#[derive(Debug, Clone)]
-pub struct WikiSettings {
-    /// `short`, `full` or the prompt's own text (`{plugins}` lists the sandbox's plug-ins).
-    pub system_prompt: String,
-    /// Show the worked demonstration before every question.
-    pub demonstration: bool,
-    /// `rule`, `rule:0.5` or `openai:MODEL@URL`.
-    pub judge: String,
-}
-
 impl Environment {
-    /// The environment `section` names. The wiki one reads `wiki` for its prompt and judge; the code one
-    /// reads its tasks (all of them: the grader knows every task, whichever split is played). `episode`
-    /// is the wiki's bounds; [`EnvSection::episode_config`] adapts them.
-    pub fn build(
-        section: &EnvSection,
-        wiki: &WikiSettings,
-        episode: EpisodeConfig,
-        sandbox: Arc<Sandbox>,
-    ) -> Result<Environment, agentrt_rollout::RolloutError> {
-        section.validate().map_err(agentrt_rollout::RolloutError::Invalid)?;
-        let episode = section.episode_config(episode);
-        let stop = section.stop_strings();
-        match section.name {
-            EnvName::Wiki => {
+    /// The environment `section` names, playing `spec` (the `[rollout]` keys; [`EnvSection::played`]
+    /// adapts them). The wiki's prompt, demonstration and judge are the spec's and its questions come from
+    /// `wiki_questions`; the code environment reads its tasks here, once (the grader knows every task,
+    /// whichever split is played).
+    pub fn build(section: &EnvSection, spec: &EpisodeSpec, wiki_questions: &Path, sandbox: Arc<Sandbox>) -> Result<Environment, RolloutError> {
+        section.validate().map_err(RolloutError::Invalid)?;
+        spec.validate().map_err(|e| RolloutError::Invalid(format!("rollout.{e}")))?;
+        let spec = section.played(spec);
+        let (stop, reply_format) = (section.stop_strings(), section.reply_format());
+        let dataset = Dataset::read(section, wiki_questions)?;
+        let (system_prompt, demonstration, grader): (String, Vec<Message>, Arc<dyn Grader>) = match &dataset {
+            Dataset::Wiki(_) => {
                 let plugins = sandbox.plugins().signatures();
-                let judge =
-                    agentrt_judge::judge_from_spec(&wiki.judge).map_err(|e| agentrt_rollout::RolloutError::Invalid(format!("judge {:?}: {e}", wiki.judge)))?;
-                Ok(Environment {
-                    name: EnvName::Wiki,
-                    system_prompt: agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&wiki.system_prompt), &plugins),
-                    demonstration: if wiki.demonstration { agentrt_rollout::demonstration() } else { Vec::new() },
-                    episode,
-                    stop,
-                    grader: Arc::new(agentrt_rollout::JudgeGrader::new(judge)),
-                })
+                let judge = agentrt_judge::judge_from_spec(&spec.judge).map_err(|e| RolloutError::Invalid(format!("judge {:?}: {e}", spec.judge)))?;
+                let prompt = agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&spec.system_prompt), &plugins);
+                let demonstration = if spec.demonstration { agentrt_rollout::demonstration() } else { Vec::new() };
+                (prompt, demonstration, Arc::new(agentrt_rollout::JudgeGrader::new(judge)))
             }
-            EnvName::Code => {
-                let tasks = code::tasks::read_tasks(std::path::Path::new(&section.tasks), None)?;
-                let grader = code::grader::TestGrader::new(sandbox, &tasks, episode.limits, section.test_reward())?;
+            Dataset::Code { tasks, .. } => {
+                let grader = code::grader::TestGrader::new(sandbox, tasks, spec.limits(), section.test_reward())?;
                 let prompt = if section.reasoning_format { code::CODE_REASONING_SYSTEM_PROMPT } else { code::CODE_SYSTEM_PROMPT };
-                Ok(Environment { name: EnvName::Code, system_prompt: prompt.into(), demonstration: Vec::new(), episode, stop, grader: Arc::new(grader) })
+                (prompt.into(), Vec::new(), Arc::new(grader))
             }
+        };
+        Ok(Environment { name: section.name, system_prompt, demonstration, spec, reply_format, stop, grader, dataset })
+    }
+
+    /// How a reply is sampled here: the spec's sampling keys, ending at this environment's stop strings.
+    pub fn sampling(&self) -> agentrt_policy::SamplingParams {
+        self.spec.sampling(self.stop.clone())
+    }
+
+    /// The questions of `split` (`all`: every one); none is an error naming the split and the file.
+    pub fn questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
+        self.dataset.questions(split)
+    }
+
+    /// The code task `id`, for an environment graded by a task's tests (`None` otherwise, or for an
+    /// unknown id).
+    pub fn code_task(&self, id: &str) -> Option<&CodeTask> {
+        match &self.dataset {
+            Dataset::Code { tasks, .. } => tasks.iter().find(|t| t.id == id),
+            Dataset::Wiki(_) => None,
         }
     }
-}
-
-/// The code environment's questions of `split` (`train`, `test`, `all`): one per task.
-pub fn code_questions(section: &EnvSection, split: &str) -> Result<Vec<agentrt_rollout::Question>, agentrt_rollout::RolloutError> {
-    let tasks = code::tasks::read_tasks(std::path::Path::new(&section.tasks), Some(split))?;
-    Ok(tasks.iter().map(code::tasks::question_of).collect())
 }

@@ -2,7 +2,7 @@
 //! tools in the real sandbox, the rule judge grades, and each number is asserted exactly.
 
 use agentrt_eval::{compare, read_results, write_report, EvalInfo, Metrics, Rate};
-use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, Question, RandomPolicy, ScriptedPolicy};
+use agentrt_rollout::{EpisodeOutcome, EpisodeRunner, EpisodeSpec, Question, RandomPolicy, ScriptedPolicy};
 use std::collections::HashMap;
 
 fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
@@ -14,7 +14,7 @@ fn program(code: &str) -> String {
 }
 
 async fn runner(max_turns: usize) -> EpisodeRunner {
-    agentrt_rollout::testing::fixture_runner(EpisodeConfig { max_turns, ..EpisodeConfig::default() }).await
+    agentrt_rollout::testing::fixture_runner(EpisodeSpec { max_turns, ..EpisodeSpec::default() }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

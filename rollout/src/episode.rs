@@ -1,6 +1,7 @@
 //! The episode loop shared by training and evaluation.
 
 use crate::conversation::Conversation;
+use crate::episode_spec::EpisodeSpec;
 use crate::error::RolloutError;
 use crate::grading::{Grade, Grader, TestRun};
 use crate::questions::Question;
@@ -8,31 +9,10 @@ use crate::turn_policy::{Finish, Reply, TurnPolicy};
 use agentrt_judge::Verdict;
 use agentrt_policy::Message;
 use agentrt_runtime::reply::{parse_reply, ReplyAction};
-use agentrt_runtime::{Limits, RunReport, Sandbox};
+use agentrt_runtime::{RunReport, Sandbox};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// How an episode runs. `agentrt train` builds it from its config (`agentrt_trainer::episode_config`),
-/// `agentrt eval` and `agentrt trajectories` from the same config, or from what an adapter was trained
-/// with (`AgentSettings::episode_config`), so a score is measured the way the model played.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EpisodeConfig {
-    /// Replies at most; an episode still running a program after this many ends as `max_turns`.
-    pub max_turns: usize,
-    /// A longer observation is cut here (with a note saying so): it goes back into a small context.
-    pub max_observation_chars: usize,
-    /// The sandbox's limits for every program.
-    pub limits: Limits,
-    /// How a reply is read.
-    pub reply_format: ReplyFormat,
-}
-
-impl Default for EpisodeConfig {
-    fn default() -> Self {
-        EpisodeConfig { max_turns: 4, max_observation_chars: 1500, limits: Limits::default(), reply_format: ReplyFormat::ToolPrograms }
-    }
-}
 
 /// How an environment reads a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -190,8 +170,10 @@ pub struct EpisodeRunner {
     pub system_prompt: String,
     /// Earlier turns shown after the system prompt and before every question (few-shot); may be empty.
     pub demonstration: Vec<Message>,
-    /// Turn budget, observation cut, sandbox limits and reply format.
-    pub config: EpisodeConfig,
+    /// Turn budget, observation cut and sandbox bounds (the sampling keys are the policy's to use).
+    pub spec: EpisodeSpec,
+    /// How a reply is read.
+    pub reply_format: ReplyFormat,
 }
 
 struct Live {
@@ -206,7 +188,7 @@ impl EpisodeRunner {
     /// from the policy's [`TurnPolicy::stream`]; every program runs on a task of its own, concurrently with
     /// the others and with sampling.
     pub async fn run(&self, policy: &dyn TurnPolicy, questions: &[Question]) -> Result<RolloutBatch, RolloutError> {
-        if self.config.max_turns == 0 {
+        if self.spec.max_turns == 0 {
             return Err(RolloutError::Invalid("max_turns must be at least 1".into()));
         }
         let mut times = PhaseTimes::default();
@@ -238,7 +220,7 @@ impl EpisodeRunner {
                 let report = task.await.map_err(|e| RolloutError::Invalid(format!("a sandbox task failed: {e}")))?;
                 let l = &mut live[i];
                 self.record_run(l, &report);
-                if l.turns.len() == self.config.max_turns {
+                if l.turns.len() == self.spec.max_turns {
                     l.done = true;
                 } else {
                     let observation = l.turns.last().and_then(|t| t.observation.clone()).unwrap_or_default();
@@ -251,11 +233,11 @@ impl EpisodeRunner {
                 let l = live
                     .get_mut(i)
                     .ok_or_else(|| RolloutError::Invalid(format!("policy `{}` replied to conversation {i} of {}", policy.name(), questions.len())))?;
-                if l.done || l.turns.len() >= self.config.max_turns {
+                if l.done || l.turns.len() >= self.spec.max_turns {
                     return Err(RolloutError::Invalid(format!("policy `{}` replied to conversation {i}, which was not waiting for a reply", policy.name())));
                 }
                 if let Some(code) = self.take_reply(policy, l, &reply)? {
-                    let (sandbox, limits) = (self.sandbox.clone(), self.config.limits);
+                    let (sandbox, limits) = (self.sandbox.clone(), self.spec.limits());
                     running.push((i, tokio::spawn(async move { sandbox.run_with_limits(&code, limits).await })));
                 }
             }
@@ -312,7 +294,7 @@ impl EpisodeRunner {
     /// Records a reply in its episode; returns the program to run, if it held one (else the episode is done).
     fn take_reply(&self, policy: &dyn TurnPolicy, l: &mut Live, reply: &Reply) -> Result<Option<String>, RolloutError> {
         policy.push_reply(&mut l.conversation, reply)?;
-        let action = match self.config.reply_format {
+        let action = match self.reply_format {
             ReplyFormat::ToolPrograms => parse_reply(&reply.text),
             ReplyFormat::FinalAnswer => ReplyAction::Answer(reply.text.clone()),
         };
@@ -361,7 +343,7 @@ impl EpisodeRunner {
                 micros: c.duration.as_micros() as u64,
             })
             .collect();
-        rec.observation = Some(truncate(&report.observation(), self.config.max_observation_chars));
+        rec.observation = Some(truncate(&report.observation(), self.spec.max_observation_chars));
     }
 }
 

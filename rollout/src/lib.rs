@@ -14,10 +14,10 @@
 //! - **who scores**: the [`agentrt_judge::Judge`] grades every final reply; an [`Episode`] keeps every turn,
 //!   program, observation, tool call and the verdict, ready for a loss, a metric or a transcript line.
 
-mod agent_settings;
 mod baselines;
 mod conversation;
 mod episode;
+mod episode_spec;
 mod error;
 mod grading;
 mod local_policy;
@@ -33,16 +33,16 @@ mod trace;
 mod trajectories;
 mod turn_policy;
 
-pub use agent_settings::{AgentSettings, AGENT_SETTINGS_FILE};
 pub use baselines::{RandomPolicy, ScriptedPolicy};
 pub use conversation::{Conversation, TokenTrace};
-pub use episode::{Episode, EpisodeConfig, EpisodeOutcome, EpisodeRunner, PhaseTimes, ReplyFormat, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
+pub use episode::{Episode, EpisodeOutcome, EpisodeRunner, PhaseTimes, ReplyFormat, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
+pub use episode_spec::{EpisodeSpec, AGENT_FILE};
 pub use error::RolloutError;
 pub use grading::{FailureKind, Grade, Grader, JudgeGrader, TestFailure, TestResult, TestRun};
 pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig, ToolTurns};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
-pub use questions::{read_questions, seeded_order, seeded_subset, Question};
+pub use questions::{read_questions, seeded_order, seeded_subset, Question, DEFAULT_QUESTIONS_FILE};
 pub use synthetic::{check_visible, passages_program, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
 pub use trace::TraceBuilder;
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};

@@ -3,7 +3,7 @@
 //! orders every command draws questions in.
 
 use crate::error::RolloutError;
-pub use agentrt_search::questions::{find_word_ci, Question};
+pub use agentrt_search::questions::{find_word_ci, Question, DEFAULT_QUESTIONS_FILE};
 use std::path::Path;
 
 /// `items` in a seeded random order: the one order `agentrt eval --num-samples N --seed S` takes its first

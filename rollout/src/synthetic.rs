@@ -487,7 +487,7 @@ mod tests {
     use super::*;
     use crate::testing::fixture_runner;
     use crate::trajectories::TrajectorySet;
-    use crate::{EpisodeConfig, EpisodeOutcome};
+    use crate::{EpisodeOutcome, EpisodeSpec};
     use agentrt_runtime::FixtureTools;
 
     fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
@@ -522,7 +522,7 @@ mod tests {
     /// an earlier tool output of the same episode, with no answer in any program.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn synthesised_actions_use_only_ids_seen_in_earlier_observations() {
-        let runner = fixture_runner(EpisodeConfig { max_turns: 4, ..EpisodeConfig::default() }).await;
+        let runner = fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await;
         let questions = fixture_questions();
         let policy = SynthesizingPolicy::new(SynthStyle::Browse, Arc::new(FixtureTools::default()), &questions);
         let batch = runner.run(&policy, &questions).await.unwrap();
@@ -593,7 +593,7 @@ mod tests {
     /// answer as printed; the check passes; a question whose gold page is not among the hits gives up.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn passages_episodes_read_the_hits_best_sections_then_answer() {
-        let runner = fixture_runner(EpisodeConfig { max_turns: 2, ..EpisodeConfig::default() }).await;
+        let runner = fixture_runner(EpisodeSpec { max_turns: 2, ..EpisodeSpec::default() }).await;
         let mut questions = fixture_questions();
         questions[0] = q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos");
         let policy = SynthesizingPolicy::new(SynthStyle::Passages, Arc::new(FixtureTools::default()), &questions);
@@ -622,7 +622,7 @@ mod tests {
     /// the check.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn read_episodes_go_on_only_when_the_first_section_holds_no_answer() {
-        let runner = fixture_runner(EpisodeConfig { max_turns: 3, ..EpisodeConfig::default() }).await;
+        let runner = fixture_runner(EpisodeSpec { max_turns: 3, ..EpisodeSpec::default() }).await;
         let tools = Arc::new(FixtureTools::default());
         let questions = fixture_questions();
         let policy = SynthesizingPolicy::new(SynthStyle::Read, tools.clone(), &questions);
@@ -654,7 +654,7 @@ mod tests {
     /// that was never read.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_check_refuses_ids_and_answers_not_seen() {
-        let runner = fixture_runner(EpisodeConfig::default()).await;
+        let runner = fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await;
         let question = q("scheele", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen");
         let play = |replies: Vec<&str>| {
             let scripts = [("scheele".to_string(), replies.into_iter().map(String::from).collect())].into_iter().collect();

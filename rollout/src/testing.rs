@@ -1,13 +1,13 @@
 //! An episode runner over the fixture tools, for tests (no index, no model download).
 
-use crate::{EpisodeConfig, EpisodeRunner, DEFAULT_SYSTEM_PROMPT};
+use crate::{EpisodeRunner, EpisodeSpec, DEFAULT_SYSTEM_PROMPT};
 use agentrt_judge::{RuleJudge, DEFAULT_F1_THRESHOLD};
 use agentrt_runtime::{FixtureTools, Limits, Sandbox, SandboxConfig};
 use std::sync::Arc;
 
 /// A runner with the real sandbox over [`FixtureTools`], the rule judge, the default system prompt and no
 /// demonstration.
-pub async fn fixture_runner(config: EpisodeConfig) -> EpisodeRunner {
+pub async fn fixture_runner(spec: EpisodeSpec) -> EpisodeRunner {
     let sandbox = Sandbox::new(SandboxConfig { limits: Limits::default(), ..SandboxConfig::default() }, Arc::new(FixtureTools::default()))
         .await
         .expect("the sandbox over the fixture tools starts");
@@ -16,6 +16,7 @@ pub async fn fixture_runner(config: EpisodeConfig) -> EpisodeRunner {
         grader: Arc::new(crate::JudgeGrader::new(Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).expect("the default threshold is valid")))),
         system_prompt: DEFAULT_SYSTEM_PROMPT.replace("{plugins}", ""),
         demonstration: vec![],
-        config,
+        spec,
+        reply_format: crate::ReplyFormat::ToolPrograms,
     }
 }

@@ -185,7 +185,7 @@ fn utc(secs: u64) -> String {
 mod tests {
     use super::*;
     use crate::testing::fixture_runner;
-    use crate::{EpisodeConfig, Question, ScriptedPolicy};
+    use crate::{EpisodeSpec, Question, ScriptedPolicy};
     use std::collections::HashMap;
 
     #[test]
@@ -203,7 +203,7 @@ mod tests {
     /// the manifest counts each kind.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_rejected_episode_never_reaches_the_output() {
-        let runner = fixture_runner(EpisodeConfig::default()).await;
+        let runner = fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await;
         let search = "```python\nhits = search_pages(\"Super Bowl 50\")\nfor h in hits:\n    print(h[\"page_id\"], \"|\", h[\"title\"])\n```";
         let scripts: HashMap<String, Vec<String>> = [
             ("right", vec![search.to_string(), "<answer>Denver Broncos</answer>".to_string()]),

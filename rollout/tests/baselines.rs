@@ -3,7 +3,7 @@
 //! answers with a span of what that program printed, never of the demonstration's tool output.
 
 use agentrt_rollout::testing::fixture_runner;
-use agentrt_rollout::{demonstration, EpisodeConfig, EpisodeOutcome, Question, RandomPolicy, TurnAction};
+use agentrt_rollout::{demonstration, EpisodeOutcome, EpisodeSpec, Question, RandomPolicy, TurnAction};
 
 fn question(i: usize) -> Question {
     Question {
@@ -18,7 +18,7 @@ fn question(i: usize) -> Question {
 #[tokio::test]
 async fn the_random_baseline_searches_reads_then_answers_from_its_own_reading() {
     for with_demonstration in [false, true] {
-        let mut runner = fixture_runner(EpisodeConfig::default()).await;
+        let mut runner = fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await;
         if with_demonstration {
             runner.demonstration = demonstration();
         }

@@ -1,7 +1,7 @@
 //! An OpenAI-compatible server as the policy, against a real loopback HTTP server: the episode runs the
 //! server's program in the sandbox, sends the tool output back, and grades the server's answer.
 
-use agentrt_rollout::{EpisodeConfig, EpisodeOutcome, EpisodeRunner, OpenAiPolicy, OpenAiPolicyConfig, Question, RolloutError};
+use agentrt_rollout::{EpisodeOutcome, EpisodeRunner, EpisodeSpec, OpenAiPolicy, OpenAiPolicyConfig, Question, RolloutError};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -42,7 +42,7 @@ async fn serve(listener: tokio::net::TcpListener, bodies: Arc<Mutex<Vec<serde_js
 }
 
 async fn runner() -> EpisodeRunner {
-    agentrt_rollout::testing::fixture_runner(EpisodeConfig::default()).await
+    agentrt_rollout::testing::fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await
 }
 
 fn question() -> Question {

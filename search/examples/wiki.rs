@@ -122,7 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("eval") => {
             let index = WikiIndex::open(&dir)?.with_query_encoder(query_encoder);
             let split = arg(&args, "--split").unwrap_or_else(|| "dev".into());
-            let qs = read_questions(std::path::Path::new("data/wiki/questions.jsonl"), Some(&split))?;
+            let qs = read_questions(std::path::Path::new(agentrt_search::DEFAULT_QUESTIONS_FILE), Some(&split))?;
             let r = evaluate(&index, &qs, &mut |_| {})?;
             println!("{} {split} questions, {query_encoder} query encoder", r.questions);
             for x in r.modes.iter().chain(&r.fusions) {

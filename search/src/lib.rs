@@ -58,7 +58,7 @@ pub use hybrid::{Fusion, SearchMode};
 pub use index::{build_index, BuildOptions, BuildOutcome, PageHit, Progress, Rankings, SectionInfo, WikiIndex};
 pub use ingest::{read_pages, Corpus, Page};
 pub use query_encoder::QueryEncoder;
-pub use questions::{read_questions, Question};
+pub use questions::{read_questions, Question, DEFAULT_QUESTIONS_FILE};
 pub use sections::{split_page, ChunkParams, Section};
 
 /// The directory `agentrt index` writes and every other command opens by default:

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
+/// The bundled wiki questions, relative to the repository root: every command's default (and
+/// `trainer/default.toml`'s `data.questions`, which a test holds to it).
+pub const DEFAULT_QUESTIONS_FILE: &str = "data/wiki/questions.jsonl";
+
 /// One question with its accepted answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Question {

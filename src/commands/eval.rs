@@ -2,12 +2,10 @@
 //! --split dev ...`); `agentrt eval retrieval` measures the search index alone; `agentrt eval compare`
 //! puts two evaluations side by side.
 
-use crate::policy_options::{EpisodePlan, PolicyOptions};
+use crate::policy_options::{apply_episode_flags, LoadedPolicy, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
-use agentrt_environments::EnvName;
 use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
-use agentrt_rollout::AgentSettings;
 use agentrt_search::{evaluate, read_questions, QueryEncoder, Recall, WikiIndex};
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
@@ -157,7 +155,7 @@ pub struct RetrievalArgs {
     #[arg(long, default_value = "dev")]
     pub split: String,
     /// Questions file (JSON Lines with question, page, split).
-    #[arg(long, default_value = "data/wiki/questions.jsonl")]
+    #[arg(long, default_value = agentrt_search::DEFAULT_QUESTIONS_FILE)]
     pub questions: PathBuf,
     /// Use at most this many questions.
     #[arg(long)]
@@ -195,33 +193,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     if let Some(from) = &args.regrade {
-        // Only code replies are regraded: --regrade implies --env code.
-        anyhow::ensure!(args.env.as_deref().is_none_or(|e| e == "code"), "--regrade grades code replies: drop --env or pass --env code");
-        let plan = episode_plan(&args, None)?;
-        return crate::commands::eval_code::regrade(&args, from, &plan);
+        let config = played_config(&args, None)?;
+        anyhow::ensure!(
+            args.env.is_none() || config.env.grades_with_tests(),
+            "--regrade grades the replies of an environment graded by tests (code): drop --env or pass --env code"
+        );
+        return crate::commands::eval_code::regrade(&args, from, &config);
     }
-    let mut loaded = args.policy.load()?;
-    let plan = episode_plan(&args, loaded.settings.as_ref())?;
-    if args.policy.max_new_tokens.is_none() && loaded.settings.is_none() {
-        loaded.max_new_tokens = plan.env.default_max_new_tokens();
+    let loaded = args.policy.load()?;
+    let config = played_config(&args, Some(&loaded))?;
+    if config.env.grades_with_tests() {
+        return crate::commands::eval_code::run(&args, &loaded, &config);
     }
-    if plan.env.name == EnvName::Code {
-        return crate::commands::eval_code::run(&args, &loaded, &plan);
-    }
-    anyhow::ensure!(args.num_generations == 1 && !args.resume, "--num-generations and --resume are for --env code");
-    let split_name = args.split.clone().unwrap_or_else(|| "dev".into());
-    let questions_path = args.questions.clone().unwrap_or_else(|| PathBuf::from("data/wiki/questions.jsonl"));
-    let split = if split_name == "all" { None } else { Some(split_name.as_str()) };
-    let questions = agentrt_rollout::read_questions(&questions_path, split)?;
-    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", split_name, questions_path.display());
-    let questions = agentrt_rollout::seeded_subset(questions, args.num_samples.unwrap_or(50), args.seed);
-    let (demonstrate, max_turns) = (plan.demonstration, plan.config.max_turns);
+    anyhow::ensure!(args.num_generations == 1 && !args.resume, "--num-generations and --resume are for environments graded by tests (--env code)");
+    let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let episodes = runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build(plan.config.limits).await?);
-        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
-        let policy = args.policy.turn_policy(&loaded, args.temperature, args.seed, &plan)?;
+    let (environment, episodes) = runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
+        let environment = agentrt_trainer::environment(&config, sandbox.clone())?;
+        let questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
+        let runner = environment.runner(sandbox);
+        let policy = args.policy.turn_policy(&loaded, args.seed, &environment)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
         let mut all = Vec::with_capacity(questions.len());
         for chunk in questions.chunks(args.batch_size.max(1)) {
@@ -231,19 +224,19 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
             progress.set(all.len() as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
         }
         progress.finish_and_clear();
-        anyhow::Ok(all)
+        anyhow::Ok((environment, all))
     })?;
     let mut policy_name = loaded.name.clone();
-    if demonstrate && args.policy.baseline.as_deref() != Some("random") {
+    if !environment.demonstration.is_empty() && !args.policy.is_random() {
         policy_name.push_str(", shown the worked demonstration");
     }
     let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
     let info = EvalInfo {
         policy: policy_name,
-        judge: plan.judge.clone(),
-        questions: format!("{} split of {}", split_name, questions_path.display()),
+        judge: environment.spec.judge.clone(),
+        questions: format!("{} split of {}", split, config.data.questions),
         seed: args.seed,
-        max_turns,
+        max_turns: environment.spec.max_turns,
     };
     write_report(&args.output_dir, &info, &metrics, &episodes)?;
     print!("{}", agentrt_eval::report_markdown(&info, &metrics));
@@ -264,27 +257,26 @@ fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
     }
 }
 
-/// How eval's episodes run: as `agentrt train` plays the config given (`--config`, `--set`); without
-/// one, as the adapter was trained (its `agent.json`) over the training defaults; the flags over both.
-fn episode_plan(args: &EpisodeArgs, agent: Option<&AgentSettings>) -> anyhow::Result<EpisodePlan> {
-    let plan = if args.config.is_some() || !args.set.is_empty() {
-        EpisodePlan::of_training(&TrainConfig::from_layers(args.config.as_deref(), &args.set)?)
-    } else {
-        EpisodePlan::of_training(&TrainConfig::default()).with_agent(agent)
-    };
-    let mut plan = plan.with_flags(args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false), args.judge.as_ref());
+/// What eval plays, as a training config: the one given (`--config`, `--set`) as `agentrt train` plays
+/// it; without one, the training defaults played as the adapter was trained (its `agent.json`); then the
+/// flags over both (`--env`, `--questions`, turns, prompt, demonstration, judge, sampling). `loaded` is
+/// `None` where no policy plays (`--regrade`).
+fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -> anyhow::Result<TrainConfig> {
+    let given = args.config.is_some() || !args.set.is_empty();
+    let mut config = if given { TrainConfig::from_layers(args.config.as_deref(), &args.set)? } else { TrainConfig::default() };
     if let Some(name) = &args.env {
-        let name = EnvName::parse(name).map_err(|e| anyhow::anyhow!("--env: {e}"))?;
-        anyhow::ensure!(
-            name == plan.env.name || plan.env.name == EnvName::Wiki,
-            "--env {}: the config plays the {} environment",
-            name.as_str(),
-            plan.env.name.as_str()
-        );
-        plan.env.name = name;
-        plan.config = plan.env.episode_config(plan.config);
+        config.env.select(name).map_err(anyhow::Error::msg)?;
     }
-    Ok(plan)
+    if let Some(q) = &args.questions {
+        // The file of questions, or of tasks for an environment with its own.
+        config.data.questions = q.display().to_string();
+        config.env.tasks = q.display().to_string();
+    }
+    if let Some(loaded) = loaded {
+        config = args.policy.played(config, given, loaded, args.temperature);
+    }
+    apply_episode_flags(&mut config.rollout.episode, args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false), args.judge.as_ref());
+    Ok(config)
 }
 
 fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
@@ -334,39 +326,45 @@ mod tests {
     /// One config, evaluated by `eval` and played by `train`, gives identical episodes; and an adapter
     /// trained with it (its agent.json) plays the same in `eval` without the config.
     #[test]
-    fn eval_and_train_build_identical_episode_settings_from_one_config() {
+    fn eval_and_train_play_the_same_spec_from_one_config() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("train.toml");
         std::fs::write(
             &file,
             "[rollout]\nmax_turns = 2\nmax_observation_chars = 640\nsystem_prompt = \"full\"\ndemonstration = false\n\
-             fuel = 12345678\nmemory_mib = 48\ntimeout_ms = 900\nmax_host_calls = 7\n",
+             fuel = 12345678\nmemory_mib = 48\ntimeout_ms = 900\nmax_host_calls = 7\ntemperature = 0.0\n",
         )
         .unwrap();
         let config = TrainConfig::from_layers(Some(&file), &[]).unwrap();
-        let trained = agentrt_trainer::episode_config(&config);
-        assert_eq!((trained.max_turns, trained.max_observation_chars, trained.limits.max_host_calls), (2, 640, 7));
-
         let path = file.to_str().unwrap();
-        let plan = episode_plan(&parse(&["--config", path]), None).unwrap();
-        assert_eq!(plan.config, trained);
-        assert_eq!((plan.system_prompt.as_str(), plan.demonstration), ("full", false));
+        let played = played_config(&parse(&["--config", path]), None).unwrap();
+        assert_eq!(played, config, "eval --config plays the config as train does");
 
-        let agent = agentrt_trainer::agent_settings(&config);
-        assert_eq!(episode_plan(&parse(&[]), Some(&agent)).unwrap(), plan, "the adapter's agent.json");
-        assert_eq!(episode_plan(&parse(&["--config", path]), Some(&agent)).unwrap(), plan);
+        // An adapter saved by that run plays the same in eval without the config: its agent.json holds the
+        // spec, and the measurement's judge and sampling are eval's (greedy, top-k 50: the defaults here).
+        config.rollout.episode.write_agent_file(dir.path(), "smollm2-135m").unwrap();
+        let (_, trained) = agentrt_rollout::EpisodeSpec::read_agent_file(dir.path()).unwrap().unwrap();
+        assert_eq!(trained, config.rollout.episode, "agent.json round-trips the spec");
+        let loaded = LoadedPolicy { local: None, trained: Some(trained), name: "test".into() };
+        let by_adapter = played_config(&parse(&[]), Some(&loaded)).unwrap();
+        assert_eq!(by_adapter.rollout.episode, config.rollout.episode);
 
         // --set layers over the config as in train; flags go over everything.
-        let set = episode_plan(&parse(&["--config", path, "--set", "rollout.max_host_calls=3"]), None).unwrap();
-        assert_eq!(set.config.limits.max_host_calls, 3);
-        let flagged = episode_plan(&parse(&["--config", path, "--max-turns", "5", "--system-prompt", "short"]), None).unwrap();
-        assert_eq!((flagged.config.max_turns, flagged.system_prompt.as_str()), (5, "short"));
+        let set = played_config(&parse(&["--config", path, "--set", "rollout.max_host_calls=3"]), None).unwrap();
+        assert_eq!(set.rollout.episode.limits().max_host_calls, 3);
+        let flagged = played_config(&parse(&["--config", path, "--max-turns", "5", "--system-prompt", "short"]), Some(&loaded)).unwrap();
+        assert_eq!((flagged.rollout.episode.max_turns, flagged.rollout.episode.system_prompt.as_str()), (5, "short"));
 
-        // Without a config or an adapter: the training defaults.
-        assert_eq!(episode_plan(&parse(&[]), None).unwrap(), EpisodePlan::of_training(&TrainConfig::default()));
+        // Without a config or an adapter: the training defaults, greedy, with the environment's reply length.
+        let plain = LoadedPolicy { local: None, trained: None, name: "test".into() };
+        let mut defaults = TrainConfig::default();
+        defaults.rollout.episode.temperature = 0.0;
+        assert_eq!(played_config(&parse(&[]), Some(&plain)).unwrap(), defaults);
+        let code = played_config(&parse(&["--env", agentrt_environments::code::NAME]), Some(&plain)).unwrap();
+        assert_eq!(code.rollout.episode.max_new_tokens, code.env.default_max_new_tokens());
     }
 
-    /// The whole environment (prompt, demonstration, episode bounds, reply format, stop strings, grader) that
+    /// The whole environment (prompt, demonstration, episode spec, reply format, stop strings, grader) that
     /// `eval --config` builds is the one `train` builds from the same config, for the wiki and for code.
     #[test]
     fn eval_and_train_build_the_same_environment_from_one_config() {
@@ -386,19 +384,21 @@ mod tests {
                 for s in &set {
                     flags.extend(["--set", s.as_str()]);
                 }
-                let evaluated = episode_plan(&parse(&flags), None).unwrap().environment(sandbox.clone()).unwrap().settings();
+                let evaluated = agentrt_trainer::environment(&played_config(&parse(&flags), None).unwrap(), sandbox.clone()).unwrap().settings();
                 assert_eq!(evaluated, trained);
-                if config.env.name == EnvName::Code {
-                    assert_eq!((trained.episode.max_turns, trained.episode.reply_format), (1, agentrt_rollout::ReplyFormat::FinalAnswer));
-                    assert_eq!(trained.episode.limits.fuel, 1234567);
-                    assert_eq!(trained.episode.limits.timeout, std::time::Duration::from_millis(2500));
-                    assert_eq!(trained.episode.limits.memory_bytes, 48 << 20);
+                if config.env.grades_with_tests() {
+                    assert_eq!((trained.spec.max_turns, trained.reply_format), (1, agentrt_rollout::ReplyFormat::FinalAnswer));
+                    let limits = trained.spec.limits();
+                    assert_eq!((limits.fuel, limits.timeout, limits.memory_bytes), (1234567, std::time::Duration::from_millis(2500), 48 << 20));
                     assert!(trained.grader.contains("reasoning format") && trained.system_prompt.contains("<reasoning>"), "{trained:?}");
                 } else {
                     assert_eq!(trained.grader, "rule(f1>=0.5)");
                 }
                 // `--env code` over the wiki defaults is the code environment of the defaults.
-                let by_flag = episode_plan(&parse(&["--env", "code"]), None).unwrap().environment(sandbox.clone()).unwrap().settings();
+                let by_flag =
+                    agentrt_trainer::environment(&played_config(&parse(&["--env", agentrt_environments::code::NAME]), None).unwrap(), sandbox.clone())
+                        .unwrap()
+                        .settings();
                 let code = TrainConfig::from_layers(None, &["env.name=code".to_string()]).unwrap();
                 assert_eq!(by_flag, agentrt_trainer::environment(&code, sandbox.clone()).unwrap().settings());
             }

@@ -7,13 +7,14 @@
 //! `evaluate_functional_correctness` grades a samples file).
 
 use crate::commands::eval::EpisodeArgs;
-use crate::policy_options::{EpisodePlan, LoadedPolicy};
+use crate::policy_options::LoadedPolicy;
 use agentrt_environments::code::answer::{extract_code, solution};
-use agentrt_environments::code::tasks::{read_tasks, CodeTask};
-use agentrt_environments::EnvName;
+use agentrt_environments::code::tasks::CodeTask;
+use agentrt_environments::Environment;
 use agentrt_eval::{CodeMetrics, TaskResult};
 use agentrt_progress::Progress;
 use agentrt_rollout::{seeded_subset, Episode, Question};
+use agentrt_trainer::TrainConfig;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
@@ -23,21 +24,21 @@ const TASKS: &str = "tasks.jsonl";
 const SAMPLES: &str = "samples.jsonl";
 const SETTINGS: &str = "settings.json";
 
-pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> anyhow::Result<()> {
+pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
     let n = args.num_generations;
     anyhow::ensure!(n >= 1, "--num-generations must be at least 1");
     anyhow::ensure!(
         n == 1 || args.temperature > 0.0,
         "--num-generations {n} with --temperature 0 draws the same greedy sample {n} times: set a temperature (Chen et al. use 0.2 for pass@1, 0.8 for pass@10 and beyond)"
     );
-    let mut env = plan.env.clone();
-    if let Some(q) = &args.questions {
-        env.tasks = q.display().to_string();
-    }
-    let split = args.split.clone().unwrap_or_else(|| "all".into());
-    let questions = agentrt_environments::code_questions(&env, &split)?;
-    anyhow::ensure!(!questions.is_empty(), "no tasks of split {split:?} in {}", env.tasks);
-    let mut questions = seeded_subset(questions, args.num_samples.unwrap_or(0), args.seed);
+    let env = &config.env;
+    let split = args.split.clone().unwrap_or_else(|| env.default_eval_split().into());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let (sandbox, environment) = runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(env, config.rollout.episode.limits()).await?);
+        anyhow::Ok((sandbox.clone(), agentrt_trainer::environment(config, sandbox)?))
+    })?;
+    let mut questions = seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(0), args.seed);
     questions.sort_by_key(|q| task_number(&q.id));
 
     // What decides the samples; a resumed run must match it.
@@ -47,30 +48,22 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
         "split": split,
         "num_samples": args.num_samples.unwrap_or(0),
         "num_generations": n,
-        "temperature": args.temperature,
-        "top_k": args.policy.top_k,
-        "max_new_tokens": loaded.max_new_tokens,
+        "temperature": environment.spec.temperature,
+        "top_k": environment.spec.top_k,
+        "max_new_tokens": environment.spec.max_new_tokens,
         "seed": args.seed,
         "reasoning_format": env.reasoning_format,
-        "limits": env.episode_config(plan.config.clone()).limits,
+        "limits": environment.spec.limits(),
         "max_tests_per_problem": env.max_tests_per_problem,
     });
     let dir = &args.output_dir;
     let done = prepare_output(dir, &settings, args.resume)?;
     let todo: Vec<Question> = questions.iter().filter(|q| !done.contains(&q.id)).cloned().collect();
-    // The program each sample's tests run (for a reference run outside the sandbox: bench/humaneval_cpython.py).
-    let by_id: std::collections::HashMap<String, CodeTask> =
-        read_tasks(std::path::Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
-    let mut plan = plan.clone();
-    plan.env = env.clone();
-    debug_assert_eq!(plan.env.name, EnvName::Code);
 
     let tasks_per_batch = (args.batch_size / n).max(1);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(EnvName::Code, env.episode_config(plan.config.clone()).limits).await?);
-        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
-        let policy = args.policy.turn_policy(loaded, args.temperature, args.seed, &plan)?;
+        let runner = environment.runner(sandbox);
+        let policy = args.policy.turn_policy(loaded, args.seed, &environment)?;
         let progress = Progress::new("eval code", "tasks", questions.len() as u64, done.len() as u64);
         let mut passed = 0usize;
         for (b, chunk) in todo.chunks(tasks_per_batch).enumerate() {
@@ -86,7 +79,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
                 task_lines.push('\n');
                 for (i, e) in episodes.iter().enumerate() {
                     let reply = e.turns.first().map_or("", |t| t.reply.as_str());
-                    sample_lines.push_str(&sample_line(&by_id[&q.id], i, reply, env.reasoning_format, e.reward, e.tests.as_ref())?);
+                    sample_lines.push_str(&sample_line(task_of(&environment, &q.id)?, i, reply, env.reasoning_format, e.reward, e.tests.as_ref())?);
                 }
             }
             // Samples first: a task line promises its samples are written.
@@ -100,7 +93,13 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, plan: &EpisodePlan) -> any
     })?;
 
     let ids: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
-    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.tasks))
+    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.tasks), environment.name.as_str())
+}
+
+/// The code task `id` of `environment` (the program each sample's tests run, for a reference run outside
+/// the sandbox: bench/humaneval_cpython.py).
+fn task_of<'a>(environment: &'a Environment, id: &str) -> anyhow::Result<&'a CodeTask> {
+    environment.code_task(id).ok_or_else(|| anyhow::anyhow!("task {id}: not a code task of this environment"))
 }
 
 /// Sample `i` of `task` as a line of `samples.jsonl`: its reply, the program its tests ran (the task's
@@ -119,13 +118,13 @@ fn sample_line(
 }
 
 /// `results.json` and `results.md` of the tasks `ids` from `dir`'s `tasks.jsonl`, printed too.
-fn write_results(dir: &Path, ids: &[String], settings: &serde_json::Value, policy: &str, what: &str) -> anyhow::Result<()> {
+fn write_results(dir: &Path, ids: &[String], settings: &serde_json::Value, policy: &str, what: &str, env: &str) -> anyhow::Result<()> {
     let results = read_task_results(&dir.join(TASKS))?;
     let wanted: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
     let results: Vec<TaskResult> = results.into_iter().filter(|r| wanted.contains(r.task_id.as_str())).collect();
     anyhow::ensure!(results.len() == ids.len(), "{} holds {} of the {} tasks", dir.join(TASKS).display(), results.len(), ids.len());
     let metrics = CodeMetrics::of(&results).map_err(|e| anyhow::anyhow!("{}: {e}", dir.join(TASKS).display()))?;
-    let json = serde_json::json!({ "env": "code", "settings": settings, "metrics": metrics });
+    let json = serde_json::json!({ "env": env, "settings": settings, "metrics": metrics });
     agentrt_assets::write_atomic(&dir.join("results.json"), serde_json::to_string_pretty(&json)?.as_bytes())?;
     let md = metrics.markdown(policy, what);
     agentrt_assets::write_atomic(&dir.join("results.md"), md.as_bytes())?;
@@ -142,9 +141,9 @@ struct StoredSample {
     reply: String,
 }
 
-/// `--regrade FROM`: every reply of FROM/samples.jsonl graded again under `plan`'s test limits and
+/// `--regrade FROM`: every reply of FROM/samples.jsonl graded again under `config`'s test limits and
 /// reward; the tasks, split, reply format and sampling settings are FROM's.
-pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::Result<()> {
+pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow::Result<()> {
     let dir = &args.output_dir;
     anyhow::ensure!(
         std::fs::canonicalize(from).ok() != std::fs::canonicalize(dir).ok(),
@@ -155,11 +154,11 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::R
     let source: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&saved).map_err(|e| anyhow::anyhow!("{}: {e}", saved.display()))?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", saved.display()))?;
     let text = |key: &str| source[key].as_str().map(String::from).ok_or_else(|| anyhow::anyhow!("{}: no string `{key}`", saved.display()));
-    let mut env = plan.env.clone();
-    env.name = EnvName::Code;
-    env.tasks = text("tasks")?;
-    env.reasoning_format = source["reasoning_format"].as_bool().ok_or_else(|| anyhow::anyhow!("{}: no bool `reasoning_format`", saved.display()))?;
-    let limits = env.episode_config(plan.config.clone()).limits;
+    let mut config = config.clone();
+    config.env = config.env.as_code();
+    config.env.tasks = text("tasks")?;
+    config.env.reasoning_format = source["reasoning_format"].as_bool().ok_or_else(|| anyhow::anyhow!("{}: no bool `reasoning_format`", saved.display()))?;
+    let env = &config.env;
 
     // The replies, by task in the source's order; every task must have samples 0..n.
     let path = from.join(SAMPLES);
@@ -188,21 +187,20 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::R
     }
     anyhow::ensure!(!by_task.is_empty(), "{}: no samples", path.display());
 
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let environment = runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(env, config.rollout.episode.limits()).await?);
+        anyhow::Ok(agentrt_trainer::environment(&config, sandbox)?)
+    })?;
     let mut settings = source.clone();
-    settings["limits"] = serde_json::to_value(limits)?;
+    settings["limits"] = serde_json::to_value(environment.spec.limits())?;
     settings["max_tests_per_problem"] = env.max_tests_per_problem.into();
     settings["regraded_from"] = from.display().to_string().into();
     prepare_output(dir, &settings, false)?;
-    let questions: std::collections::HashMap<String, Question> =
-        agentrt_environments::code_questions(&env, "all")?.into_iter().map(|q| (q.id.clone(), q)).collect();
-    let by_id: std::collections::HashMap<String, CodeTask> = read_tasks(Path::new(&env.tasks), None)?.into_iter().map(|t| (t.id.clone(), t)).collect();
-    let mut plan = plan.clone();
-    plan.env = env.clone();
+    let questions: std::collections::HashMap<String, Question> = environment.questions("all")?.into_iter().map(|q| (q.id.clone(), q)).collect();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(EnvName::Code, limits).await?);
-        let grader = plan.environment(sandbox)?.grader;
+        let grader = &environment.grader;
         let progress = Progress::new("regrade", "tasks", by_task.len() as u64, 0);
         let mut passed = 0usize;
         for (done, (id, replies)) in by_task.iter().enumerate() {
@@ -214,7 +212,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::R
             passed += result.correct;
             let mut sample_lines = String::new();
             for (i, (reply, grade)) in replies.iter().zip(&grades).enumerate() {
-                sample_lines.push_str(&sample_line(&by_id[id], i, reply, env.reasoning_format, grade.reward, grade.tests.as_ref())?);
+                sample_lines.push_str(&sample_line(task_of(&environment, id)?, i, reply, env.reasoning_format, grade.reward, grade.tests.as_ref())?);
             }
             append(&dir.join(SAMPLES), &sample_lines)?;
             append(&dir.join(TASKS), &format!("{}\n", serde_json::to_string(&result)?))?;
@@ -226,7 +224,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, plan: &EpisodePlan) -> anyhow::R
     let ids: Vec<String> = by_task.into_iter().map(|(id, _)| id).collect();
     let policy = text("policy")?;
     let split = text("split")?;
-    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.tasks))
+    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.tasks), environment.name.as_str())
 }
 
 /// `HumanEval/12` sorts as 12, so tasks run and are written in their order.

@@ -22,10 +22,10 @@ Exit status: 0 when the program completed, 1 when it failed (a typed error is pr
 2 when the sandbox could not be set up (a malformed component, a missing index).")]
 pub struct Args {
     /// The program: a `.py` file (Python subset), or a `.wasm` component of the tool-code world.
-    #[arg(required_unless_present = "code")]
+    #[arg(required_unless_present = "source")]
     pub program: Option<PathBuf>,
     /// Run this Python source instead of a file.
-    #[arg(long, conflicts_with = "program")]
+    #[arg(long, id = "source", conflicts_with = "program")]
     pub code: Option<String>,
     /// For a `.wasm` guest: the file whose text is passed to its `run` (default: none).
     #[arg(long)]

@@ -59,17 +59,17 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let device = agentrt_policy::parse_device(&args.device)?;
     let trained = match &args.adapter {
-        Some(dir) => agentrt_rollout::AgentSettings::read(dir)?,
+        Some(dir) => agentrt_rollout::EpisodeSpec::read_agent_file(dir)?,
         None => None,
     };
-    let model = args.model.clone().or(trained.as_ref().map(|s| s.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+    let model = args.model.clone().or(trained.as_ref().map(|(model, _)| model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
     let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     policy.decoder.decode_activations = args.decode_activations;
     if let Some(dir) = &args.adapter {
         policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;
     }
     let mut messages = Vec::new();
-    let trained_prompt = trained.as_ref().map(|s| agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&s.system_prompt), &[]));
+    let trained_prompt = trained.as_ref().map(|(_, s)| agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&s.system_prompt), &[]));
     if let Some(s) = args.system.clone().or(trained_prompt) {
         messages.push(Message::system(s));
     }

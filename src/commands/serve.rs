@@ -92,10 +92,10 @@ fn named_adapter(spec: &str) -> anyhow::Result<(String, PathBuf)> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let adapters: Vec<(String, PathBuf)> = args.adapter.iter().map(|s| named_adapter(s)).collect::<anyhow::Result<_>>()?;
     let first_settings = match adapters.first() {
-        Some((_, path)) => agentrt_rollout::AgentSettings::read(path)?,
+        Some((_, path)) => agentrt_rollout::EpisodeSpec::read_agent_file(path)?,
         None => None,
     };
-    let model = args.model.clone().or(first_settings.map(|s| s.model)).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+    let model = args.model.clone().or(first_settings.map(|(model, _)| model)).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
     let device = agentrt_policy::parse_device(&args.device)?;
     let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     policy.decoder.decode_activations = args.decode_activations;

@@ -2,7 +2,7 @@
 
 use crate::run_options::RunOptions;
 use crate::sandbox_options::ToolOptions;
-use agentrt_trainer::{limits_of, train, TrainConfig, TrainRequest};
+use agentrt_trainer::{train, TrainConfig, TrainRequest};
 use std::sync::Arc;
 
 /// Arguments of `agentrt train`.
@@ -94,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let summary = runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(config.env.name, limits_of(&config)).await?);
+        let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
         anyhow::Ok(train(TrainRequest { config, run_dir, resume, progress: !args.run.no_progress }, sandbox).await?)
     })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;

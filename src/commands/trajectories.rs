@@ -4,8 +4,9 @@
 //! keeps those the judge marks correct (rejection sampling). Both go through the same `EpisodeRunner`,
 //! sandbox and judge as `agentrt eval`, and through one gate, `agentrt_rollout::TrajectorySet`.
 
-use crate::policy_options::{EpisodePlan, PolicyOptions};
+use crate::policy_options::{apply_episode_flags, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
+use agentrt_environments::Environment;
 use agentrt_progress::Progress;
 use agentrt_rollout::{check_visible, Episode, Offered, Question, SynthesizingPolicy, TrajectorySet, TurnPolicy};
 use agentrt_trainer::TrainConfig;
@@ -52,7 +53,7 @@ pub struct CommonArgs {
     #[arg(long, default_value = "train")]
     pub split: String,
     /// Questions (JSON Lines or Parquet with question, answer or answers, page).
-    #[arg(long, default_value = "data/wiki/questions.jsonl")]
+    #[arg(long, default_value = agentrt_search::DEFAULT_QUESTIONS_FILE)]
     pub questions: PathBuf,
     /// Questions to play: a seeded random subset of the split (0: all, in file order).
     #[arg(long, default_value_t = 0)]
@@ -136,7 +137,7 @@ fn questions(c: &CommonArgs) -> anyhow::Result<Vec<Question>> {
     Ok(questions)
 }
 
-fn settings(c: &CommonArgs, plan: &EpisodePlan) -> serde_json::Value {
+fn settings(c: &CommonArgs, environment: &Environment) -> serde_json::Value {
     serde_json::json!({
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "seed": c.seed,
@@ -145,11 +146,11 @@ fn settings(c: &CommonArgs, plan: &EpisodePlan) -> serde_json::Value {
             "questions": c.questions.display().to_string(),
             "limit": c.limit,
             "judge": c.judge,
-            "max_turns": plan.config.max_turns,
-            "max_observation_chars": plan.config.max_observation_chars,
-            "limits": plan.config.limits,
-            "system_prompt": plan.system_prompt,
-            "demonstration": plan.demonstration,
+            "max_turns": environment.spec.max_turns,
+            "max_observation_chars": environment.spec.max_observation_chars,
+            "limits": environment.spec.limits(),
+            "system_prompt": environment.spec.system_prompt,
+            "demonstration": environment.spec.demonstration,
             "tools": if c.tools.fixture { "fixture".to_string() } else { c.tools.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir).display().to_string() },
         },
     })
@@ -209,7 +210,9 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     // Synth's own defaults: the full prompt (it states what the trajectories teach), no demonstration
     // (the trajectories are the demonstrations), four replies (up to three tool calls and the answer).
     let full = "full".to_string();
-    let plan = EpisodePlan::of_training(&TrainConfig::default()).with_flags(
+    let mut config = TrainConfig::default();
+    apply_episode_flags(
+        &mut config.rollout.episode,
         Some(c.max_turns.unwrap_or(4)),
         Some(c.system_prompt.as_ref().unwrap_or(&full)),
         Some(c.demonstration.unwrap_or(false)),
@@ -217,16 +220,17 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-synth.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let set = runtime.block_on(async {
+    let (environment, set) = runtime.block_on(async {
         let host = c.tools.tool_host()?;
-        let sandbox = Arc::new(c.tools.build_with(plan.config.limits, host.clone()).await?);
-        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
+        let sandbox = Arc::new(c.tools.build_with(config.rollout.episode.limits(), host.clone()).await?);
+        let environment = agentrt_trainer::environment(&config, sandbox.clone())?;
+        let runner = environment.runner(sandbox);
         let policy = SynthesizingPolicy::new(args.style, host, &questions);
         let mut set = TrajectorySet::new("synth");
         play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
-        anyhow::Ok(set)
+        anyhow::Ok((environment, set))
     })?;
-    let mut manifest = settings(c, &plan);
+    let mut manifest = settings(c, &environment);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
         agentrt_rollout::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer as printed, or first print the next two hits' sections when it holds no answer)",
@@ -246,28 +250,31 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let loaded = args.policy.load()?;
     // An adapter plays as it was trained; without one, four replies as synth, and the random baseline
     // without the demonstration (it reads none).
-    let plan = EpisodePlan::of_training(&TrainConfig::default()).with_agent(loaded.settings.as_ref()).with_flags(
-        c.max_turns.or(loaded.settings.is_none().then_some(4)),
+    let mut config = args.policy.played(TrainConfig::default(), false, &loaded, args.temperature);
+    apply_episode_flags(
+        &mut config.rollout.episode,
+        c.max_turns.or(loaded.trained.is_none().then_some(4)),
         c.system_prompt.as_ref(),
         c.demonstration.or(args.policy.is_random().then_some(false)),
         Some(&c.judge),
     );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let set = runtime.block_on(async {
-        let sandbox = Arc::new(c.tools.build(plan.config.limits).await?);
-        let runner = plan.environment(sandbox.clone())?.runner(sandbox);
-        let policy = args.policy.turn_policy(&loaded, args.temperature, c.seed, &plan)?;
+    let (environment, set) = runtime.block_on(async {
+        let sandbox = Arc::new(c.tools.build(config.rollout.episode.limits()).await?);
+        let environment = agentrt_trainer::environment(&config, sandbox.clone())?;
+        let runner = environment.runner(sandbox);
+        let policy = args.policy.turn_policy(&loaded, c.seed, &environment)?;
         let mut set = TrajectorySet::new("sample");
         play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
-        anyhow::Ok(set)
+        anyhow::Ok((environment, set))
     })?;
-    let mut manifest = settings(c, &plan);
+    let mut manifest = settings(c, &environment);
     manifest["model"] = loaded.name.clone().into();
     manifest["k"] = args.k.into();
-    manifest["settings"]["temperature"] = args.temperature.into();
-    manifest["settings"]["top_k"] = args.policy.top_k.into();
-    manifest["settings"]["max_new_tokens"] = loaded.max_new_tokens.into();
+    manifest["settings"]["temperature"] = environment.spec.temperature.into();
+    manifest["settings"]["top_k"] = environment.spec.top_k.into();
+    manifest["settings"]["max_new_tokens"] = environment.spec.max_new_tokens.into();
     manifest["settings"]["adapter"] = args.policy.adapter.as_ref().map(|p| p.display().to_string()).into();
     finish(&set, &out, manifest)
 }

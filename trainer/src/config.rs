@@ -4,6 +4,7 @@
 use crate::error::TrainError;
 use agentrt_environments::EnvSection;
 use agentrt_policy::{Routing, Target};
+use agentrt_rollout::EpisodeSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -67,7 +68,9 @@ pub struct DataSection {
     pub split: String,
 }
 
-/// `[rollout]`: how each step's episodes are sampled, run in the sandbox and judged.
+/// `[rollout]`: how many episodes a step plays and where they are sampled; how each episode is played
+/// (turns, sampling, prompt, judge, sandbox bounds) is its [`EpisodeSpec`], whose keys sit in the same
+/// section and which every checkpoint saves as its `agent.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutSection {
@@ -75,22 +78,6 @@ pub struct RolloutSection {
     pub batch_size: usize,
     /// Rollouts per question: the group that GRPO and RLOO compare.
     pub num_rollouts: usize,
-    /// Replies an episode may hold at most.
-    pub max_turns: usize,
-    /// Tokens the model may write in one reply at most.
-    pub max_new_tokens: usize,
-    /// Sampling temperature, in `[0, 2]` (1: the model's own distribution).
-    pub temperature: f64,
-    /// Nucleus sampling: only the most likely tokens holding this much probability (1: all).
-    pub top_p: f64,
-    /// Only the k most likely tokens are sampled (0: all).
-    pub top_k: usize,
-    /// Characters of a tool's output the model sees per turn; a longer one is cut, with a note.
-    pub max_observation_chars: usize,
-    /// `short` (default), `full`, or the system prompt's own text (`{plugins}` lists plug-in tools).
-    pub system_prompt: String,
-    /// Show the built-in worked episode (few-shot) before every question.
-    pub demonstration: bool,
     /// `local` (in-process with candle) or `openai:MODEL@URL1,URL2,...` (OpenAI-compatible servers that load
     /// each step's adapter, so they stay on-policy).
     pub sampler: String,
@@ -98,16 +85,9 @@ pub struct RolloutSection {
     /// rather than re-tokenising its text; only then is the server-trainer log-prob gap measured.
     #[serde(default = "exact_tokens_default")]
     pub sampler_exact_tokens: bool,
-    /// How answers are scored: `rule` (offline, SQuAD F1), `rule:0.5`, or `openai:MODEL@BASE_URL`.
-    pub judge: String,
-    /// Sandbox fuel per program (its instruction budget).
-    pub fuel: u64,
-    /// Sandbox memory per program, in MiB.
-    pub memory_mib: usize,
-    /// Wall-clock limit per program, in milliseconds.
-    pub timeout_ms: u64,
-    /// Tool calls one program may make at most.
-    pub max_host_calls: u32,
+    /// How every episode is played.
+    #[serde(flatten)]
+    pub episode: EpisodeSpec,
 }
 
 fn exact_tokens_default() -> bool {
@@ -338,11 +318,8 @@ impl TrainConfig {
         if r.num_rollouts == 1 && a.advantage != AdvantageKind::Reinforce {
             return bad("rollout.num_rollouts", "GRPO and RLOO compare rollouts of one question: use at least 2, or advantage = \"reinforce\"");
         }
-        if r.max_turns == 0 || r.max_new_tokens == 0 {
-            return bad("rollout.max_turns / rollout.max_new_tokens", "must be at least 1");
-        }
-        if !(0.0..=2.0).contains(&r.temperature) || !(0.0..=1.0).contains(&r.top_p) || r.top_p == 0.0 {
-            return bad("rollout.temperature / rollout.top_p", "temperature in [0, 2], top_p in (0, 1]");
+        if let Err(e) = r.episode.validate() {
+            return Err(TrainError::Config(format!("rollout.{e}")));
         }
         if !(a.lr > 0.0 && a.lr < 1.0) {
             return bad("algorithm.lr", "must be in (0, 1)");
@@ -361,7 +338,7 @@ impl TrainConfig {
         if !(a.overlong_penalty >= 0.0 && a.overlong_penalty.is_finite()) {
             return bad("algorithm.overlong_penalty", "must be a finite number, 0 or more");
         }
-        if a.overlong_buffer >= r.max_new_tokens {
+        if a.overlong_buffer >= r.episode.max_new_tokens {
             return bad("algorithm.overlong_buffer", "must be below rollout.max_new_tokens (the penalty starts that many tokens before the limit)");
         }
         if a.dynamic_sampling && a.advantage == AdvantageKind::Reinforce {
@@ -576,6 +553,24 @@ pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
 mod tests {
     use super::*;
 
+    /// `default.toml` is the one source of the defaults; the types that also stand alone (an `agent.json`
+    /// lacking a key reads `EpisodeSpec`'s defaults; an old config without `[env]` reads `EnvSection`'s)
+    /// must agree with it, key by key.
+    #[test]
+    fn the_types_defaults_agree_with_default_toml_key_by_key() {
+        fn differing<T: Serialize>(section: &str, from_toml: &T, from_type: &T) -> Vec<String> {
+            let table = |v: &T| toml::Table::try_from(v).expect("a section serialises");
+            let (a, b) = (table(from_toml), table(from_type));
+            assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "[{section}]: the same keys");
+            a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, v)| format!("{section}.{k}: default.toml {v}, Default {}", b[k])).collect()
+        }
+        let c = TrainConfig::default();
+        let mut wrong = differing("rollout", &c.rollout.episode, &EpisodeSpec::default());
+        wrong.extend(differing("env", &c.env, &EnvSection::default()));
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        assert_eq!(c.data.questions, agentrt_rollout::DEFAULT_QUESTIONS_FILE);
+    }
+
     #[test]
     fn defaults_parse_and_name_the_run() {
         let c = TrainConfig::default();
@@ -589,6 +584,10 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_values_are_named() {
+        // A saved config is read whole, not layered: the flattened episode keys still admit no stranger.
+        let saved = DEFAULT_CONFIG.replace("[rollout]\n", "[rollout]\nmax_turnz = 2\n");
+        let e = toml::from_str::<TrainConfig>(&saved).unwrap_err().to_string();
+        assert!(e.contains("max_turnz"), "{e}");
         let e = TrainConfig::from_layers(None, &["algorithm.lrr=1".into()]).unwrap_err().to_string();
         assert!(e.contains("algorithm.lrr"), "{e}");
         let e = TrainConfig::from_layers(None, &["rollout.num_rollouts=1".into()]).unwrap_err().to_string();

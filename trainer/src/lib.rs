@@ -36,7 +36,4 @@ pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, Updat
 pub use metrics::{StepMetrics, StepSeconds};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
-pub use trainer::{
-    agent_settings, environment, episode_config, eval_slice, learner_config, limits_of, sample_seed, sampling_of, train, training_questions, wiki_settings,
-    TrainRequest, TrainSummary,
-};
+pub use trainer::{environment, eval_slice, learner_config, sample_seed, sampling_of, train, training_questions, training_split, TrainRequest, TrainSummary};

@@ -6,7 +6,7 @@ use crate::config::TrainConfig;
 use crate::error::{io_err, TrainError};
 use crate::metrics::StepMetrics;
 use agentrt_policy::{AdamW, Policy};
-use agentrt_rollout::AgentSettings;
+use agentrt_rollout::EpisodeSpec;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -152,7 +152,14 @@ impl RunDir {
 
     /// Saves adapters (PEFT format), the settings they are played with (`agent.json`), optimizer state and
     /// trainer state as `checkpoint-STEP`, then deletes the oldest beyond `keep`.
-    pub fn save_checkpoint(&self, policy: &Policy, agent: &AgentSettings, optimizer: &AdamW, state: &TrainerState, keep: usize) -> Result<PathBuf, TrainError> {
+    pub fn save_checkpoint(
+        &self,
+        policy: &Policy,
+        agent: (&str, &EpisodeSpec),
+        optimizer: &AdamW,
+        state: &TrainerState,
+        keep: usize,
+    ) -> Result<PathBuf, TrainError> {
         let final_path = self.checkpoint_path(state.step);
         let partial = self.path.join(format!(".checkpoint-{}.partial", state.step));
         if partial.exists() {
@@ -160,7 +167,7 @@ impl RunDir {
         }
         std::fs::create_dir_all(&partial).map_err(io_err(&partial))?;
         policy.save_adapters(&partial.join(ADAPTERS))?;
-        agent.write(&partial)?;
+        agent.1.write_agent_file(&partial, agent.0)?;
         let opt = partial.join(OPTIMIZER);
         optimizer.save_state(&opt).map_err(|e| TrainError::OptimizerState { path: opt.clone(), source: e })?;
         write_atomic(&partial.join(STATE), serde_json::to_string_pretty(state).expect("state serialises").as_bytes())?;

@@ -23,7 +23,7 @@ use crate::run_dir::{write_atomic, DataOrder, RunDir, TrainerState, CONFIG, METR
 use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, Routing};
 use agentrt_progress::Progress;
-use agentrt_rollout::AgentSettings;
+use agentrt_rollout::EpisodeSpec;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -257,7 +257,7 @@ pub struct SftSummary {
 /// most replies an episode of them holds and the longest reply in tokens (plus a quarter, for a longer
 /// question quoted in a program, rounded up to 32 and at least the episode default of 160, so the adapter
 /// can write what it was taught).
-fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate::sft_data::Conversation], longest_reply: usize) -> AgentSettings {
+fn episode_spec_of(fallback_prompt: &str, conversations: &[crate::sft_data::Conversation], longest_reply: usize) -> EpisodeSpec {
     use agentrt_rollout::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
     let demo = demonstration();
     let mut prompts: Vec<String> = Vec::new();
@@ -291,14 +291,14 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
     } else {
         text
     };
-    AgentSettings {
-        model: model.to_string(),
+    // The rest (observation size, sandbox bounds, sampling, judge) are the episode defaults, which the
+    // conversations of `agentrt trajectories synth` were played with.
+    EpisodeSpec {
         system_prompt: named,
         demonstration: with_demo * 2 > conversations.len(),
         max_turns,
         max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32,
-        max_observation_chars: None,
-        limits: None,
+        ..EpisodeSpec::default()
     }
 }
 
@@ -314,7 +314,7 @@ pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example
 
 /// What [`load_examples_and_settings`] reads: training and validation examples, the examples dropped,
 /// the reading counts, and the agent settings the conversations imply.
-type ExamplesAndSettings = (Vec<Example>, Vec<Example>, usize, ReadStats, AgentSettings);
+type ExamplesAndSettings = (Vec<Example>, Vec<Example>, usize, ReadStats, EpisodeSpec);
 
 /// [`load_examples`], and the agent settings the training conversations imply.
 fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<ExamplesAndSettings, TrainError> {
@@ -348,7 +348,7 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<Exa
         train.extend(read(p, &mut stats, Some(&mut train_conversations))?);
     }
     let mut val = if d.val.is_empty() { vec![] } else { read(&d.val, &mut stats, None)? };
-    let settings = agent_settings_of(&config.model.name, &d.system_prompt, &train_conversations, train.iter().map(longest_reply).max().unwrap_or(0));
+    let settings = episode_spec_of(&d.system_prompt, &train_conversations, train.iter().map(longest_reply).max().unwrap_or(0));
     if d.val.is_empty() {
         let n_val = if d.val_examples > 0 { d.val_examples } else { (d.val_fraction * train.len() as f64).round() as usize };
         if n_val > 0 {
@@ -531,7 +531,8 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         run.append(METRICS, &line)?;
         if step % config.run.save_steps == 0 || step == total_steps {
             let state = TrainerState { step, questions_seen: seen, seed, run_name: config.run_name() };
-            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
+            last_checkpoint =
+                Some(run.save_checkpoint(&learner.policy, (&config.model.name, &agent), &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
             tracing::info!("step {step}: {line}");

@@ -11,18 +11,16 @@ use crate::metrics::{StepMetrics, StepSeconds};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
 use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, ROUTING_EVAL, TRANSCRIPTS};
-use agentrt_environments::{EnvName, Environment, WikiSettings};
+use agentrt_environments::Environment;
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
 use agentrt_progress::Progress;
-use agentrt_rollout::{
-    read_questions, seeded_order, Episode, EpisodeConfig, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy,
-};
-use agentrt_runtime::{Limits, Sandbox};
+use agentrt_rollout::{read_questions, seeded_order, Episode, EpisodeRunner, EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
+use agentrt_runtime::Sandbox;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Where to run and whether to continue.
 pub struct TrainRequest {
@@ -50,85 +48,25 @@ pub struct TrainSummary {
     pub last_checkpoint: Option<PathBuf>,
 }
 
-/// The sandbox limits of a config.
-pub fn limits_of(config: &TrainConfig) -> Limits {
-    let r = &config.rollout;
-    Limits {
-        fuel: r.fuel,
-        memory_bytes: r.memory_mib << 20,
-        timeout: Duration::from_millis(r.timeout_ms),
-        max_host_calls: r.max_host_calls,
-        ..Limits::default()
-    }
-}
-
-/// How a config's episodes run: the one construction `train` plays with and `eval` measures with.
-pub fn episode_config(config: &TrainConfig) -> EpisodeConfig {
-    config.env.episode_config(wiki_episode_config(config))
-}
-
-/// The wiki's episode bounds, from `[rollout]` (other environments adapt them).
-fn wiki_episode_config(config: &TrainConfig) -> EpisodeConfig {
-    EpisodeConfig {
-        max_turns: config.rollout.max_turns,
-        max_observation_chars: config.rollout.max_observation_chars,
-        limits: limits_of(config),
-        ..EpisodeConfig::default()
-    }
-}
-
-/// The wiki environment's settings of a config.
-pub fn wiki_settings(config: &TrainConfig) -> WikiSettings {
-    WikiSettings { system_prompt: config.rollout.system_prompt.clone(), demonstration: config.rollout.demonstration, judge: config.rollout.judge.clone() }
-}
-
-/// The environment a config plays (`[env]`), in `sandbox`: the one construction of `train`, and of
-/// `eval --config`.
+/// The environment a config plays (`[env]` playing `[rollout]`'s episode spec), in `sandbox`: the one
+/// construction of `train`, and of every command that measures or samples what a config plays.
 pub fn environment(config: &TrainConfig, sandbox: Arc<Sandbox>) -> Result<Environment, TrainError> {
-    Ok(Environment::build(&config.env, &wiki_settings(config), wiki_episode_config(config), sandbox)?)
+    Ok(Environment::build(&config.env, &config.rollout.episode, Path::new(&config.data.questions), sandbox)?)
 }
 
-/// The questions a config trains on: `[data]`'s for the wiki, `[env]`'s tasks of `env.split` for code.
+/// The split a config trains on: `[data]`'s for the wiki, `[env]`'s for an environment with its own tasks.
+pub fn training_split(config: &TrainConfig) -> &str {
+    config.env.training_split(&config.data.split)
+}
+
+/// The questions a config trains on ([`training_split`] of its environment's questions).
 pub fn training_questions(config: &TrainConfig) -> Result<Vec<Question>, TrainError> {
-    let questions = match config.env.name {
-        EnvName::Wiki => read_questions(Path::new(&config.data.questions), Some(&config.data.split))?,
-        EnvName::Code => agentrt_environments::code_questions(&config.env, &config.env.split)?,
-    };
-    if questions.is_empty() {
-        return Err(TrainError::Config(match config.env.name {
-            EnvName::Wiki => format!("data: no questions of split `{}` in {}", config.data.split, config.data.questions),
-            EnvName::Code => format!("env: no tasks of split `{}` in {}", config.env.split, config.env.tasks),
-        }));
-    }
-    Ok(questions)
-}
-
-/// How an adapter trained with `config` is to be played (saved as `agent.json` in every checkpoint).
-pub fn agent_settings(config: &TrainConfig) -> agentrt_rollout::AgentSettings {
-    let episode = episode_config(config);
-    agentrt_rollout::AgentSettings {
-        model: config.model.name.clone(),
-        system_prompt: config.rollout.system_prompt.clone(),
-        demonstration: config.rollout.demonstration,
-        max_turns: episode.max_turns,
-        max_new_tokens: config.rollout.max_new_tokens,
-        max_observation_chars: Some(episode.max_observation_chars),
-        limits: Some(episode.limits),
-    }
+    Ok(config.env.read_questions(Path::new(&config.data.questions), training_split(config))?)
 }
 
 /// The sampling parameters of a config.
 pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
-    let r = &config.rollout;
-    SamplingParams {
-        n: 1,
-        temperature: r.temperature,
-        top_p: r.top_p,
-        top_k: r.top_k,
-        max_tokens: r.max_new_tokens,
-        stop: config.env.stop_strings(),
-        max_batch: 64,
-    }
+    config.rollout.episode.sampling(config.env.stop_strings())
 }
 
 /// How the learner updates under a config: `[algorithm]`'s KL weight, clipping, AdamW and shared-prefix update.
@@ -177,8 +115,8 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
     if config.model.init_adapter.is_empty() {
         return Ok(());
     }
-    if let Some(a) = agentrt_rollout::AgentSettings::read(Path::new(&config.model.init_adapter))? {
-        let r = &config.rollout;
+    if let Some((_, a)) = EpisodeSpec::read_agent_file(Path::new(&config.model.init_adapter))? {
+        let r = &config.rollout.episode;
         if (a.system_prompt.as_str(), a.demonstration, a.max_turns) != (r.system_prompt.as_str(), r.demonstration, r.max_turns) {
             tracing::warn!(
                 "model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set rollout.system_prompt / demonstration / max_turns to match unless that is the point",
@@ -251,19 +189,18 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         "local" => None,
         s if s.starts_with("openai:") => {
             let mut c = OpenAiPolicyConfig::parse(s)?;
-            c.temperature = config.rollout.temperature;
-            c.max_tokens = config.rollout.max_new_tokens;
+            c.temperature = config.rollout.episode.temperature;
+            c.max_tokens = config.rollout.episode.max_new_tokens;
             c.stop = config.env.stop_strings();
             c.exact_tokens = config.rollout.sampler_exact_tokens;
-            c.top_p = config.rollout.top_p;
-            c.top_k = config.rollout.top_k;
+            c.top_p = config.rollout.episode.top_p;
+            c.top_k = config.rollout.episode.top_k;
             Some(c)
         }
         other => return Err(TrainError::Config(format!("rollout.sampler `{other}`: expected local or openai:MODEL@BASE_URL"))),
     };
 
     let mut order = DataOrder::new(questions.len(), seed);
-    let agent = agent_settings(&config);
     let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
     let group = config.rollout.num_rollouts;
     tracing::info!(
@@ -271,7 +208,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         learner.policy.base_name,
         config.env.name.as_str(),
         questions.len(),
-        if config.env.name == EnvName::Code { &config.env.split } else { &config.data.split },
+        training_split(&config),
         config.rollout.batch_size,
         group,
         config.run.max_steps,
@@ -385,7 +322,13 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         }
         if step % config.run.save_steps == 0 || step == config.run.max_steps {
             let state = TrainerState { step, questions_seen, seed, run_name: config.run_name() };
-            last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
+            last_checkpoint = Some(run.save_checkpoint(
+                &learner.policy,
+                (&config.model.name, &config.rollout.episode),
+                &learner.optimizer,
+                &state,
+                config.run.save_total_limit,
+            )?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
             tracing::info!("step {step}: {line}");
@@ -503,7 +446,7 @@ impl Drawn {
         self.times.generate_s += rollouts.times.generate_s;
         self.times.tools_s += rollouts.times.tools_s;
         self.times.judge_s += rollouts.times.judge_s;
-        let parts: Vec<RewardParts> = rollouts.episodes.iter().map(|e| RewardParts::of(e, &config.algorithm, config.rollout.max_new_tokens)).collect();
+        let parts: Vec<RewardParts> = rollouts.episodes.iter().map(|e| RewardParts::of(e, &config.algorithm, config.rollout.episode.max_new_tokens)).collect();
         for (e, p) in rollouts.episodes.iter_mut().zip(&parts) {
             e.reward = p.total();
         }

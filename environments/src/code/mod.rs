@@ -1,6 +1,9 @@
 //! The code environment: write a function from its signature and docstring; the reward is its tests,
 //! run in the sandbox.
 
+/// The environment's name, as `--env` and `env.name` spell it.
+pub const NAME: &str = "code";
+
 pub mod answer;
 pub mod grader;
 pub mod tasks;

@@ -95,11 +95,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.steps,
         r.batch_size,
         r.num_rollouts,
-        r.max_turns,
-        r.max_new_tokens,
-        r.temperature,
-        r.top_k,
-        r.top_p,
+        r.episode.max_turns,
+        r.episode.max_new_tokens,
+        r.episode.temperature,
+        r.episode.top_k,
+        r.episode.top_p,
         config.model.name,
         config.env.name.as_str()
     );
@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (ours, theirs) = runtime.block_on(async {
-        let sandbox = Arc::new(args.workload.tools.build_for(config.env.name, agentrt_trainer::limits_of(config)).await?);
+        let sandbox = Arc::new(args.workload.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
         let runner = agentrt_trainer::environment(config, sandbox.clone())?.runner(sandbox);
         let mut ours = SideTotals { name: "agentrt (candle, shared prefixes)".into(), ..SideTotals::default() };
         let mut theirs =

@@ -46,7 +46,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2400)]
     pub long_prompt_chars: usize,
     /// The questions (dev split) and their pages.
-    #[arg(long, default_value = "data/wiki/questions.jsonl")]
+    #[arg(long, default_value = agentrt_search::DEFAULT_QUESTIONS_FILE)]
     pub questions: PathBuf,
     #[arg(long, default_value = "data/wiki/pages.jsonl")]
     pub pages: PathBuf,
