@@ -151,10 +151,15 @@ impl EpisodeSpec {
 
     /// Writes `dir/agent.json` atomically: `model` (the base model the adapter sits on) and this spec.
     pub fn write_agent_file(&self, dir: &Path, model: &str) -> Result<(), RolloutError> {
+        // The base model first, then the spec's keys in their documented order.
+        #[derive(Serialize)]
+        struct AgentFile<'a> {
+            model: &'a str,
+            #[serde(flatten)]
+            spec: &'a EpisodeSpec,
+        }
         let path = dir.join(AGENT_FILE);
-        let mut value = serde_json::to_value(self).expect("an episode spec serialises");
-        value.as_object_mut().expect("a struct serialises as an object").insert("model".into(), model.into());
-        let text = serde_json::to_string_pretty(&value).expect("a JSON value serialises") + "\n";
+        let text = serde_json::to_string_pretty(&AgentFile { model, spec: self }).expect("an episode spec serialises") + "\n";
         agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| RolloutError::Io { path, source: e })
     }
 }
