@@ -215,11 +215,6 @@ impl WikiIndex {
         &self.dir
     }
 
-    /// Number of pages.
-    pub fn num_pages(&self) -> usize {
-        self.catalog.pages.len()
-    }
-
     /// Number of sections.
     pub fn num_sections(&self) -> usize {
         self.catalog.sections.len()

@@ -11,7 +11,6 @@ use crate::fused::PackedRows;
 use crate::lora::Target;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{DType, Device, Tensor};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -214,11 +213,6 @@ impl GgufFile {
     /// A string metadata value.
     pub fn meta_str(&self, key: &str) -> Option<String> {
         self.meta(key).and_then(|v| v.to_string().ok().cloned())
-    }
-
-    /// Every metadata key, for diagnostics.
-    pub fn meta_keys(&self) -> HashMap<String, String> {
-        self.content.metadata.iter().map(|(k, v)| (k.clone(), format!("{:?}", v.value_type()))).collect()
     }
 }
 
