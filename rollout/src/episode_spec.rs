@@ -100,7 +100,7 @@ impl EpisodeSpec {
         if self.max_turns == 0 || self.max_new_tokens == 0 || self.max_observation_chars == 0 {
             return Err("max_turns / max_new_tokens / max_observation_chars: must be at least 1".into());
         }
-        if !(0.0..=2.0).contains(&self.temperature) || !(self.top_p > 0.0 && self.top_p <= 1.0) {
+        if !((0.0..=2.0).contains(&self.temperature) && self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err("temperature / top_p: temperature in [0, 2], top_p in (0, 1]".into());
         }
         if self.system_prompt.trim().is_empty() {
