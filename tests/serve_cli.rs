@@ -191,7 +191,7 @@ fn the_llm_judge_reads_its_verdicts_from_serve() {
         "--retries",
         "0",
     ]));
-    // The client (async-openai) parses the reply into OpenAI's own types: the shapes agree. A random model's
+    // The judge's client (agentrt_openai) parses the reply into the shared wire types: the shapes agree. A random model's
     // verdict is rarely a clean yes or no, so only its form is checked.
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert!(["correct", "incorrect", "unparsable"].contains(&v["label"].as_str().unwrap()), "{v}");

@@ -26,9 +26,12 @@ mod openai;
 mod rule;
 mod spec;
 
+/// The key lookup every client of an OpenAI-compatible server shares (`AGENTRT_JUDGE_API_KEY`, else
+/// `OPENAI_API_KEY`).
+pub use agentrt_openai::api_key_from_env;
 pub use cache::{default_cache_dir, CacheKey, VerdictCache};
 pub use error::JudgeError;
-pub use openai::{api_key_from_env, build_prompt, parse_verdict, OpenAiJudge, OpenAiJudgeConfig, JUDGE_PROMPT, PROMPT_VERSION};
+pub use openai::{build_prompt, parse_verdict, OpenAiJudge, OpenAiJudgeConfig, JUDGE_PROMPT, PROMPT_VERSION};
 pub use rule::{exact_match_score, f1_score, normalize_answer, RuleJudge, DEFAULT_F1_THRESHOLD};
 pub use spec::{judge_from_spec, JudgeOptions, JudgeSpec, OPENAI_API_BASE};
 

@@ -1,23 +1,18 @@
 //! The LLM judge: one chat-completions request per item to any OpenAI-compatible server, read strictly.
 //!
-//! async-openai builds and sends the request; its built-in retry layer (which also retries 429) is
-//! replaced by a plain transport service that turns every non-2xx status into an error carrying the
-//! status and body, so the retry policy here sees exactly what happened: 5xx, timeouts and
-//! transport errors are retried with jittered exponential backoff, 4xx never.
+//! The request goes through `agentrt_openai::Client`, the one client of such servers: 5xx, timeouts and
+//! transport errors are retried with jittered exponential backoff, 4xx never (429 included: a rate limit is
+//! reported with a hint rather than hammered). Its errors become [`JudgeError`]s here, with hints for the
+//! statuses users hit most.
 
 use crate::cache::{CacheKey, VerdictCache};
 use crate::error::http_hint;
 use crate::spec::JudgeOptions;
 use crate::{extract_answer, Judge, JudgeError, JudgeInput, Verdict, VerdictLabel};
-use async_openai::config::OpenAIConfig;
-use async_openai::error::OpenAIError;
-use async_openai::types::chat::{ChatCompletionRequestUserMessage, CreateChatCompletionRequest};
-use async_openai::Client;
+use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, CHAT_COMPLETIONS_PATH};
+use agentrt_openai::{api_key_from_env, body_snippet, Client, ClientConfig, ClientError, Retry};
 use async_trait::async_trait;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Goes into every cache key; bump it whenever [`JUDGE_PROMPT`] or [`parse_verdict`] changes meaning.
@@ -32,9 +27,6 @@ Gold answer(s): {answers}\n\
 Response: {response}\n\
 \n\
 Is the response correct and coherent? Answer yes or no.";
-
-/// The longest stretch of an error body kept in an error message.
-const BODY_SNIPPET: usize = 400;
 
 /// Fills [`JUDGE_PROMPT`]; placeholders inside the filled-in text are left alone.
 pub fn build_prompt(question: &str, answers: &[String], response: &str) -> String {
@@ -90,7 +82,7 @@ pub struct OpenAiJudgeConfig {
     pub model: String,
     /// The API base, usually ending in `/v1` (e.g. `http://localhost:11434/v1`).
     pub base_url: String,
-    /// Bearer token; `None` sends an empty one, which local servers accept.
+    /// Bearer token; `None` sends no `Authorization` header, which local servers accept.
     pub api_key: Option<String>,
     /// Timeout, retries, concurrency, max tokens and the cache directory.
     pub options: JudgeOptions,
@@ -103,145 +95,22 @@ impl OpenAiJudgeConfig {
     }
 }
 
-/// `AGENTRT_JUDGE_API_KEY`, else `OPENAI_API_KEY`, else none (fine for local servers).
-pub fn api_key_from_env() -> Option<String> {
-    ["AGENTRT_JUDGE_API_KEY", "OPENAI_API_KEY"]
-        .into_iter()
-        .filter_map(|name| std::env::var(name).ok())
-        .map(|key| key.trim().to_string())
-        .find(|key| !key.is_empty())
-}
-
-/// A status error raised by [`StatusService`] for every non-2xx reply.
-#[derive(Debug)]
-struct HttpStatusError {
-    status: u16,
-    body: String,
-}
-
-impl std::fmt::Display for HttpStatusError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HTTP {}: {}", self.status, self.body)
+/// The judge's error for a request that got no usable reply.
+fn judge_error(error: ClientError) -> JudgeError {
+    match error {
+        ClientError::Timeout { endpoint, timeout, attempts } => JudgeError::Timeout { endpoint, timeout, attempts },
+        ClientError::Connection { endpoint, message, attempts } => JudgeError::Connection { endpoint, message, attempts },
+        ClientError::Http { endpoint, status, body, attempts } => JudgeError::Http { endpoint, status, body, attempts, hint: http_hint(status) },
+        ClientError::BadResponse { endpoint, message } => JudgeError::BadResponse { endpoint, message },
+        ClientError::Client { endpoint, message } => JudgeError::Client { endpoint, message },
+        ClientError::InvalidBaseUrl { base_url } => JudgeError::Client { endpoint: base_url, message: "the API base is not an http(s) URL".into() },
     }
-}
-
-impl std::error::Error for HttpStatusError {}
-
-/// The transport under async-openai: sends one request, no retries, non-2xx becomes an error.
-#[derive(Clone)]
-struct StatusService {
-    client: reqwest::Client,
-}
-
-type ServiceFuture = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send + 'static>>;
-
-impl tower::Service<async_openai::middleware::HttpRequestFactory> for StatusService {
-    type Response = reqwest::Response;
-    type Error = OpenAIError;
-    type Future = ServiceFuture;
-
-    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: async_openai::middleware::HttpRequestFactory) -> Self::Future {
-        let client = self.client.clone();
-        Box::pin(async move {
-            let request = request.build().await?;
-            let response = client.execute(request).await.map_err(OpenAIError::Reqwest)?;
-            let status = response.status();
-            if status.is_success() {
-                return Ok(response);
-            }
-            let body = response.text().await.unwrap_or_default();
-            Err(OpenAIError::Boxed(Box::new(HttpStatusError { status: status.as_u16(), body: snippet(&body) })))
-        })
-    }
-}
-
-fn snippet(text: &str) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(BODY_SNIPPET) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-/// The full chain of an error's causes, `a: b: c` (reqwest hides the useful part in its sources).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    out
-}
-
-/// What one attempt ended in, before the retry policy decides.
-enum AttemptError {
-    Timeout,
-    Status { status: u16, body: String },
-    Transport(String),
-    BadResponse(String),
-    Client(String),
-}
-
-impl AttemptError {
-    fn from_openai(error: OpenAIError) -> Self {
-        match error {
-            OpenAIError::Boxed(boxed) => match boxed.downcast::<HttpStatusError>() {
-                Ok(status) => AttemptError::Status { status: status.status, body: status.body },
-                Err(other) => AttemptError::Transport(error_chain(other.as_ref())),
-            },
-            OpenAIError::Reqwest(e) if e.is_timeout() => AttemptError::Timeout,
-            OpenAIError::Reqwest(e) if e.is_builder() => AttemptError::Client(error_chain(&e)),
-            OpenAIError::Reqwest(e) => AttemptError::Transport(error_chain(&e)),
-            OpenAIError::ApiError(api) => AttemptError::Status { status: api.status_code.as_u16(), body: snippet(&api.api_error.to_string()) },
-            OpenAIError::JSONDeserialize(e, body) => AttemptError::BadResponse(format!("{e}; body: {}", snippet(&body))),
-            OpenAIError::InvalidArgument(message) => AttemptError::Client(message),
-            other => AttemptError::BadResponse(error_chain(&other)),
-        }
-    }
-
-    fn is_transient(&self) -> bool {
-        match self {
-            AttemptError::Timeout | AttemptError::Transport(_) => true,
-            AttemptError::Status { status, .. } => *status >= 500,
-            AttemptError::BadResponse(_) | AttemptError::Client(_) => false,
-        }
-    }
-
-    fn into_judge_error(self, endpoint: &str, timeout: Duration, attempts: u32) -> JudgeError {
-        let endpoint = endpoint.to_string();
-        match self {
-            AttemptError::Timeout => JudgeError::Timeout { endpoint, timeout, attempts },
-            AttemptError::Status { status, body } => JudgeError::Http { endpoint, status, body, attempts, hint: http_hint(status) },
-            AttemptError::Transport(message) => JudgeError::Connection { endpoint, message, attempts },
-            AttemptError::BadResponse(message) => JudgeError::BadResponse { endpoint, message },
-            AttemptError::Client(message) => JudgeError::Client { endpoint, message },
-        }
-    }
-}
-
-/// True when `base_url`'s host is loopback (`localhost`, `127.x.x.x`, `[::1]`): such requests skip
-/// any `HTTP_PROXY`-style proxy.
-fn is_loopback(base_url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(base_url) else { return false };
-    let Some(host) = url.host_str() else { return false };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The LLM judge over an OpenAI-compatible chat-completions endpoint.
 pub struct OpenAiJudge {
-    client: Client<OpenAIConfig>,
+    client: Client,
     model: String,
-    base_url: String,
     endpoint: String,
     options: JudgeOptions,
     cache: Option<VerdictCache>,
@@ -255,41 +124,28 @@ impl std::fmt::Debug for OpenAiJudge {
 }
 
 impl OpenAiJudge {
-    /// Builds the judge: checks the URL, opens the cache, sets up the HTTP client. Sends nothing.
+    /// Builds the judge: checks the URL and the key, opens the cache, sets up the HTTP client. Sends nothing.
     pub fn new(config: OpenAiJudgeConfig) -> Result<Self, JudgeError> {
         let OpenAiJudgeConfig { model, base_url, api_key, options } = config;
-        let base_url = base_url.trim().trim_end_matches('/').to_string();
-        let endpoint = format!("{base_url}/chat/completions");
-        let spec = format!("openai:{model}@{base_url}");
+        let trimmed = base_url.trim().trim_end_matches('/');
+        let spec = format!("openai:{model}@{trimmed}");
         if model.trim().is_empty() {
             return Err(JudgeError::InvalidSpec { spec, reason: "the model name is empty".into() });
         }
-        match reqwest::Url::parse(&base_url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
-            _ => return Err(JudgeError::InvalidSpec { spec, reason: format!("{base_url:?} is not an http(s) URL") }),
-        }
-        let api_key = api_key.unwrap_or_default();
-        if api_key.chars().any(|c| !(' '..='~').contains(&c)) {
-            return Err(JudgeError::Client { endpoint, message: "the API key holds characters that cannot go in an HTTP header".into() });
-        }
+        let retry = Retry { max_retries: options.max_retries, backoff_base: options.backoff_base };
+        let client = match Client::new(ClientConfig { base_url: base_url.clone(), api_key, timeout: options.timeout, retry }) {
+            Ok(client) => client,
+            Err(ClientError::InvalidBaseUrl { base_url }) => {
+                return Err(JudgeError::InvalidSpec { spec, reason: format!("{base_url:?} is not an http(s) URL") })
+            }
+            Err(other) => return Err(judge_error(other)),
+        };
         let cache = match &options.cache_dir {
             Some(dir) => Some(VerdictCache::open(dir)?),
             None => None,
         };
-
-        // reqwest's rustls needs a process-wide crypto provider; install ring unless one is there.
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let mut builder = reqwest::Client::builder().connect_timeout(options.timeout.min(Duration::from_secs(10)));
-        if is_loopback(&base_url) {
-            builder = builder.no_proxy();
-        }
-        let http = builder.build().map_err(|e| JudgeError::Client { endpoint: endpoint.clone(), message: error_chain(&e) })?;
-        let openai_config = OpenAIConfig::new().with_api_base(base_url.clone()).with_api_key(api_key).with_org_id("").with_project_id("");
-        let client = Client::build(http.clone(), openai_config).with_http_service(StatusService { client: http });
         let permits = (options.max_concurrency > 0).then(|| Arc::new(Semaphore::new(options.max_concurrency)));
-        Ok(OpenAiJudge { client, model, base_url, endpoint, options, cache, permits })
+        Ok(OpenAiJudge { endpoint: client.endpoint(CHAT_COMPLETIONS_PATH), client, model, options, cache, permits })
     }
 
     /// The chat-completions URL this judge posts to.
@@ -308,54 +164,27 @@ impl OpenAiJudge {
         }
     }
 
-    #[allow(deprecated)] // `max_tokens`: what Ollama, vLLM and llama.cpp's server all read.
-    fn request(&self, prompt: String) -> CreateChatCompletionRequest {
-        CreateChatCompletionRequest {
+    /// The request for one prompt: greedy, `max_tokens` from the options, not streamed.
+    fn request(&self, prompt: String) -> ChatCompletionRequest {
+        ChatCompletionRequest {
             model: self.model.clone(),
-            messages: vec![ChatCompletionRequestUserMessage::from(prompt).into()],
+            messages: vec![ChatMessage::user(prompt)],
             temperature: Some(0.0),
-            max_tokens: Some(self.options.max_tokens),
+            max_tokens: Some(self.options.max_tokens as usize),
             stream: Some(false),
-            ..Default::default()
+            ..ChatCompletionRequest::default()
         }
     }
 
-    async fn attempt(&self, request: &CreateChatCompletionRequest) -> Result<String, AttemptError> {
-        let chat = self.client.chat();
-        let call = chat.create_byot::<_, serde_json::Value>(request);
-        let reply = match tokio::time::timeout(self.options.timeout, call).await {
-            Err(_elapsed) => return Err(AttemptError::Timeout),
-            Ok(Err(e)) => return Err(AttemptError::from_openai(e)),
-            Ok(Ok(reply)) => reply,
-        };
-        let message = reply
-            .get("choices")
-            .and_then(|c| c.get(0))
-            .and_then(|c| c.get("message"))
-            .ok_or_else(|| AttemptError::BadResponse(format!("no choices[0].message in {}", snippet(&reply.to_string()))))?;
-        Ok(message.get("content").and_then(|c| c.as_str()).unwrap_or_default().to_string())
-    }
-
-    /// Exponential backoff from `backoff_base`, capped at 30 s, with the delay drawn uniformly from
-    /// its upper half so parallel clients do not retry in step.
-    fn backoff(&self, failed_attempts: u32) -> Duration {
-        let exp = 2u32.saturating_pow(failed_attempts.saturating_sub(1));
-        let full = self.options.backoff_base.saturating_mul(exp).min(Duration::from_secs(30));
-        full.mul_f64(0.5 + 0.5 * fastrand::f64())
-    }
-
+    /// The text of the reply's first choice (none is read as empty, hence unparsable).
     async fn ask(&self, prompt: String) -> Result<String, JudgeError> {
-        let request = self.request(prompt);
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            match self.attempt(&request).await {
-                Ok(reply) => return Ok(reply),
-                Err(e) if e.is_transient() && attempts <= self.options.max_retries => {
-                    tokio::time::sleep(self.backoff(attempts)).await;
-                }
-                Err(e) => return Err(e.into_judge_error(&self.endpoint, self.options.timeout, attempts)),
-            }
+        let reply = self.client.chat_completion(&self.request(prompt)).await.map_err(judge_error)?;
+        match reply.choices.first() {
+            Some(choice) => Ok(choice.message.content.clone().unwrap_or_default()),
+            None => Err(JudgeError::BadResponse {
+                endpoint: self.endpoint.clone(),
+                message: format!("no choices[0].message in {}", body_snippet(&serde_json::to_string(&reply).unwrap_or_default())),
+            }),
         }
     }
 }
@@ -363,7 +192,7 @@ impl OpenAiJudge {
 #[async_trait]
 impl Judge for OpenAiJudge {
     fn name(&self) -> String {
-        format!("openai:{}@{}", self.model, self.base_url)
+        format!("openai:{}@{}", self.model, self.client.base_url())
     }
 
     async fn judge(&self, item: &JudgeInput) -> Result<Verdict, JudgeError> {
@@ -429,14 +258,5 @@ mod tests {
         assert!(p.contains("Gold answer(s): A | B\n"), "{p}");
         assert!(p.contains("Response: {question}\n"), "{p}");
         assert!(p.ends_with("Answer yes or no."));
-    }
-
-    #[test]
-    fn loopback_detection() {
-        assert!(is_loopback("http://localhost:11434/v1"));
-        assert!(is_loopback("http://127.0.0.1:8000/v1"));
-        assert!(is_loopback("http://[::1]:8000/v1"));
-        assert!(!is_loopback("https://api.openai.com/v1"));
-        assert!(!is_loopback("not a url"));
     }
 }

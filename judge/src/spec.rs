@@ -1,8 +1,9 @@
 //! `--judge` strings and the options shared by every judge that talks to a server.
 
-use crate::openai::{api_key_from_env, OpenAiJudge, OpenAiJudgeConfig};
+use crate::openai::{OpenAiJudge, OpenAiJudgeConfig};
 use crate::rule::{RuleJudge, DEFAULT_F1_THRESHOLD};
 use crate::{default_cache_dir, Judge, JudgeError};
+use agentrt_openai::api_key_from_env;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;

@@ -5,6 +5,8 @@
 use crate::conversation::Conversation;
 use crate::error::RolloutError;
 use crate::turn_policy::{Finish, Reply, TurnPolicy};
+use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, Choice, LoadLoraAdapter, StopReason, UnloadLoraAdapter, CHAT_COMPLETIONS_PATH};
+use agentrt_openai::{body_snippet, Client, ClientConfig, ClientError, Retry};
 use async_trait::async_trait;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,7 +41,8 @@ pub struct OpenAiPolicyConfig {
     pub model: String,
     /// One server or several (conversations are spread over them in turn), e.g. `http://localhost:8000/v1`.
     pub base_urls: Vec<String>,
-    /// Sent as a bearer token when present (`parse` takes it from `AGENTRT_JUDGE_API_KEY` or `OPENAI_API_KEY`).
+    /// Sent as a bearer token when present (`parse` takes it from `AGENTRT_JUDGE_API_KEY` or `OPENAI_API_KEY`:
+    /// [`agentrt_openai::api_key_from_env`]).
     pub api_key: Option<String>,
     /// Sampling temperature (0: greedy).
     pub temperature: f64,
@@ -52,7 +55,7 @@ pub struct OpenAiPolicyConfig {
     pub max_tokens: usize,
     /// Stop strings (e.g. `</tool>`), kept at the end of the reply's text; sent only when not empty.
     pub stop: Vec<String>,
-    /// How long one HTTP request may take.
+    /// How long one HTTP request may take (a request is sent once: a failed one fails the batch).
     pub timeout: Duration,
     /// How tool output is sent back to the server.
     pub tool_turns: ToolTurns,
@@ -75,7 +78,7 @@ impl OpenAiPolicyConfig {
         Ok(OpenAiPolicyConfig {
             model: model.trim().into(),
             base_urls,
-            api_key: agentrt_judge::api_key_from_env(),
+            api_key: agentrt_openai::api_key_from_env(),
             temperature: 0.7,
             top_p: 1.0,
             top_k: 0,
@@ -88,49 +91,42 @@ impl OpenAiPolicyConfig {
     }
 }
 
+/// The policy's error for a request that got no usable reply: the endpoint, and what happened there.
+fn endpoint_error(error: ClientError) -> RolloutError {
+    RolloutError::Endpoint { endpoint: error.endpoint().to_string(), message: error.reason() }
+}
+
 /// Replies from chat-completions endpoints.
 pub struct OpenAiPolicy {
     config: OpenAiPolicyConfig,
-    http: reqwest::Client,
+    /// One client per server of `config.base_urls`, in that order.
+    clients: Vec<Client>,
     /// The next server to ask, so that consecutive calls spread over the servers too.
     next: AtomicUsize,
 }
 
 impl OpenAiPolicy {
-    /// A policy asking the servers of `config`; fails when it names none or the HTTP client cannot be built.
+    /// A policy asking the servers of `config`; fails when it names none, or one is not an http(s) URL, or
+    /// the HTTP client cannot be built.
     pub fn new(config: OpenAiPolicyConfig) -> Result<OpenAiPolicy, RolloutError> {
         if config.base_urls.is_empty() {
             return Err(RolloutError::Invalid("an OpenAI-compatible policy needs at least one server".into()));
         }
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .no_proxy()
-            .build()
-            .map_err(|e| RolloutError::Endpoint { endpoint: config.base_urls[0].clone(), message: e.to_string() })?;
-        Ok(OpenAiPolicy { config, http, next: AtomicUsize::new(0) })
+        let clients = config
+            .base_urls
+            .iter()
+            .map(|base_url| {
+                // No retries: a policy's requests were always sent once, and a failure fails the batch.
+                Client::new(ClientConfig { base_url: base_url.clone(), api_key: config.api_key.clone(), timeout: config.timeout, retry: Retry::NEVER })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(endpoint_error)?;
+        Ok(OpenAiPolicy { config, clients, next: AtomicUsize::new(0) })
     }
 
     /// The servers asked.
     pub fn base_urls(&self) -> &[String] {
         &self.config.base_urls
-    }
-
-    async fn post(&self, endpoint: &str, body: &serde_json::Value) -> Result<String, RolloutError> {
-        let err = |message: String| RolloutError::Endpoint { endpoint: endpoint.to_string(), message };
-        let mut request = self.http.post(endpoint).json(body);
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().await.map_err(|e| err(format!("request failed: {e}")))?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| err(format!("reading the reply: {e}")))?;
-        if !status.is_success() {
-            return Err(err(format!("HTTP {status}: {}", text.chars().take(400).collect::<String>())));
-        }
-        Ok(text)
     }
 
     /// Loads the PEFT adapter at `dir` as `name` on every server, with vLLM's dynamic LoRA API
@@ -139,9 +135,9 @@ impl OpenAiPolicy {
     /// already has under `name` is replaced (vLLM's `load_inplace`); without, that is the server's error.
     /// Stops at the first server that fails: the ones before it have the adapter.
     pub async fn load_lora_adapter(&self, name: &str, dir: &Path, replace: bool) -> Result<(), RolloutError> {
-        let body = serde_json::json!({"lora_name": name, "lora_path": dir, "load_inplace": replace});
-        for url in &self.config.base_urls {
-            self.post(&format!("{url}/load_lora_adapter"), &body).await?;
+        let request = LoadLoraAdapter { lora_name: name.to_string(), lora_path: dir.to_path_buf(), load_inplace: replace };
+        for client in &self.clients {
+            client.load_lora_adapter(&request).await.map_err(endpoint_error)?;
         }
         Ok(())
     }
@@ -150,13 +146,9 @@ impl OpenAiPolicy {
     /// even after one fails, so that one server restarted or gone does not leave the adapter on the others;
     /// the error names each that failed.
     pub async fn unload_lora_adapter(&self, name: &str) -> Result<(), RolloutError> {
-        let body = serde_json::json!({"lora_name": name});
-        let asked = self.config.base_urls.iter().map(|url| {
-            let endpoint = format!("{url}/unload_lora_adapter");
-            let body = &body;
-            async move { self.post(&endpoint, body).await }
-        });
-        let mut failures: Vec<RolloutError> = futures::future::join_all(asked).await.into_iter().filter_map(Result::err).collect();
+        let request = UnloadLoraAdapter { lora_name: name.to_string() };
+        let asked = self.clients.iter().map(|client| client.unload_lora_adapter(&request));
+        let mut failures: Vec<RolloutError> = futures::future::join_all(asked).await.into_iter().filter_map(|r| r.err().map(endpoint_error)).collect();
         if failures.len() <= 1 {
             return failures.pop().map_or(Ok(()), Err);
         }
@@ -164,52 +156,49 @@ impl OpenAiPolicy {
         Err(RolloutError::Invalid(format!("unloading adapter `{name}` failed on {} servers: {}", failures.len(), each.join("; "))))
     }
 
-    async fn one(&self, base_url: &str, c: &Conversation) -> Result<Reply, RolloutError> {
-        let endpoint = format!("{base_url}/chat/completions");
-        let messages: Vec<serde_json::Value> = c
+    /// The request for `c`'s next reply.
+    fn request(&self, c: &Conversation) -> ChatCompletionRequest {
+        let messages = c
             .messages
             .iter()
             .map(|m| match (m.role.as_str(), self.config.tool_turns) {
-                ("tool", ToolTurns::UserRole) => serde_json::json!({"role": "user", "content": format!("Tool output:\n{}", m.content)}),
-                (role, _) => serde_json::json!({"role": role, "content": m.content}),
+                ("tool", ToolTurns::UserRole) => ChatMessage::user(format!("Tool output:\n{}", m.content)),
+                (role, _) => ChatMessage::new(role, m.content.clone()),
             })
             .collect();
-        let mut body = serde_json::json!({
-            "model": self.config.model,
-            "messages": messages,
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
-        });
-        if !self.config.stop.is_empty() {
-            body["stop"] = serde_json::json!(self.config.stop);
+        let exact = self.config.exact_tokens.then_some(true);
+        ChatCompletionRequest {
+            model: self.config.model.clone(),
+            messages,
+            temperature: Some(self.config.temperature),
+            top_p: (self.config.top_p < 1.0).then_some(self.config.top_p),
+            top_k: (self.config.temperature > 0.0 && self.config.top_k > 0).then_some(self.config.top_k),
+            max_tokens: Some(self.config.max_tokens),
+            stop: self.config.stop.clone(),
+            logprobs: exact,
+            return_tokens_as_token_ids: exact,
+            stream: None,
         }
-        if self.config.top_p < 1.0 {
-            body["top_p"] = serde_json::json!(self.config.top_p);
-        }
-        if self.config.temperature > 0.0 && self.config.top_k > 0 {
-            body["top_k"] = serde_json::json!(self.config.top_k);
-        }
-        if self.config.exact_tokens {
-            body["logprobs"] = serde_json::json!(true);
-            body["return_tokens_as_token_ids"] = serde_json::json!(true);
-        }
-        let text = self.post(&endpoint, &body).await?;
-        let err = |message: String| RolloutError::Endpoint { endpoint: endpoint.clone(), message };
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| err(format!("the reply is not JSON ({e})")))?;
-        let choice = &v["choices"][0];
-        let mut content = choice["message"]["content"]
-            .as_str()
-            .ok_or_else(|| err(format!("no choices[0].message.content in {}", text.chars().take(200).collect::<String>())))?
-            .to_string();
+    }
+
+    async fn one(&self, client: &Client, c: &Conversation) -> Result<Reply, RolloutError> {
+        let completion = client.chat_completion(&self.request(c)).await.map_err(endpoint_error)?;
+        let err = |message: String| RolloutError::Endpoint { endpoint: client.endpoint(CHAT_COMPLETIONS_PATH), message };
+        let no_content = || err(format!("no choices[0].message.content in {}", body_snippet(&serde_json::to_string(&completion).unwrap_or_default())));
+        let choice = completion.choices.first().ok_or_else(no_content)?;
+        let mut content = choice.message.content.clone().ok_or_else(no_content)?;
         // vLLM (and `agentrt serve`) cut the stop string from the text and name it in `stop_reason`; the
         // reply keeps it, as a local policy's does, so that `</tool>` still closes the program.
-        let stop_reason = choice["stop_reason"].as_str().filter(|s| self.config.stop.iter().any(|x| x == s));
+        let stop_reason = match &choice.stop_reason {
+            Some(StopReason::Text(s)) if self.config.stop.contains(s) => Some(s),
+            _ => None,
+        };
         if let Some(s) = stop_reason {
-            if !content.ends_with(s) {
+            if !content.ends_with(s.as_str()) {
                 content.push_str(s);
             }
         }
-        let finish = match choice["finish_reason"].as_str() {
+        let finish = match choice.finish_reason.as_deref() {
             Some("length") => Finish::Length,
             Some("stop") if self.config.stop.iter().any(|s| content.ends_with(s.as_str())) => Finish::Stop,
             _ => Finish::EndOfTurn,
@@ -220,8 +209,8 @@ impl OpenAiPolicy {
 }
 
 /// The ids and log-probs of `choices[i].logprobs.content` whose tokens are written `token_id:N`.
-fn sampled_tokens(choice: &serde_json::Value) -> Result<(Vec<u32>, Vec<f32>), String> {
-    let entries = choice["logprobs"]["content"].as_array().ok_or_else(|| {
+fn sampled_tokens(choice: &Choice) -> Result<(Vec<u32>, Vec<f32>), String> {
+    let entries = choice.logprobs.as_ref().and_then(|l| l.content.as_ref()).ok_or_else(|| {
         "asked for the sampled tokens (logprobs with return_tokens_as_token_ids) and the reply has no logprobs.content: \
          use a server that returns them (vLLM, agentrt serve), or set rollout.sampler_exact_tokens = false to re-tokenise the text"
             .to_string()
@@ -229,12 +218,12 @@ fn sampled_tokens(choice: &serde_json::Value) -> Result<(Vec<u32>, Vec<f32>), St
     let mut ids = Vec::with_capacity(entries.len());
     let mut logprobs = Vec::with_capacity(entries.len());
     for (i, e) in entries.iter().enumerate() {
-        let token = e["token"].as_str().unwrap_or_default();
-        let id = token
+        let id = e
+            .token
             .strip_prefix("token_id:")
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| format!("logprobs.content[{i}].token is {token:?}, not token_id:N (the server ignored return_tokens_as_token_ids)"))?;
-        let lp = e["logprob"].as_f64().ok_or_else(|| format!("logprobs.content[{i}] has no logprob"))?;
+            .ok_or_else(|| format!("logprobs.content[{i}].token is {:?}, not token_id:N (the server ignored return_tokens_as_token_ids)", e.token))?;
+        let lp = e.logprob.ok_or_else(|| format!("logprobs.content[{i}] has no logprob"))?;
         ids.push(id);
         logprobs.push(lp as f32);
     }
@@ -249,7 +238,67 @@ impl TurnPolicy for OpenAiPolicy {
 
     async fn reply(&self, conversations: &[&Conversation]) -> Result<Vec<Reply>, RolloutError> {
         let first = self.next.fetch_add(conversations.len(), Ordering::Relaxed);
-        let urls = &self.config.base_urls;
-        futures::future::try_join_all(conversations.iter().enumerate().map(|(i, c)| self.one(&urls[(first + i) % urls.len()], c))).await
+        let clients = &self.clients;
+        futures::future::try_join_all(conversations.iter().enumerate().map(|(i, c)| self.one(&clients[(first + i) % clients.len()], c))).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrt_policy::Message;
+
+    fn conversation() -> Conversation {
+        Conversation::new(
+            "q",
+            vec![Message::system("sys"), Message::user("question"), Message::assistant("```python\nprint(1)\n```"), Message::new("tool", "1")],
+        )
+    }
+
+    fn policy(config: OpenAiPolicyConfig) -> OpenAiPolicy {
+        OpenAiPolicy::new(config).unwrap()
+    }
+
+    #[test]
+    fn the_request_body_sends_only_what_the_settings_ask() {
+        let plain = OpenAiPolicyConfig::parse("openai:m@http://127.0.0.1:1/v1").unwrap();
+        let body = serde_json::to_value(policy(plain.clone()).request(&conversation())).unwrap();
+        let messages = serde_json::json!([
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "question"},
+            {"role": "assistant", "content": "```python\nprint(1)\n```"},
+            {"role": "tool", "content": "1"},
+        ]);
+        assert_eq!(body, serde_json::json!({"model": "m", "messages": messages, "temperature": 0.7, "max_tokens": 256}));
+
+        let every =
+            OpenAiPolicyConfig { top_p: 0.9, top_k: 20, stop: vec!["</tool>".into()], exact_tokens: true, tool_turns: ToolTurns::UserRole, ..plain.clone() };
+        let body = serde_json::to_value(policy(every.clone()).request(&conversation())).unwrap();
+        let mut user_turns = messages.clone();
+        user_turns[3] = serde_json::json!({"role": "user", "content": "Tool output:\n1"});
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "model": "m", "messages": user_turns, "temperature": 0.7, "max_tokens": 256, "stop": ["</tool>"], "top_p": 0.9, "top_k": 20,
+                "logprobs": true, "return_tokens_as_token_ids": true,
+            })
+        );
+        // Greedy: no top_k, which only matters when sampling.
+        let body = serde_json::to_value(policy(OpenAiPolicyConfig { temperature: 0.0, ..every }).request(&conversation())).unwrap();
+        assert!(body.get("top_k").is_none(), "{body}");
+    }
+
+    #[test]
+    fn a_server_that_is_not_a_url_is_refused_when_the_policy_is_built() {
+        let config = OpenAiPolicyConfig {
+            base_urls: vec!["http://127.0.0.1:1/v1".into(), "http://".into()],
+            ..OpenAiPolicyConfig::parse("openai:m@http://x/v1").unwrap()
+        };
+        match OpenAiPolicy::new(config) {
+            Err(RolloutError::Endpoint { endpoint, message }) => {
+                assert!(endpoint == "http://" && message.contains("not an http(s) URL"), "{endpoint}: {message}")
+            }
+            other => panic!("expected an endpoint error, got {:?}", other.map(|p| p.name())),
+        }
     }
 }

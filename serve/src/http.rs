@@ -5,6 +5,9 @@ use crate::engine::{self, EngineStats, Event, Job, ServeConfig};
 use crate::protocol::{describe, finish_fields, logprob_entry, parse_chat_request, read_field, ApiError, ChatRequest};
 use crate::text_stream::{final_text, TextStream};
 use crate::ServeError;
+use agentrt_openai::wire::{
+    ChatCompletion, ChatCompletionChunk, Choice, ChoiceLogprobs, ChunkChoice, Delta, ReplyMessage, Usage, CHAT_COMPLETION_CHUNK_OBJECT, CHAT_COMPLETION_OBJECT,
+};
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::{Rng, SeedableRng};
 use agentrt_policy::{AdapterSet, Completion, Policy};
@@ -172,7 +175,7 @@ async fn json_errors(response: Response) -> Response {
     let error = ApiError { status: status.as_u16(), message, param: None };
     parts.headers.remove(CONTENT_LENGTH);
     parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Response::from_parts(parts, Body::from(error.body().to_string()))
+    Response::from_parts(parts, Body::from(json_text(&error.body())))
 }
 
 /// With `--api-key`, every `/v1` route wants `Authorization: Bearer KEY` (vLLM's check; `/health` stays
@@ -197,6 +200,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// Serves `state` on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<ServerState>) -> Result<(), ServeError> {
     axum::serve(listener, router(state)).await.map_err(ServeError::Serve)
+}
+
+/// The JSON of a wire type, for the bodies axum's `Json` does not write (server-sent events, a rewritten
+/// error).
+fn json_text(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("the wire types serialise: they hold no maps with non-string keys")
 }
 
 fn error_response(e: ApiError) -> Response {
@@ -354,21 +363,17 @@ async fn chat(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     }
 }
 
-fn logprobs_of(s: &ServerState, c: &Completion, tokens_as_ids: bool) -> Value {
-    let content: Vec<Value> = c
+fn logprobs_of(s: &ServerState, c: &Completion, tokens_as_ids: bool) -> ChoiceLogprobs {
+    let content = c
         .token_ids
         .iter()
         .zip(&c.logprobs)
         .map(|(&id, &lp)| logprob_entry(&s.policy.tokenizer.decode(&[id]).unwrap_or_default(), id, lp, tokens_as_ids))
         .collect();
-    json!({"content": content})
+    ChoiceLogprobs { content: Some(content) }
 }
 
-fn usage(prompt_tokens: usize, completion_tokens: usize) -> Value {
-    json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens})
-}
-
-async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<Value, ApiError> {
+async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<ChatCompletion, ApiError> {
     let n = q.request.params.n;
     let mut done: Vec<Option<Completion>> = vec![None; n];
     while done.iter().any(Option::is_none) {
@@ -381,28 +386,28 @@ async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<Value, ApiError> 
     }
     let done: Vec<Completion> = done.into_iter().map(|c| c.expect("every choice is done")).collect();
     let completion_tokens = done.iter().map(|c| c.token_ids.len()).sum();
-    let choices: Vec<Value> = done
+    let choices = done
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let (finish, stop_reason) = finish_fields(&c.finish_reason);
-            json!({
-                "index": i,
-                "message": {"role": "assistant", "content": final_text(&c.text, &c.finish_reason, q.request.include_stop)},
-                "logprobs": if q.request.logprobs { logprobs_of(s, c, q.request.tokens_as_ids) } else { Value::Null },
-                "finish_reason": finish,
-                "stop_reason": stop_reason,
-            })
+            Choice {
+                index: i,
+                message: ReplyMessage { role: "assistant".into(), content: Some(final_text(&c.text, &c.finish_reason, q.request.include_stop)) },
+                logprobs: q.request.logprobs.then(|| logprobs_of(s, c, q.request.tokens_as_ids)),
+                finish_reason: Some(finish.into()),
+                stop_reason,
+            }
         })
         .collect();
-    Ok(json!({
-        "id": q.id,
-        "object": "chat.completion",
-        "created": q.created,
-        "model": q.request.model,
-        "choices": choices,
-        "usage": usage(q.prompt_tokens, completion_tokens),
-    }))
+    Ok(ChatCompletion {
+        id: q.id,
+        object: CHAT_COMPLETION_OBJECT.into(),
+        created: q.created,
+        model: q.request.model,
+        choices,
+        usage: Some(Usage::new(q.prompt_tokens, completion_tokens)),
+    })
 }
 
 /// Streams the reply as server-sent events: a first chunk per choice with the role, then text as it
@@ -432,7 +437,7 @@ fn stream_reply(s: Arc<ServerState>, q: Queued) -> Sse<impl futures::Stream<Item
         q,
     };
     for c in 0..n {
-        let role = reply.chunk(piece(c, json!({"role": "assistant", "content": ""}), Value::Null));
+        let role = reply.chunk(piece(c, Delta { role: Some("assistant".into()), content: Some(String::new()) }, None), None);
         reply.ready.push_back(role);
     }
     let chunks = futures::stream::unfold(reply, |mut reply| async move {
@@ -450,8 +455,13 @@ fn stream_reply(s: Arc<ServerState>, q: Queued) -> Sse<impl futures::Stream<Item
 }
 
 /// A chunk's `choices`: choice `choice`'s `delta`, not ended.
-fn piece(choice: usize, delta: Value, logprobs: Value) -> Value {
-    json!([{"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": null}])
+fn piece(choice: usize, delta: Delta, logprobs: Option<ChoiceLogprobs>) -> Vec<ChunkChoice> {
+    vec![ChunkChoice { index: choice, delta, logprobs, finish_reason: None, stop_reason: None }]
+}
+
+/// A piece that adds `text` to choice `choice`.
+fn text_piece(choice: usize, text: String, logprobs: Option<ChoiceLogprobs>) -> Vec<ChunkChoice> {
+    piece(choice, Delta { role: None, content: Some(text) }, logprobs)
 }
 
 /// A streamed reply between the chunks its connection pulls.
@@ -469,9 +479,18 @@ struct StreamedReply {
 }
 
 impl StreamedReply {
-    fn chunk(&self, choices: Value) -> SseEvent {
-        let (q, r) = (&self.q, &self.q.request);
-        SseEvent::default().data(json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": r.model, "choices": choices}).to_string())
+    /// An event of this reply holding `choices`, and the usage in the last one when asked.
+    fn chunk(&self, choices: Vec<ChunkChoice>, usage: Option<Usage>) -> SseEvent {
+        let q = &self.q;
+        let chunk = ChatCompletionChunk {
+            id: q.id.clone(),
+            object: CHAT_COMPLETION_CHUNK_OBJECT.into(),
+            created: q.created,
+            model: q.request.model.clone(),
+            choices,
+            usage,
+        };
+        SseEvent::default().data(json_text(&chunk))
     }
 
     /// Waits for the engine's next event and turns it into chunks (none while a token's text is held back);
@@ -479,9 +498,8 @@ impl StreamedReply {
     async fn next_event(&mut self) {
         if self.open == 0 {
             if self.q.request.stream_usage {
-                let q = &self.q;
-                let u = json!({"id": q.id, "object": "chat.completion.chunk", "created": q.created, "model": q.request.model, "choices": [], "usage": usage(q.prompt_tokens, self.completion_tokens)});
-                self.ready.push_back(SseEvent::default().data(u.to_string()));
+                let usage = self.chunk(vec![], Some(Usage::new(self.q.prompt_tokens, self.completion_tokens)));
+                self.ready.push_back(usage);
             }
             self.ready.push_back(SseEvent::default().data("[DONE]"));
             self.ended = true;
@@ -494,11 +512,11 @@ impl StreamedReply {
                 let r = &self.q.request;
                 if r.logprobs {
                     let token = tokenizer.decode(&[id]).unwrap_or_default();
-                    let lp = json!({"content": [logprob_entry(&token, id, logprob, r.tokens_as_ids)]});
-                    let e = self.chunk(piece(choice, json!({"content": delta}), lp));
+                    let lp = ChoiceLogprobs { content: Some(vec![logprob_entry(&token, id, logprob, r.tokens_as_ids)]) };
+                    let e = self.chunk(text_piece(choice, delta, Some(lp)), None);
                     self.ready.push_back(e);
                 } else if !delta.is_empty() {
-                    let e = self.chunk(piece(choice, json!({"content": delta}), Value::Null));
+                    let e = self.chunk(text_piece(choice, delta, None), None);
                     self.ready.push_back(e);
                 }
             }
@@ -508,15 +526,17 @@ impl StreamedReply {
                 let r = &self.q.request;
                 let rest = self.texts[choice].finish(&final_text(&completion.text, &completion.finish_reason, r.include_stop));
                 if !rest.is_empty() {
-                    let e = self.chunk(piece(choice, json!({"content": rest}), Value::Null));
+                    let e = self.chunk(text_piece(choice, rest, None), None);
                     self.ready.push_back(e);
                 }
                 let (finish, stop_reason) = finish_fields(&completion.finish_reason);
-                let e = self.chunk(json!([{"index": choice, "delta": {}, "logprobs": null, "finish_reason": finish, "stop_reason": stop_reason}]));
+                let end =
+                    ChunkChoice { index: choice, delta: Delta::default(), logprobs: None, finish_reason: Some(finish.into()), stop_reason: Some(stop_reason) };
+                let e = self.chunk(vec![end], None);
                 self.ready.push_back(e);
             }
             Some(Event::Failed(message)) => {
-                self.ready.push_back(SseEvent::default().data(ApiError::internal(message).body().to_string()));
+                self.ready.push_back(SseEvent::default().data(json_text(&ApiError::internal(message).body())));
                 self.ended = true;
             }
             None => self.ended = true,

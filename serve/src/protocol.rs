@@ -1,5 +1,6 @@
 //! The OpenAI chat-completions protocol as this server speaks it: the request, checked field by field into
-//! what the engine samples, and the JSON of replies, chunks and errors.
+//! what the engine samples, and the pieces of replies, chunks and errors, in the wire types the clients read
+//! them with (`agentrt_openai::wire`).
 //!
 //! Accepted beyond OpenAI's own fields, as vLLM accepts them: `top_k`, `return_tokens_as_token_ids` (each
 //! log-prob entry's `token` is `token_id:N`, so a client gets the exact ids) and
@@ -7,9 +8,10 @@
 //! does. Fields that would change the answer and are not implemented (`tools`, `response_format`,
 //! `top_logprobs` above 0, `logit_bias`) are refused, never ignored.
 
+use agentrt_openai::wire::{ErrorCode, ErrorDetail, ErrorResponse, StopReason, TokenLogprob};
 use agentrt_policy::{FinishReason, Message, SamplingParams};
 use serde::de::DeserializeOwned;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// An error as OpenAI shapes it: an HTTP status and `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,8 +55,8 @@ impl ApiError {
         ApiError { status: 401, message: message.into(), param: None }
     }
 
-    /// The error's JSON body.
-    pub fn body(&self) -> Value {
+    /// The error's body.
+    pub fn body(&self) -> ErrorResponse {
         let kind = match self.status {
             400 => "BadRequestError",
             401 => "AuthenticationError",
@@ -64,7 +66,9 @@ impl ApiError {
             s if s < 500 => "BadRequestError",
             _ => "InternalServerError",
         };
-        json!({"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}})
+        ErrorResponse {
+            error: ErrorDetail { message: self.message.clone(), kind: kind.into(), param: self.param.clone(), code: Some(ErrorCode::Status(self.status)) },
+        }
     }
 }
 
@@ -255,19 +259,20 @@ pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
 }
 
 /// `finish_reason` and `stop_reason` of a choice, as vLLM writes them.
-pub fn finish_fields(reason: &FinishReason) -> (&'static str, Value) {
+pub fn finish_fields(reason: &FinishReason) -> (&'static str, Option<StopReason>) {
     match reason {
-        FinishReason::Eos => ("stop", Value::Null),
-        FinishReason::Stop(s) => ("stop", json!(s)),
-        FinishReason::Length | FinishReason::Cancelled => ("length", Value::Null),
+        FinishReason::Eos => ("stop", None),
+        FinishReason::Stop(s) => ("stop", Some(StopReason::Text(s.clone()))),
+        FinishReason::Length | FinishReason::Cancelled => ("length", None),
     }
 }
 
 /// One `logprobs.content` entry.
-pub fn logprob_entry(token: &str, id: u32, logprob: f32, tokens_as_ids: bool) -> Value {
+pub fn logprob_entry(token: &str, id: u32, logprob: f32, tokens_as_ids: bool) -> TokenLogprob {
     let token = if tokens_as_ids { format!("token_id:{id}") } else { token.to_string() };
-    let bytes: Vec<u8> = token.as_bytes().to_vec();
-    json!({"token": token, "logprob": logprob, "bytes": bytes, "top_logprobs": []})
+    let bytes = token.as_bytes().to_vec();
+    // Written widened (with `null` where it is not finite), as the log-probs always were.
+    TokenLogprob { token, logprob: Some(f64::from(logprob)), bytes: Some(bytes), top_logprobs: vec![] }
 }
 
 #[cfg(test)]
@@ -295,6 +300,30 @@ mod tests {
     }
 
     #[test]
+    fn every_field_a_client_sends_is_read() {
+        use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage};
+        let sent = ChatCompletionRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::new("system", "s"), ChatMessage::user("q"), ChatMessage::new("assistant", "a"), ChatMessage::new("tool", "t")],
+            temperature: Some(0.5),
+            top_p: Some(0.9),
+            top_k: Some(20),
+            max_tokens: Some(64),
+            stop: vec!["</tool>".into(), "</answer>".into()],
+            logprobs: Some(true),
+            return_tokens_as_token_ids: Some(true),
+            stream: Some(true),
+        };
+        let r = parse_chat_request(&serde_json::to_vec(&sent).unwrap()).unwrap();
+        assert_eq!(r.model, sent.model);
+        let roles: Vec<(&str, &str)> = r.messages.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
+        assert_eq!(roles, [("system", "s"), ("user", "q"), ("assistant", "a"), ("tool", "t")]);
+        assert_eq!((r.params.temperature, r.params.top_p, r.params.top_k, r.params.max_tokens), (0.5, 0.9, 20, 64));
+        assert_eq!(r.params.stop, sent.stop);
+        assert!(r.logprobs && r.tokens_as_ids && r.stream);
+    }
+
+    #[test]
     fn bad_requests_name_the_field() {
         let cases: [(&[u8], &str); 9] = [
             (b"{not json", "not a valid chat request"),
@@ -311,7 +340,7 @@ mod tests {
             let e = parse_chat_request(body).unwrap_err();
             assert_eq!(e.status, 400);
             assert!(e.message.contains(expected), "{:?} -> {}", String::from_utf8_lossy(body), e.message);
-            assert_eq!(e.body()["error"]["code"], 400);
+            assert_eq!(e.body().error.code, Some(ErrorCode::Status(400)));
         }
     }
 }

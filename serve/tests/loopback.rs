@@ -350,6 +350,54 @@ async fn adapters_load_answer_and_unload_by_name() {
     assert_eq!(status, 404);
 }
 
+/// The client the judge and the `openai:` policy send through reads what this server writes: an adapter
+/// loaded by name, a reply with its exact ids and log-probs, a stop string named in `stop_reason`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shared_client_loads_adapters_and_reads_exact_replies() {
+    use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, LoadLoraAdapter, StopReason, UnloadLoraAdapter};
+    use agentrt_openai::{Client, ClientConfig, ClientError, Retry};
+    let dir = tempfile::tempdir().unwrap();
+    let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
+    trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
+    trained.adapters.as_ref().unwrap().randomize_b(0.5).unwrap();
+    trained.save_adapters(&dir.path().join("a")).unwrap();
+    let expected = greedy(&trained, 12);
+
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let client = Client::new(ClientConfig { base_url: url.clone(), api_key: None, timeout: Duration::from_secs(60), retry: Retry::NEVER }).unwrap();
+    client.load_lora_adapter(&LoadLoraAdapter { lora_name: "step-1".into(), lora_path: dir.path().join("a"), load_inplace: false }).await.unwrap();
+    let messages = messages().into_iter().map(|m| ChatMessage::new(m.role, m.content)).collect();
+    let request = ChatCompletionRequest {
+        model: "step-1".into(),
+        messages,
+        temperature: Some(0.0),
+        max_tokens: Some(12),
+        logprobs: Some(true),
+        return_tokens_as_token_ids: Some(true),
+        ..ChatCompletionRequest::default()
+    };
+    let reply = client.chat_completion(&request).await.unwrap();
+    let entries = reply.choices[0].logprobs.as_ref().and_then(|l| l.content.as_ref()).expect("log-probs were asked for");
+    let ids: Vec<u32> = entries.iter().map(|e| e.token.strip_prefix("token_id:").unwrap().parse().unwrap()).collect();
+    assert_eq!(ids, expected.token_ids);
+    for (e, lp) in entries.iter().zip(&expected.logprobs) {
+        assert!((e.logprob.unwrap() as f32 - lp).abs() < 1e-5, "{e:?} against {lp}");
+    }
+    assert_eq!(reply.usage.unwrap().completion_tokens, expected.token_ids.len());
+
+    // A stop string that ends the reply comes back in `stop_reason`, cut from the text.
+    let stop = expected.text.chars().next().expect("the greedy reply has text").to_string();
+    let reply = client.chat_completion(&ChatCompletionRequest { stop: vec![stop.clone()], ..request.clone() }).await.unwrap();
+    assert_eq!(reply.choices[0].stop_reason, Some(StopReason::Text(stop.clone())), "{reply:?}");
+    assert!(!reply.choices[0].message.content.as_deref().unwrap().contains(&stop), "{reply:?}");
+
+    client.unload_lora_adapter(&UnloadLoraAdapter { lora_name: "step-1".into() }).await.unwrap();
+    match client.chat_completion(&request).await {
+        Err(ClientError::Http { status: 404, body, .. }) => assert!(body.contains("`step-1` does not exist"), "{body}"),
+        other => panic!("expected a 404 for the unloaded adapter, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn created_is_when_the_request_came_not_when_the_server_started() {
     let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
