@@ -9,7 +9,7 @@ use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_rollout::AgentSettings;
 use agentrt_search::{evaluate, read_questions, QueryEncoder, Recall, WikiIndex};
-use agentrt_trainer::TrainConfig;
+use agentrt_trainer::{RunConfig, TrainConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -30,7 +30,7 @@ pub mod toy;
 mod trainer;
 pub mod warm_start;
 
-pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
+pub use config::{AdvantageKind, RunConfig, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
 pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 pub use metrics::{StepMetrics, StepSeconds};

@@ -2,7 +2,7 @@
 //! at any moment leaves every file readable (whole-file writes go through a temporary file and a rename;
 //! a checkpoint is assembled in a hidden directory and renamed into place).
 
-use crate::config::TrainConfig;
+use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
 use crate::metrics::StepMetrics;
 use agentrt_policy::{AdamW, Policy};
@@ -50,9 +50,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
 }
 
 impl RunDir {
-    /// Creates a new run directory for `config` (an existing one with checkpoints is an error: resume it or
-    /// pick another name).
-    pub fn create(path: &Path, config: &TrainConfig) -> Result<RunDir, TrainError> {
+    /// Creates a new run directory for `config` and saves it there (a directory that already holds a run
+    /// is an error: resume it or pick another name).
+    pub fn create<C: RunConfig>(path: &Path, config: &C) -> Result<RunDir, TrainError> {
         if path.join(CONFIG).exists() {
             return Err(TrainError::Run(format!(
                 "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
@@ -66,8 +66,8 @@ impl RunDir {
     }
 
     /// Opens an existing run directory and its saved config.
-    pub fn open(path: &Path) -> Result<(RunDir, TrainConfig), TrainError> {
-        let config = TrainConfig::read(&path.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not a run directory ({e})", path.display())))?;
+    pub fn open<C: RunConfig>(path: &Path) -> Result<(RunDir, C), TrainError> {
+        let config = C::read(&path.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not {} ({e})", path.display(), C::RUN_DIRECTORY)))?;
         Ok((RunDir { path: path.to_path_buf() }, config))
     }
 

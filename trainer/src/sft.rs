@@ -15,7 +15,7 @@
 //!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
 //!   from exactly, and curves.png ([`crate::plot::plot_run`]).
 
-use crate::config::{layered, read_exactly, ModelSection};
+use crate::config::{ModelSection, RunConfig};
 use crate::error::{io_err, TrainError};
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::routing::Detector;
@@ -129,39 +129,14 @@ impl Default for SftConfig {
     }
 }
 
-impl SftConfig {
-    /// The defaults, then the file, then each `section.key=value` (as `TrainConfig::from_layers`).
-    pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
-        let config: SftConfig = layered(DEFAULT_SFT_CONFIG, "embedded SFT defaults", file, overrides)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The keys a resumed run may change: its length and how often it evaluates and saves.
-    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] =
+impl RunConfig for SftConfig {
+    const DEFAULTS: &'static str = DEFAULT_SFT_CONFIG;
+    const DEFAULTS_NAME: &'static str = "embedded SFT defaults";
+    const RUN_DIRECTORY: &'static str = "an SFT run directory";
+    const CHANGEABLE_ON_RESUME: &'static [&'static str] =
         &["sft.max_steps", "sft.epochs", "sft.eval_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name"];
 
-    /// The config to resume the run of `saved` (its `config.toml`) with (as `TrainConfig::resumed`).
-    pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
-        let config: SftConfig = crate::config::resumed(saved, file, overrides, Self::CHANGEABLE_ON_RESUME)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads a saved run's `config.toml` exactly.
-    pub fn read(path: &Path) -> Result<SftConfig, TrainError> {
-        let c: SftConfig = read_exactly(path)?;
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// The config as TOML, as saved in the run's config.toml.
-    pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a config always serialises")
-    }
-
-    /// Checks ranges and combinations; the message names the key.
-    pub fn validate(&self) -> Result<(), TrainError> {
+    fn validate(&self) -> Result<(), TrainError> {
         let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
         let (d, s) = (&self.data, &self.sft);
         if !(0.0..1.0).contains(&d.val_fraction) {
@@ -194,7 +169,9 @@ impl SftConfig {
         }
         Ok(())
     }
+}
 
+impl SftConfig {
     /// `run.run_name`, or `smollm2-135m_sft_lr1e-4_b4_s42` (plus `_dual`).
     pub fn run_name(&self) -> String {
         if !self.run.run_name.is_empty() {

@@ -3,7 +3,7 @@
 
 use crate::advantages::advantages;
 use crate::config::LossAggregation;
-use crate::config::TrainConfig;
+use crate::config::{RunConfig, TrainConfig};
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
@@ -194,7 +194,7 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
 pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
     let TrainRequest { config, run_dir, resume, progress } = request;
     let (run, config, resume_from) = if resume {
-        let (run, saved) = RunDir::open(&run_dir)?;
+        let (run, saved) = RunDir::open::<TrainConfig>(&run_dir)?;
         crate::config::check_resumable(&saved, &config, TrainConfig::CHANGEABLE_ON_RESUME)?;
         if config != saved {
             crate::run_dir::write_atomic(&run.path.join(crate::run_dir::CONFIG), config.to_toml().as_bytes())?;
