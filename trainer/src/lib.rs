@@ -33,7 +33,7 @@ pub mod warm_start;
 pub use config::{AdvantageKind, RunConfig, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
 pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
-pub use metrics::{StepMetrics, StepSeconds};
+pub use metrics::{HeldOutEval, RoutingEval, RoutingModeEval, SftStepMetrics, StepMetrics, StepSeconds};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
 pub use trainer::{

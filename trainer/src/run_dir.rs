@@ -71,15 +71,17 @@ impl RunDir {
         Ok((RunDir { path: path.to_path_buf() }, config))
     }
 
-    /// Appends one JSON line to `file` (a whole line per write; a reader drops a torn last line), and the
-    /// same to the run's TensorBoard event file: a metrics or routing line as scalars at its `step`, a
-    /// transcript as text.
-    pub fn append(&self, file: &str, value: &serde_json::Value) -> Result<(), TrainError> {
+    /// Appends one line to `file` as JSON (a whole line per write; a reader drops a torn last line), and the
+    /// same to the run's TensorBoard event file: a metrics, held-out or routing line as scalars at its
+    /// `step`, a transcript as text. The line is a typed one ([`StepMetrics`], [`crate::metrics::SftStepMetrics`],
+    /// …): serialised through a JSON value, its keys are sorted.
+    pub fn append<T: Serialize + ?Sized>(&self, file: &str, line: &T) -> Result<(), TrainError> {
+        let value = &serde_json::to_value(line).expect("run log lines serialise");
         let p = self.path.join(file);
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&p).map_err(io_err(&p))?;
-        let mut line = serde_json::to_string(value).expect("JSON values serialise");
-        line.push('\n');
-        f.write_all(line.as_bytes()).map_err(io_err(&p))?;
+        let mut text = serde_json::to_string(value).expect("JSON values serialise");
+        text.push('\n');
+        f.write_all(text.as_bytes()).map_err(io_err(&p))?;
         f.flush().map_err(io_err(&p))?;
         let step = value["step"].as_i64().unwrap_or(0);
         let events = agentrt_tensorboard::event_file(&self.path);
@@ -91,11 +93,6 @@ impl RunDir {
             _ => Ok(()),
         };
         written.map_err(io_err(&events))
-    }
-
-    /// Appends a training step's metrics line to `metrics.jsonl` (and its numbers to TensorBoard).
-    pub fn append_metrics(&self, metrics: &StepMetrics) -> Result<(), TrainError> {
-        self.append(METRICS, &metrics.to_json())
     }
 
     /// The steps of this `agentrt train` run's `metrics.jsonl`, in order ([`StepMetrics::read`]).

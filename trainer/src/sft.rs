@@ -18,6 +18,7 @@
 use crate::config::{ModelSection, RunConfig};
 use crate::error::{io_err, TrainError};
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
+use crate::metrics::SftStepMetrics;
 use crate::routing::Detector;
 use crate::run_dir::{write_atomic, DataOrder, RunDir, TrainerState, CONFIG, METRICS};
 use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
@@ -27,7 +28,6 @@ use agentrt_rollout::AgentSettings;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -491,27 +491,27 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         } else {
             (None, None)
         };
-        let line = json!({
-            "step": step,
-            "epoch": seen as f64 / train_set.len() as f64,
-            "examples_seen": seen,
-            "train_loss": update.loss,
-            "val_loss": val_loss,
-            "val_tokens": val_tokens,
-            "model_tokens": update.model_tokens,
-            "tokens": tokens,
-            "routed": routed,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "seconds": started.elapsed().as_secs_f64(),
-        });
+        let line = SftStepMetrics {
+            step,
+            epoch: seen as f64 / train_set.len() as f64,
+            examples_seen: seen,
+            train_loss: update.loss,
+            val_loss,
+            val_tokens,
+            model_tokens: update.model_tokens,
+            tokens,
+            routed,
+            lr,
+            grad_norm,
+            seconds: started.elapsed().as_secs_f64(),
+        };
         run.append(METRICS, &line)?;
         if step % config.run.save_steps == 0 || step == total_steps {
             let state = TrainerState { step, questions_seen: seen, seed, run_name: config.run_name() };
             last_checkpoint = Some(run.save_checkpoint(&learner.policy, &agent, &learner.optimizer, &state, config.run.save_total_limit)?);
         }
         if !bar.as_ref().is_some_and(Progress::is_terminal) {
-            tracing::info!("step {step}: {line}");
+            tracing::info!("step {step}: {}", serde_json::to_value(&line).expect("metrics lines serialise"));
         }
         if let Some(b) = &bar {
             let v = val_loss.map(|v| format!(" val {v:.4}")).unwrap_or_default();

@@ -7,10 +7,10 @@ use crate::config::{RunConfig, TrainConfig};
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
-use crate::metrics::{StepMetrics, StepSeconds};
+use crate::metrics::{HeldOutEval, RoutingEval, RoutingModeEval, StepMetrics, StepSeconds};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
-use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, ROUTING_EVAL, TRANSCRIPTS};
+use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, METRICS, ROUTING_EVAL, TRANSCRIPTS};
 use agentrt_environments::{EnvName, Environment, WikiSettings};
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
@@ -285,7 +285,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     if !dev_slice.is_empty() && resume_from.is_none() {
         let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config).await?.line(0);
         run.append(DEV_EVAL, &dev)?;
-        tracing::info!("held-out slice before training: {dev}");
+        tracing::info!("held-out slice before training: {}", serde_json::to_value(&dev).expect("held-out lines serialise"));
     }
 
     // The last step's samples (question id, replies), for the collapse check at the end.
@@ -373,7 +373,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
             line.dev_tool_calls = Some(dev.metrics.tool_calls.value);
             line.dev_questions = Some(dev.questions);
         }
-        run.append_metrics(&line)?;
+        run.append(METRICS, &line)?;
         if step % config.run.logging_steps == 0 {
             for e in episodes.iter().take(group) {
                 run.append(TRANSCRIPTS, &json!({"step": step, "episode": e}))?;
@@ -575,19 +575,19 @@ struct DevEval {
 
 impl DevEval {
     /// Its `dev_eval.jsonl` line at `step` (0: before training).
-    fn line(&self, step: usize) -> serde_json::Value {
+    fn line(&self, step: usize) -> HeldOutEval {
         let m = &self.metrics;
-        json!({
-            "step": step,
-            "questions": self.questions,
-            "accuracy": m.accuracy.value,
-            "accuracy_low": m.accuracy.ci95.0,
-            "accuracy_high": m.accuracy.ci95.1,
-            "answer_f1": m.answer_f1.value,
-            "tool_calls": m.tool_calls.value,
-            "search_hit_rate": m.search_hit_rate.value,
-            "seconds": self.seconds,
-        })
+        HeldOutEval {
+            step,
+            questions: self.questions,
+            accuracy: m.accuracy.value,
+            accuracy_low: m.accuracy.ci95.0,
+            accuracy_high: m.accuracy.ci95.1,
+            answer_f1: m.answer_f1.value,
+            tool_calls: m.tool_calls.value,
+            search_hit_rate: m.search_hit_rate.value,
+            seconds: self.seconds,
+        }
     }
 }
 
@@ -702,26 +702,17 @@ async fn routing_eval(
     detector: &Detector,
     config: &TrainConfig,
     step: usize,
-) -> Result<serde_json::Value, TrainError> {
-    let mut out = serde_json::Map::new();
-    out.insert("step".into(), json!(step));
+) -> Result<RoutingEval, TrainError> {
     let params = SamplingParams { temperature: 0.0, ..sampling_of(config) };
-    for (name, (r, f)) in [("both", (1.0, 1.0)), ("retain_only", (1.0, 0.0)), ("forget_only", (0.0, 1.0))] {
-        policy.set_adapter_scales(r, f);
+    let mut mode = async |(retain, forget): (f64, f64)| -> Result<RoutingModeEval, TrainError> {
+        policy.set_adapter_scales(retain, forget);
         let local = LocalPolicy::new(policy, params.clone(), 0);
         let result = runner.run(&local, questions).await;
         policy.set_adapter_scales(1.0, 1.0);
         let batch = result?;
         let m = Metrics::from_episodes(&batch.episodes);
         let flagged = batch.episodes.iter().filter(|e| detector.flags(e)).count();
-        out.insert(
-            name.into(),
-            json!({
-                "accuracy": m.accuracy.value,
-                "reward_mean": m.mean_reward,
-                "flagged": agentrt_eval::Rate::new(flagged, batch.episodes.len()).value,
-            }),
-        );
-    }
-    Ok(serde_json::Value::Object(out))
+        Ok(RoutingModeEval { accuracy: m.accuracy.value, reward_mean: m.mean_reward, flagged: agentrt_eval::Rate::new(flagged, batch.episodes.len()).value })
+    };
+    Ok(RoutingEval { step, both: mode((1.0, 1.0)).await?, retain_only: mode((1.0, 0.0)).await?, forget_only: mode((0.0, 1.0)).await? })
 }
