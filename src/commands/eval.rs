@@ -7,7 +7,7 @@ use crate::sandbox_options::ToolOptions;
 use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_search::{evaluate, read_questions, QueryEncoder, Recall, WikiIndex};
-use agentrt_trainer::TrainConfig;
+use agentrt_trainer::{RunConfig, TrainConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! `agentrt sft`: supervised LoRA fine-tuning on conversations (see `agentrt_trainer::sft`).
 
 use crate::run_options::RunOptions;
-use agentrt_trainer::{sft, SftConfig, SftRequest};
+use agentrt_trainer::{sft, RunConfig, SftConfig, SftRequest};
 
 /// Arguments of `agentrt sft`.
 #[derive(clap::Args)]

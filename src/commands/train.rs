@@ -2,7 +2,7 @@
 
 use crate::run_options::RunOptions;
 use crate::sandbox_options::ToolOptions;
-use agentrt_trainer::{train, TrainConfig, TrainRequest};
+use agentrt_trainer::{train, RunConfig, TrainConfig, TrainRequest};
 use std::sync::Arc;
 
 /// Arguments of `agentrt train`.

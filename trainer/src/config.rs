@@ -264,17 +264,11 @@ impl Default for TrainConfig {
     }
 }
 
-impl TrainConfig {
-    /// The defaults, then the file (a partial file is fine: its keys replace the defaults'), then each
-    /// `section.key=value` override (the value parsed as TOML, else taken as a string).
-    pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<TrainConfig, TrainError> {
-        let config: TrainConfig = layered(DEFAULT_CONFIG, "embedded defaults", file, overrides)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The keys a resumed run may change: its length and how often it logs, evaluates and saves.
-    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] = &[
+impl RunConfig for TrainConfig {
+    const DEFAULTS: &'static str = DEFAULT_CONFIG;
+    const DEFAULTS_NAME: &'static str = "embedded defaults";
+    const RUN_DIRECTORY: &'static str = "a run directory";
+    const CHANGEABLE_ON_RESUME: &'static [&'static str] = &[
         "run.max_steps",
         "run.logging_steps",
         "run.save_steps",
@@ -285,27 +279,7 @@ impl TrainConfig {
         "run.eval_steps",
     ];
 
-    /// The config to resume the run of `saved` (its `config.toml`) with: see [`resumed`].
-    pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<TrainConfig, TrainError> {
-        let config: TrainConfig = resumed(saved, file, overrides, Self::CHANGEABLE_ON_RESUME)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads a saved run's `config.toml` exactly (no defaults layered under it).
-    pub fn read(path: &Path) -> Result<TrainConfig, TrainError> {
-        let c: TrainConfig = read_exactly(path)?;
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// The config as TOML, as saved in the run's config.toml.
-    pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a config always serialises")
-    }
-
-    /// Checks ranges and combinations; the message names the key.
-    pub fn validate(&self) -> Result<(), TrainError> {
+    fn validate(&self) -> Result<(), TrainError> {
         let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
         let r = &self.rollout;
         let a = &self.algorithm;
@@ -375,7 +349,9 @@ impl TrainConfig {
         }
         Ok(())
     }
+}
 
+impl TrainConfig {
     /// The run's name: `run.run_name`, or one built from the hyperparameters (seed 004's convention,
     /// `smollm2-135m_lr1e-5_g4_beta0.02_s42`, plus the advantage and `dual` when not the defaults).
     pub fn run_name(&self) -> String {
@@ -397,6 +373,58 @@ impl TrainConfig {
 /// `1e-5` rather than `0.00001`.
 fn short_float(x: f64) -> String {
     format!("{x:e}")
+}
+
+/// The config of a command that makes a run directory (`agentrt train`'s [`TrainConfig`], `agentrt sft`'s
+/// [`crate::SftConfig`]): built from its embedded defaults, a file and `--set` overrides, saved as the
+/// run's `config.toml`, read back exactly, and layered again to resume. The one home of how every such
+/// config is built, resumed, read and saved; each config brings its defaults, what a resume may change,
+/// and its own checks.
+pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq {
+    /// The embedded defaults (TOML with every key).
+    const DEFAULTS: &'static str;
+    /// What errors call the defaults.
+    const DEFAULTS_NAME: &'static str;
+    /// What errors call a directory holding a run of this config (`a run directory`).
+    const RUN_DIRECTORY: &'static str;
+    /// The keys a resumed run may change: its length and how often it logs, evaluates and saves.
+    const CHANGEABLE_ON_RESUME: &'static [&'static str];
+
+    /// Checks ranges and combinations; the message names the key.
+    fn validate(&self) -> Result<(), TrainError>;
+
+    /// The defaults, then the file (a partial file is fine: its keys replace the defaults'), then each
+    /// `section.key=value` override (the value parsed as TOML, else taken as a string); then checked.
+    fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
+        let config: Self = layered(Self::DEFAULTS, Self::DEFAULTS_NAME, file, overrides)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The config a resumed run goes on with: its saved `config.toml` (`saved`) with `file` and
+    /// `overrides` layered over it (not over the defaults, so a key not given keeps its saved value); an
+    /// error names every key that differs from the saved one outside [`RunConfig::CHANGEABLE_ON_RESUME`].
+    fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
+        let text = std::fs::read_to_string(saved).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
+        let old: Self = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
+        let new: Self = layered(&text, &saved.display().to_string(), file, overrides)?;
+        check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
+        new.validate()?;
+        Ok(new)
+    }
+
+    /// Reads a saved run's `config.toml` exactly (no defaults layered under it), then checks it.
+    fn read(path: &Path) -> Result<Self, TrainError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        let config: Self = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The config as TOML, as saved in the run's config.toml.
+    fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a config always serialises")
+    }
 }
 
 /// A config from layers, for every command that has one (`train`, `sft`): the embedded `defaults`
@@ -449,22 +477,6 @@ fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// The config a resumed run goes on with: its saved `config.toml` with `file` and `overrides` layered over
-/// it (not over the defaults, so a key not given keeps its saved value), then checked by
-/// [`check_resumable`].
-pub(crate) fn resumed<T: serde::de::DeserializeOwned + Serialize>(
-    saved: &Path,
-    file: Option<&Path>,
-    overrides: &[String],
-    changeable: &[&str],
-) -> Result<T, TrainError> {
-    let text = std::fs::read_to_string(saved).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
-    let old: T = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
-    let new: T = layered(&text, &saved.display().to_string(), file, overrides)?;
-    check_resumable(&old, &new, changeable)?;
-    Ok(new)
-}
-
 /// A resumed run may change how long it goes on and how often it logs, evaluates and saves (the keys of
 /// `changeable`); any other key that differs from the saved config is an error naming it and both
 /// values, since a run changed midway would be neither the old run nor a new one.
@@ -490,12 +502,6 @@ pub(crate) fn check_resumable<T: Serialize>(saved: &T, resumed: &T, changeable: 
             changed.join(", ")
         )))
     }
-}
-
-/// A saved run's config file, exactly as written (no defaults layered under it).
-pub(crate) fn read_exactly<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, TrainError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))
 }
 
 /// Lays `user`'s keys over `base` (`origin` names where they come from in errors), each checked by

@@ -11,7 +11,9 @@
 //!   [`sft`] trains the same adapters with the same learner on written conversations.
 //! - **who records**: the [`RunDir`] holds the resolved config, `metrics.jsonl` (one [`StepMetrics`] line per step),
 //!   transcripts, and atomic checkpoints (adapters, optimizer, data position) that `--resume` continues from
-//!   exactly; [`plot`] draws the curves as PNG; [`sweep`] runs a grid of configs.
+//!   exactly; one run loop (`run_loop.rs`) does the resuming, checkpoints and progress of both `train` and
+//!   `sft`, each of which supplies only its step; [`plot`] draws the curves as PNG; [`sweep`] runs a grid of
+//!   configs.
 
 pub mod advantages;
 pub mod config;
@@ -23,6 +25,7 @@ pub mod plot;
 pub mod reward;
 pub mod routing;
 pub mod run_dir;
+mod run_loop;
 pub mod sft;
 pub mod sft_data;
 pub mod sweep;
@@ -30,10 +33,10 @@ pub mod toy;
 mod trainer;
 pub mod warm_start;
 
-pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
+pub use config::{AdvantageKind, RunConfig, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
 pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
-pub use metrics::{StepMetrics, StepSeconds};
+pub use metrics::{HeldOutEval, RoutingEval, RoutingModeEval, SftStepMetrics, StepMetrics, StepSeconds};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
 pub use trainer::{environment, eval_slice, learner_config, sample_seed, sampling_of, train, training_questions, training_split, TrainRequest, TrainSummary};

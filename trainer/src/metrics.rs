@@ -1,14 +1,17 @@
-//! [`StepMetrics`]: what one step of `agentrt train` measured, the line it appends to `metrics.jsonl`.
+//! The lines a run appends to its logs, one type each: [`StepMetrics`] (a step of `agentrt train`, in
+//! `metrics.jsonl`), [`SftStepMetrics`] (a step of `agentrt sft`, in `metrics.jsonl`), [`HeldOutEval`]
+//! (`dev_eval.jsonl`) and [`RoutingEval`] (`routing_eval.jsonl`). Each is written by [`RunDir::append`]
+//! as JSON with its keys sorted (serde_json's map), as the lines always were.
 //!
-//! The one definition of that line: the trainer builds it, [`RunDir::append_metrics`] writes it (and its
-//! numbers to TensorBoard), and `plot`, `sweep` and the progress bar read its fields, so a renamed or
+//! [`StepMetrics`] is the one definition of a training step's line: the trainer builds it, [`RunDir::append`]
+//! writes it (and its numbers to TensorBoard), and `plot`, `sweep` and the progress bar read its fields, so a renamed or
 //! removed metric is a compile error, not a key nobody writes any more. Its JSON is the line as it always
 //! was: keys in sorted order (serde_json's map), `null` where a value is missing, `reward_tests` and
 //! `reward_perfect` only from graders that give those parts (a grader part with no field here stops the
 //! run with an error naming it: add the field). [`StepMetrics::read`] reads a run's lines back; a line that
 //! is not a step's metrics is an error naming the file and line.
 //!
-//! [`RunDir::append_metrics`]: crate::run_dir::RunDir::append_metrics
+//! [`RunDir::append`]: crate::run_dir::RunDir::append
 
 use crate::error::{io_err, TrainError};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -153,6 +156,86 @@ pub struct StepSeconds {
     pub update: f64,
     /// The whole step up to its metrics line (the held-out evaluation, checkpoints and logs not included).
     pub step: f64,
+}
+
+/// One step of `agentrt sft`: one line of its `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SftStepMetrics {
+    /// The step (1-based: optimizer updates of the run so far, this one included).
+    pub step: usize,
+    /// Passes over the training conversations so far (`examples_seen` over their number).
+    pub epoch: f64,
+    /// Conversations taken from the run's data order so far, this step's included (what a resume goes on
+    /// from).
+    pub examples_seen: usize,
+    /// The step's loss: the mean over its conversations of `-mean log p` over each one's model tokens.
+    /// Null (read back as NaN) when it was not finite.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub train_loss: f64,
+    /// The validation loss (`sft.eval_steps` and the last step), null on steps without one.
+    pub val_loss: Option<f64>,
+    /// Model tokens the validation loss covered, null on steps without one.
+    pub val_tokens: Option<usize>,
+    /// Model tokens trained on (the assistant replies and their end-of-turn tokens).
+    pub model_tokens: usize,
+    /// Tokens of the step's conversations, every turn included.
+    pub tokens: usize,
+    /// Conversations that trained only the forget adapter.
+    pub routed: usize,
+    /// The learning rate of the step (after the warm-up, `sft.lr`).
+    pub lr: f64,
+    /// Global gradient norm before clipping; null when the step had no gradient.
+    pub grad_norm: Option<f64>,
+    /// Seconds of the step, its validation loss included.
+    pub seconds: f64,
+}
+
+/// A greedy evaluation on the held-out slice (`run.eval_steps`): one line of `dev_eval.jsonl`. The
+/// metrics are `agentrt eval`'s ([`agentrt_eval::Metrics`]) of its episodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldOutEval {
+    /// The step it followed (0: before training).
+    pub step: usize,
+    /// Questions in the slice.
+    pub questions: usize,
+    /// Fraction answered correctly.
+    pub accuracy: f64,
+    /// The Wilson 95% interval's lower end of `accuracy`.
+    pub accuracy_low: f64,
+    /// The Wilson 95% interval's upper end of `accuracy`.
+    pub accuracy_high: f64,
+    /// Mean best SQuAD token F1 of the final answers.
+    pub answer_f1: f64,
+    /// Tool calls per episode.
+    pub tool_calls: f64,
+    /// Fraction of episodes (with a gold page and a search) whose first search's hits held the gold page.
+    pub search_hit_rate: f64,
+    /// How long playing and measuring it took.
+    pub seconds: f64,
+}
+
+/// The three-mode routing evaluation (`routing.eval_routing_steps`): one line of `routing_eval.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoutingEval {
+    /// The step it followed.
+    pub step: usize,
+    /// Both adapters on.
+    pub both: RoutingModeEval,
+    /// The retain adapter alone (the forget adapter ablated): what routing should keep.
+    pub retain_only: RoutingModeEval,
+    /// The forget adapter alone.
+    pub forget_only: RoutingModeEval,
+}
+
+/// One mode of [`RoutingEval`]: greedy episodes, one per question, with some adapters scaled to 0.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RoutingModeEval {
+    /// Fraction answered correctly.
+    pub accuracy: f64,
+    /// Mean reward per episode.
+    pub reward_mean: f64,
+    /// Fraction of episodes the routing detector flagged.
+    pub flagged: f64,
 }
 
 /// `null` (how serde_json writes a NaN or an infinity) read back as NaN.
@@ -353,6 +436,80 @@ mod tests {
         assert_eq!(json.as_object().unwrap().len(), KEYS.len() + 2);
         assert_eq!((json["reward_tests"].as_f64(), json["reward_perfect"].as_f64()), (Some(0.5), Some(0.0)));
         assert_eq!(serde_json::from_value::<StepMetrics>(json).unwrap(), code);
+    }
+
+    /// The `agentrt sft` step, held-out and routing lines are the lines the loops built as JSON maps before
+    /// they had types: the same text, key for key and number for number.
+    #[test]
+    fn the_sft_held_out_and_routing_lines_are_the_text_they_always_were() {
+        use serde_json::json;
+        // As the run writes it: through `RunDir::append`, read back from the file.
+        fn text<T: Serialize>(line: &T) -> String {
+            let dir = tempfile::tempdir().unwrap();
+            let run = crate::run_dir::RunDir { path: dir.path().to_path_buf() };
+            run.append("lines.jsonl", line).unwrap();
+            std::fs::read_to_string(dir.path().join("lines.jsonl")).unwrap().trim_end_matches('\n').to_string()
+        }
+        let sft = SftStepMetrics {
+            step: 2,
+            epoch: 0.125,
+            examples_seen: 4,
+            train_loss: 2.3254988193511963,
+            val_loss: Some(1.250346296129952),
+            val_tokens: Some(456),
+            model_tokens: 44,
+            tokens: 138,
+            routed: 2,
+            lr: 0.001,
+            grad_norm: Some(1.7830854036481152),
+            seconds: 54.188294347,
+        };
+        let old = json!({
+            "step": 2, "epoch": 0.125, "examples_seen": 4, "train_loss": 2.3254988193511963, "val_loss": 1.250346296129952,
+            "val_tokens": 456, "model_tokens": 44, "tokens": 138, "routed": 2, "lr": 0.001, "grad_norm": 1.7830854036481152,
+            "seconds": 54.188294347,
+        });
+        assert_eq!(text(&sft), old.to_string());
+        assert_eq!(
+            text(&sft),
+            r#"{"epoch":0.125,"examples_seen":4,"grad_norm":1.7830854036481152,"lr":0.001,"model_tokens":44,"routed":2,"seconds":54.188294347,"step":2,"tokens":138,"train_loss":2.3254988193511963,"val_loss":1.250346296129952,"val_tokens":456}"#
+        );
+        let quiet = SftStepMetrics { val_loss: None, val_tokens: None, grad_norm: None, train_loss: f64::NAN, ..sft.clone() };
+        let old = json!({
+            "step": 2, "epoch": 0.125, "examples_seen": 4, "train_loss": f64::NAN, "val_loss": null, "val_tokens": null, "model_tokens": 44,
+            "tokens": 138, "routed": 2, "lr": 0.001, "grad_norm": null, "seconds": 54.188294347,
+        });
+        assert_eq!(text(&quiet), old.to_string());
+        let back: SftStepMetrics = serde_json::from_str(&text(&quiet)).unwrap();
+        assert!(back.train_loss.is_nan() && back.val_loss.is_none());
+        assert_eq!(serde_json::from_str::<SftStepMetrics>(&text(&sft)).unwrap(), sft);
+
+        let held_out = HeldOutEval {
+            step: 0,
+            questions: 2,
+            accuracy: 0.0,
+            accuracy_low: 0.0,
+            accuracy_high: 0.6576197724933469,
+            answer_f1: 0.008771929824561403,
+            tool_calls: 0.0,
+            search_hit_rate: 0.0,
+            seconds: 24.513536164,
+        };
+        assert_eq!(
+            text(&held_out),
+            r#"{"accuracy":0.0,"accuracy_high":0.6576197724933469,"accuracy_low":0.0,"answer_f1":0.008771929824561403,"questions":2,"search_hit_rate":0.0,"seconds":24.513536164,"step":0,"tool_calls":0.0}"#
+        );
+
+        let mode = |accuracy, reward_mean, flagged| RoutingModeEval { accuracy, reward_mean, flagged };
+        let routing = RoutingEval { step: 3, both: mode(0.5, 0.75, 0.25), retain_only: mode(0.5, 0.5, 0.0), forget_only: mode(0.0, 0.125, 1.0) };
+        let old = json!({
+            "step": 3,
+            "both": {"accuracy": 0.5, "reward_mean": 0.75, "flagged": 0.25},
+            "retain_only": {"accuracy": 0.5, "reward_mean": 0.5, "flagged": 0.0},
+            "forget_only": {"accuracy": 0.0, "reward_mean": 0.125, "flagged": 1.0},
+        });
+        assert_eq!(text(&routing), old.to_string());
+        assert_eq!(serde_json::from_str::<RoutingEval>(&text(&routing)).unwrap(), routing);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! at any moment leaves every file readable (whole-file writes go through a temporary file and a rename;
 //! a checkpoint is assembled in a hidden directory and renamed into place).
 
-use crate::config::TrainConfig;
+use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
 use crate::metrics::StepMetrics;
 use agentrt_policy::{AdamW, Policy};
@@ -50,9 +50,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
 }
 
 impl RunDir {
-    /// Creates a new run directory for `config` (an existing one with checkpoints is an error: resume it or
-    /// pick another name).
-    pub fn create(path: &Path, config: &TrainConfig) -> Result<RunDir, TrainError> {
+    /// Creates a new run directory for `config` and saves it there (a directory that already holds a run
+    /// is an error: resume it or pick another name).
+    pub fn create<C: RunConfig>(path: &Path, config: &C) -> Result<RunDir, TrainError> {
         if path.join(CONFIG).exists() {
             return Err(TrainError::Run(format!(
                 "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
@@ -66,20 +66,22 @@ impl RunDir {
     }
 
     /// Opens an existing run directory and its saved config.
-    pub fn open(path: &Path) -> Result<(RunDir, TrainConfig), TrainError> {
-        let config = TrainConfig::read(&path.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not a run directory ({e})", path.display())))?;
+    pub fn open<C: RunConfig>(path: &Path) -> Result<(RunDir, C), TrainError> {
+        let config = C::read(&path.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not {} ({e})", path.display(), C::RUN_DIRECTORY)))?;
         Ok((RunDir { path: path.to_path_buf() }, config))
     }
 
-    /// Appends one JSON line to `file` (a whole line per write; a reader drops a torn last line), and the
-    /// same to the run's TensorBoard event file: a metrics or routing line as scalars at its `step`, a
-    /// transcript as text.
-    pub fn append(&self, file: &str, value: &serde_json::Value) -> Result<(), TrainError> {
+    /// Appends one line to `file` as JSON (a whole line per write; a reader drops a torn last line), and the
+    /// same to the run's TensorBoard event file: a metrics, held-out or routing line as scalars at its
+    /// `step`, a transcript as text. The line is a typed one ([`StepMetrics`], [`crate::metrics::SftStepMetrics`],
+    /// …): serialised through a JSON value, its keys are sorted.
+    pub fn append<T: Serialize + ?Sized>(&self, file: &str, line: &T) -> Result<(), TrainError> {
+        let value = &serde_json::to_value(line).expect("run log lines serialise");
         let p = self.path.join(file);
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&p).map_err(io_err(&p))?;
-        let mut line = serde_json::to_string(value).expect("JSON values serialise");
-        line.push('\n');
-        f.write_all(line.as_bytes()).map_err(io_err(&p))?;
+        let mut text = serde_json::to_string(value).expect("JSON values serialise");
+        text.push('\n');
+        f.write_all(text.as_bytes()).map_err(io_err(&p))?;
         f.flush().map_err(io_err(&p))?;
         let step = value["step"].as_i64().unwrap_or(0);
         let events = agentrt_tensorboard::event_file(&self.path);
@@ -91,11 +93,6 @@ impl RunDir {
             _ => Ok(()),
         };
         written.map_err(io_err(&events))
-    }
-
-    /// Appends a training step's metrics line to `metrics.jsonl` (and its numbers to TensorBoard).
-    pub fn append_metrics(&self, metrics: &StepMetrics) -> Result<(), TrainError> {
-        self.append(METRICS, &metrics.to_json())
     }
 
     /// The steps of this `agentrt train` run's `metrics.jsonl`, in order ([`StepMetrics::read`]).

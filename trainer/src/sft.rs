@@ -15,19 +15,19 @@
 //!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
 //!   from exactly, and curves.png ([`crate::plot::plot_run`]).
 
-use crate::config::{layered, read_exactly, ModelSection};
-use crate::error::{io_err, TrainError};
+use crate::config::{ModelSection, RunConfig};
+use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
+use crate::metrics::SftStepMetrics;
 use crate::routing::Detector;
-use crate::run_dir::{write_atomic, DataOrder, RunDir, TrainerState, CONFIG, METRICS};
+use crate::run_dir::{DataOrder, RunDir};
+use crate::run_loop::{Plan, RunStart, RunStep};
 use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, Routing};
-use agentrt_progress::Progress;
 use agentrt_rollout::EpisodeSpec;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -129,39 +129,14 @@ impl Default for SftConfig {
     }
 }
 
-impl SftConfig {
-    /// The defaults, then the file, then each `section.key=value` (as `TrainConfig::from_layers`).
-    pub fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
-        let config: SftConfig = layered(DEFAULT_SFT_CONFIG, "embedded SFT defaults", file, overrides)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The keys a resumed run may change: its length and how often it evaluates and saves.
-    pub const CHANGEABLE_ON_RESUME: &'static [&'static str] =
+impl RunConfig for SftConfig {
+    const DEFAULTS: &'static str = DEFAULT_SFT_CONFIG;
+    const DEFAULTS_NAME: &'static str = "embedded SFT defaults";
+    const RUN_DIRECTORY: &'static str = "an SFT run directory";
+    const CHANGEABLE_ON_RESUME: &'static [&'static str] =
         &["sft.max_steps", "sft.epochs", "sft.eval_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name"];
 
-    /// The config to resume the run of `saved` (its `config.toml`) with (as `TrainConfig::resumed`).
-    pub fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<SftConfig, TrainError> {
-        let config: SftConfig = crate::config::resumed(saved, file, overrides, Self::CHANGEABLE_ON_RESUME)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads a saved run's `config.toml` exactly.
-    pub fn read(path: &Path) -> Result<SftConfig, TrainError> {
-        let c: SftConfig = read_exactly(path)?;
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// The config as TOML, as saved in the run's config.toml.
-    pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a config always serialises")
-    }
-
-    /// Checks ranges and combinations; the message names the key.
-    pub fn validate(&self) -> Result<(), TrainError> {
+    fn validate(&self) -> Result<(), TrainError> {
         let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
         let (d, s) = (&self.data, &self.sft);
         if !(0.0..1.0).contains(&d.val_fraction) {
@@ -194,7 +169,9 @@ impl SftConfig {
         }
         Ok(())
     }
+}
 
+impl SftConfig {
     /// `run.run_name`, or `smollm2-135m_sft_lr1e-4_b4_s42` (plus `_dual`).
     pub fn run_name(&self) -> String {
         if !self.run.run_name.is_empty() {
@@ -406,29 +383,18 @@ pub fn validation_loss(policy: &Policy, examples: &[Example]) -> Result<(f64, us
 }
 
 /// Fine-tunes; returns when the steps are done. Every `run.save_steps` (and at the end) a checkpoint is
-/// written atomically.
+/// written atomically. It drives the run loop on a runtime of its own, on this thread: call it from
+/// synchronous code, not from within an async runtime.
 pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
+    // The run loop is async for `agentrt train`'s episodes; a step here never waits, so a runtime on this
+    // thread drives it.
+    let runtime = tokio::runtime::Builder::new_current_thread().build().map_err(|e| TrainError::Run(format!("starting the SFT run's runtime: {e}")))?;
+    runtime.block_on(run_sft(request))
+}
+
+async fn run_sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let SftRequest { config, run_dir, resume, progress } = request;
-    let (run, config, resume_from) = if resume {
-        let saved = SftConfig::read(&run_dir.join(CONFIG)).map_err(|e| TrainError::Run(format!("{}: not an SFT run directory ({e})", run_dir.display())))?;
-        crate::config::check_resumable(&saved, &config, SftConfig::CHANGEABLE_ON_RESUME)?;
-        if config != saved {
-            write_atomic(&run_dir.join(CONFIG), config.to_toml().as_bytes())?;
-        }
-        let run = RunDir { path: run_dir.clone() };
-        let last = run.checkpoints()?.pop();
-        (run, config, last)
-    } else {
-        if run_dir.join(CONFIG).exists() {
-            return Err(TrainError::Run(format!(
-                "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
-                run_dir.display()
-            )));
-        }
-        std::fs::create_dir_all(&run_dir).map_err(io_err(&run_dir))?;
-        write_atomic(&run_dir.join(CONFIG), config.to_toml().as_bytes())?;
-        (RunDir { path: run_dir.clone() }, config, None)
-    };
+    let start = RunStart::open(&run_dir, &config, resume)?;
     let seed = config.run.seed;
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
@@ -439,20 +405,10 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         stats.conversations, stats.transcripts, stats.not_correct, stats.empty_reply, dropped, config.data.max_seq_tokens, train_set.len(), val_set.len()
     );
 
-    let (start_step, mut seen) = match &resume_from {
-        Some((_, ckpt)) => {
-            let state = RunDir::read_state(ckpt)?;
-            policy.load_adapters(&RunDir::adapters_of(ckpt))?;
-            (state.step, state.questions_seen)
-        }
-        None => {
-            crate::warm_start::start_adapters(&mut policy, &config.model, seed)?;
-            (0, 0)
-        }
-    };
+    let at = start.start_adapters(&mut policy, &config.model, seed)?;
     policy.set_routing(config.routing.unflagged);
     let s = &config.sft;
-    let mut learner = Learner::new(
+    let learner = Learner::new(
         policy,
         LearnerConfig {
             beta: 0.0,
@@ -462,98 +418,108 @@ pub fn sft(request: SftRequest) -> Result<SftSummary, TrainError> {
             clip: None,
         },
     )?;
-    if let Some((step, ckpt)) = &resume_from {
-        let p = RunDir::optimizer_of(ckpt);
-        learner.optimizer.load_state(&p).map_err(|e| TrainError::OptimizerState { path: p.clone(), source: e })?;
-        run.truncate_logs_after(*step)?;
-        tracing::info!("resuming {} from {} (step {step}, {seen} conversations seen)", run.path.display(), ckpt.display());
-    } else if resume {
-        run.truncate_logs_after(0)?;
-        tracing::info!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
-    }
-
     let per_step = s.batch_size * s.gradient_accumulation_steps;
     let total_steps = if s.max_steps > 0 { s.max_steps } else { (s.epochs * train_set.len()).div_ceil(per_step) };
-    let mut order = DataOrder::new(train_set.len(), seed);
-    let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
-    let mut final_val = None;
-    tracing::info!(
+    let plan = Plan {
+        label: "sft",
+        seen_unit: "conversations",
+        total_steps,
+        save_steps: config.run.save_steps,
+        save_total_limit: config.run.save_total_limit,
+        seed,
+        run_name: config.run_name(),
+        model: config.model.name.clone(),
+        episode: agent,
+        progress,
+    };
+    let run_loop = start.into_loop(learner, at, plan)?;
+    let headline = format!(
         "fine-tuning {} ({} conversations x {per_step} per step, {total_steps} steps) into {}",
-        learner.policy.base_name,
+        run_loop.learner.policy.base_name,
         train_set.len(),
-        run.path.display()
+        run_loop.run.path.display()
     );
-    let bar = progress.then(|| Progress::new("sft", "steps", total_steps as u64, start_step as u64));
-    for step in start_step + 1..=total_steps {
+    let mut step =
+        SftStep { config: &config, train_set: &train_set, val_set: &val_set, order: DataOrder::new(train_set.len(), seed), total_steps, final_val: None };
+    let finished = run_loop.run(&headline, &mut step).await?;
+    Ok(SftSummary {
+        run_dir: finished.run.path,
+        steps: total_steps,
+        last_checkpoint: finished.last_checkpoint,
+        train_examples: train_set.len(),
+        val_examples: val_set.len(),
+        dropped_too_long: dropped,
+        final_val_loss: step.final_val,
+    })
+}
+
+/// One SFT step: the next `batch_size x gradient_accumulation_steps` conversations of the seeded order,
+/// one optimizer step at the step's learning rate, and the validation loss on its cadence.
+struct SftStep<'a> {
+    config: &'a SftConfig,
+    train_set: &'a [Example],
+    val_set: &'a [Example],
+    order: DataOrder,
+    total_steps: usize,
+    /// The last validation loss measured.
+    final_val: Option<f64>,
+}
+
+impl RunStep for SftStep<'_> {
+    type Metrics = SftStepMetrics;
+
+    async fn step(&mut self, step: usize, learner: &mut Learner, seen: &mut usize, _run: &RunDir) -> Result<SftStepMetrics, TrainError> {
         let started = Instant::now();
-        let lr = config.lr_at(step);
+        let s = &self.config.sft;
+        let per_step = s.batch_size * s.gradient_accumulation_steps;
+        let lr = self.config.lr_at(step);
         learner.optimizer.config.lr = lr;
         let mut update = UpdateStats::default();
         let (mut tokens, mut routed) = (0, 0);
         for _ in 0..s.gradient_accumulation_steps {
             let samples: Vec<Sample> = (0..s.batch_size)
                 .map(|i| {
-                    let e = &train_set[order.at(seen + i)];
+                    let e = &self.train_set[self.order.at(*seen + i)];
                     tokens += e.ids.len();
                     routed += e.routed as usize;
                     Sample { ids: e.ids.clone(), model_mask: e.model_mask.clone(), advantage: 1.0, routed: e.routed, sampled_logprobs: Vec::new() }
                 })
                 .collect();
-            seen += s.batch_size;
+            *seen += s.batch_size;
             let u = learner.accumulate(&samples, LossScale::PerSample { samples: per_step })?;
             update.loss += u.loss;
             update.model_tokens += u.model_tokens;
             update.samples += u.samples;
         }
         let grad_norm = learner.step()?;
-        let eval_now = !val_set.is_empty() && ((s.eval_steps > 0 && step % s.eval_steps == 0) || step == total_steps);
+        let eval_now = !self.val_set.is_empty() && ((s.eval_steps > 0 && step.is_multiple_of(s.eval_steps)) || step == self.total_steps);
         let (val_loss, val_tokens) = if eval_now {
-            let (l, t) = validation_loss(&learner.policy, &val_set)?;
-            final_val = Some(l);
+            let (l, t) = validation_loss(&learner.policy, self.val_set)?;
+            self.final_val = Some(l);
             (Some(l), Some(t))
         } else {
             (None, None)
         };
-        let line = json!({
-            "step": step,
-            "epoch": seen as f64 / train_set.len() as f64,
-            "examples_seen": seen,
-            "train_loss": update.loss,
-            "val_loss": val_loss,
-            "val_tokens": val_tokens,
-            "model_tokens": update.model_tokens,
-            "tokens": tokens,
-            "routed": routed,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "seconds": started.elapsed().as_secs_f64(),
-        });
-        run.append(METRICS, &line)?;
-        if step % config.run.save_steps == 0 || step == total_steps {
-            let state = TrainerState { step, questions_seen: seen, seed, run_name: config.run_name() };
-            last_checkpoint =
-                Some(run.save_checkpoint(&learner.policy, (&config.model.name, &agent), &learner.optimizer, &state, config.run.save_total_limit)?);
-        }
-        if !bar.as_ref().is_some_and(Progress::is_terminal) {
-            tracing::info!("step {step}: {line}");
-        }
-        if let Some(b) = &bar {
-            let v = val_loss.map(|v| format!(" val {v:.4}")).unwrap_or_default();
-            b.set(step as u64, format!("loss {:.4}{v}", update.loss));
-        }
+        Ok(SftStepMetrics {
+            step,
+            epoch: *seen as f64 / self.train_set.len() as f64,
+            examples_seen: *seen,
+            train_loss: update.loss,
+            val_loss,
+            val_tokens,
+            model_tokens: update.model_tokens,
+            tokens,
+            routed,
+            lr,
+            grad_norm,
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
-    if let Some(b) = bar {
-        b.finish();
+
+    fn status(&self, m: &SftStepMetrics) -> String {
+        let v = m.val_loss.map(|v| format!(" val {v:.4}")).unwrap_or_default();
+        format!("loss {:.4}{v}", m.train_loss)
     }
-    Ok(SftSummary {
-        run_dir: run.path.clone(),
-        steps: total_steps,
-        last_checkpoint,
-        train_examples: train_set.len(),
-        val_examples: val_set.len(),
-        dropped_too_long: dropped,
-        final_val_loss: final_val,
-    })
 }
 
 #[cfg(test)]

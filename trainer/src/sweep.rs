@@ -1,7 +1,7 @@
 //! `agentrt sweep` (seed 004): a grid of values times fixed parameters; each point is one `agentrt train`
 //! run (a child process, so runs are isolated and N can go at once), and a summary table at the end.
 
-use crate::config::TrainConfig;
+use crate::config::{RunConfig, TrainConfig};
 use crate::error::TrainError;
 use crate::run_dir::{RunDir, DEV_EVAL};
 use std::path::Path;
@@ -135,7 +135,7 @@ mod tests {
         let run = RunDir { path: dir.path().join(&points[0].run_name) };
         std::fs::create_dir_all(&run.path).unwrap();
         for (step, reward) in [(1, 0.75), (2, 0.25)] {
-            run.append_metrics(&StepMetrics { step, reward_mean: reward, ..crate::metrics::example() }).unwrap();
+            run.append(crate::run_dir::METRICS, &StepMetrics { step, reward_mean: reward, ..crate::metrics::example() }).unwrap();
         }
         let table = summary_table(dir.path(), &points, &[Some(0), None]).unwrap();
         let rows: Vec<&str> = table.lines().skip(2).collect();

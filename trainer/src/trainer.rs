@@ -7,17 +7,17 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
-use crate::metrics::{StepMetrics, StepSeconds};
+use crate::metrics::{HeldOutEval, RoutingEval, RoutingModeEval, StepMetrics, StepSeconds};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
-use crate::run_dir::{DataOrder, RunDir, TrainerState, DEV_EVAL, ROUTING_EVAL, TRANSCRIPTS};
+use crate::run_dir::{DataOrder, RunDir, DEV_EVAL, ROUTING_EVAL, TRANSCRIPTS};
+use crate::run_loop::{Plan, RunStart, RunStep};
 use agentrt_environments::Environment;
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
-use agentrt_progress::Progress;
 use agentrt_rollout::{read_questions, seeded_order, Episode, EpisodeRunner, EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
 use agentrt_runtime::Sandbox;
-use serde_json::json;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -131,17 +131,7 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
 /// with the `agent.json` of how this run plays the policy.
 pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
     let TrainRequest { config, run_dir, resume, progress } = request;
-    let (run, config, resume_from) = if resume {
-        let (run, saved) = RunDir::open(&run_dir)?;
-        crate::config::check_resumable(&saved, &config, TrainConfig::CHANGEABLE_ON_RESUME)?;
-        if config != saved {
-            crate::run_dir::write_atomic(&run.path.join(crate::run_dir::CONFIG), config.to_toml().as_bytes())?;
-        }
-        let last = run.checkpoints()?.pop();
-        (run, config, last)
-    } else {
-        (RunDir::create(&run_dir, &config)?, config, None)
-    };
+    let start = RunStart::open(&run_dir, &config, resume)?;
     let seed = config.run.seed;
 
     let questions = training_questions(&config)?;
@@ -156,32 +146,29 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
     policy.recompute_layers = config.model.recompute_layers;
-    let (start_step, mut questions_seen) = match &resume_from {
-        Some((_, ckpt)) => {
-            let state = RunDir::read_state(ckpt)?;
-            policy.load_adapters(&RunDir::adapters_of(ckpt))?;
-            (state.step, state.questions_seen)
-        }
-        None => {
-            crate::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
-            warn_if_played_otherwise(&config)?;
-            (0, 0)
-        }
-    };
+    let at = start.start_adapters(&mut policy, &config.model, seed)?;
+    let fresh = start.is_fresh();
+    if fresh {
+        warn_if_played_otherwise(&config)?;
+    }
     // A warm start's KL reference is the warm-started model (base + the initial adapter, frozen).
     let reference = if config.algorithm.beta > 0.0 { crate::warm_start::reference_adapters(&policy, &config.model)? } else { None };
     policy.set_routing(config.routing.unflagged);
     let mut learner = Learner::new(policy, learner_config(&config))?;
     learner.set_reference(reference);
-    if let Some((step, ckpt)) = &resume_from {
-        let p = RunDir::optimizer_of(ckpt);
-        learner.optimizer.load_state(&p).map_err(|e| TrainError::OptimizerState { path: p.clone(), source: e })?;
-        run.truncate_logs_after(*step)?;
-        tracing::info!("resuming {} from {} (step {step}, {} questions seen)", run.path.display(), ckpt.display(), questions_seen);
-    } else if resume {
-        run.truncate_logs_after(0)?;
-        tracing::info!("resuming {}: no checkpoint yet, starting from step 0", run.path.display());
-    }
+    let plan = Plan {
+        label: "train",
+        seen_unit: "questions",
+        total_steps: config.run.max_steps,
+        save_steps: config.run.save_steps,
+        save_total_limit: config.run.save_total_limit,
+        seed,
+        run_name: config.run_name(),
+        model: config.model.name.clone(),
+        episode: config.rollout.episode.clone(),
+        progress,
+    };
+    let run_loop = start.into_loop(learner, at, plan)?;
 
     let detector = Detector::parse(&config.routing.detector)?;
     let runner = environment(&config, sandbox.clone())?.runner(sandbox);
@@ -200,40 +187,83 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         other => return Err(TrainError::Config(format!("rollout.sampler `{other}`: expected local or openai:MODEL@BASE_URL"))),
     };
 
-    let mut order = DataOrder::new(questions.len(), seed);
-    let mut last_checkpoint = resume_from.as_ref().map(|(_, p)| p.clone());
-    let group = config.rollout.num_rollouts;
-    tracing::info!(
+    let headline = format!(
         "training {} on the {} environment ({} questions of split {}, {} x {} rollouts per step, {} steps) into {}",
-        learner.policy.base_name,
+        run_loop.learner.policy.base_name,
         config.env.name.as_str(),
         questions.len(),
         training_split(&config),
         config.rollout.batch_size,
-        group,
+        config.rollout.num_rollouts,
         config.run.max_steps,
-        run.path.display()
+        run_loop.run.path.display()
     );
-    // A bar on a terminal; elsewhere each step's metrics line and, throttled, a progress line with the ETA.
-    // Both measure from here, so a resumed run's ETA counts only the steps it ran.
-    let bar = progress.then(|| Progress::new("train", "steps", config.run.max_steps as u64, start_step as u64));
+    let mut step = TrainStep {
+        config: &config,
+        order: DataOrder::new(questions.len(), seed),
+        questions,
+        eval_questions,
+        dev_slice: eval_slice(&config)?,
+        fresh,
+        detector,
+        runner,
+        // Loads each step's adapter on the servers; unloads them when the run ends, fails or is dropped.
+        publisher: remote.clone().map(AdapterPublisher::new).transpose()?,
+        remote,
+        transcripts: Vec::new(),
+        last_samples: Vec::new(),
+    };
+    let finished = run_loop.run(&headline, &mut step).await?;
+    if let Some(p) = &mut step.publisher {
+        p.unload_all().await;
+    }
+    report_collapse(&step.last_samples);
+    Ok(TrainSummary { run_dir: finished.run.path, steps: config.run.max_steps, last_checkpoint: finished.last_checkpoint })
+}
 
-    let dev_slice = eval_slice(&config)?;
-    if !dev_slice.is_empty() && resume_from.is_none() {
-        let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config).await?.line(0);
-        run.append(DEV_EVAL, &dev)?;
-        tracing::info!("held-out slice before training: {dev}");
+/// One RL step: the next questions of the seeded order played `num_rollouts` times each (with dynamic
+/// sampling, round after round), the update, the held-out slice on its cadence; then, after the metrics
+/// line, sample transcripts and the routing evaluation on theirs.
+struct TrainStep<'a> {
+    config: &'a TrainConfig,
+    questions: Vec<Question>,
+    order: DataOrder,
+    /// The questions of the routing evaluation (`routing.eval_routing_steps`).
+    eval_questions: Vec<Question>,
+    /// The held-out slice (`run.eval_steps`; empty when off).
+    dev_slice: Vec<Question>,
+    /// Whether the run starts from its initial adapters (then the slice is evaluated before step 1).
+    fresh: bool,
+    detector: Detector,
+    runner: EpisodeRunner,
+    /// The servers that sample, when `rollout.sampler` names them.
+    remote: Option<OpenAiPolicyConfig>,
+    publisher: Option<AdapterPublisher>,
+    /// The step's episodes to write to `transcripts.jsonl` (on `run.logging_steps`) after its metrics line.
+    transcripts: Vec<Episode>,
+    /// The last step's samples (question id, replies), for the collapse check at the end.
+    last_samples: Vec<(String, String)>,
+}
+
+impl RunStep for TrainStep<'_> {
+    type Metrics = StepMetrics;
+
+    async fn begin(&mut self, learner: &mut Learner, run: &RunDir) -> Result<(), TrainError> {
+        if !self.dev_slice.is_empty() && self.fresh {
+            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, self.config).await?.line(0);
+            run.append(DEV_EVAL, &dev)?;
+            tracing::info!("held-out slice before training: {}", serde_json::to_value(&dev).expect("held-out lines serialise"));
+        }
+        Ok(())
     }
 
-    // The last step's samples (question id, replies), for the collapse check at the end.
-    let mut last_samples: Vec<(String, String)> = Vec::new();
-    // Loads each step's adapter on the servers; unloads them when the run ends, fails or is dropped.
-    let mut publisher = remote.clone().map(AdapterPublisher::new).transpose()?;
-    for step in start_step + 1..=config.run.max_steps {
+    async fn step(&mut self, step: usize, learner: &mut Learner, questions_seen: &mut usize, run: &RunDir) -> Result<StepMetrics, TrainError> {
+        let config = self.config;
+        let (seed, group) = (config.run.seed, config.rollout.num_rollouts);
         let step_started = Instant::now();
-        let mut drawn = Drawn::new(remote.is_none());
+        let mut drawn = Drawn::new(self.remote.is_none());
         // The servers sample with the adapters as they are now (after step - 1 updates).
-        let served = match (&remote, &mut publisher) {
+        let served = match (&self.remote, &mut self.publisher) {
             (Some(c), Some(p)) => Some(OpenAiPolicyConfig { model: p.publish(&learner.policy, &run.path, step - 1).await?, ..c.clone() }),
             _ => None,
         };
@@ -249,14 +279,14 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
                 let want = if dynamic { (batch_size - kept).min(cap - drawn_here) } else { batch_size };
                 let batch: Vec<Question> = (0..want)
                     .flat_map(|i| {
-                        let q = questions[order.at(questions_seen + i)].clone();
+                        let q = self.questions[self.order.at(*questions_seen + i)].clone();
                         std::iter::repeat_n(q, group)
                     })
                     .collect();
-                questions_seen += want;
+                *questions_seen += want;
                 drawn_here += want;
                 let seed = sample_seed(seed, step, micro + round * accumulation);
-                kept += drawn.play(&runner, &learner, served.as_ref(), &batch, seed, &detector, &config).await?;
+                kept += drawn.play(&self.runner, learner, served.as_ref(), &batch, seed, &self.detector, config).await?;
                 round += 1;
                 if !dynamic || kept == batch_size || drawn_here >= cap {
                     break;
@@ -299,52 +329,42 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         }
         let update = Update { stats: update, grad_norms: norms, seconds: started.elapsed().as_secs_f64() };
 
-        let episodes = &drawn.episodes;
-        last_samples = episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
-        let mut line = drawn.metrics(step, questions_seen, &update, &config, step_started.elapsed().as_secs_f64())?;
-        if !dev_slice.is_empty() && (step % config.run.eval_steps == 0 || step == config.run.max_steps) {
-            let dev = dev_eval(&learner.policy, &runner, &dev_slice, &config).await?;
+        self.last_samples = drawn.episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
+        let mut line = drawn.metrics(step, *questions_seen, &update, config, step_started.elapsed().as_secs_f64())?;
+        if !self.dev_slice.is_empty() && (step.is_multiple_of(config.run.eval_steps) || step == config.run.max_steps) {
+            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, config).await?;
             run.append(DEV_EVAL, &dev.line(step))?;
             line.dev_accuracy = Some(dev.metrics.accuracy.value);
             line.dev_answer_f1 = Some(dev.metrics.answer_f1.value);
             line.dev_tool_calls = Some(dev.metrics.tool_calls.value);
             line.dev_questions = Some(dev.questions);
         }
-        run.append_metrics(&line)?;
-        if step % config.run.logging_steps == 0 {
-            for e in episodes.iter().take(group) {
-                run.append(TRANSCRIPTS, &json!({"step": step, "episode": e}))?;
-            }
+        self.transcripts = if step.is_multiple_of(config.run.logging_steps) { drawn.episodes.into_iter().take(group).collect() } else { Vec::new() };
+        Ok(line)
+    }
+
+    async fn after_metrics(&mut self, step: usize, learner: &mut Learner, run: &RunDir) -> Result<(), TrainError> {
+        for e in std::mem::take(&mut self.transcripts) {
+            run.append(TRANSCRIPTS, &TranscriptLine { step, episode: &e })?;
         }
-        if config.routing.eval_routing_steps > 0 && step % config.routing.eval_routing_steps == 0 {
-            let r = routing_eval(&mut learner.policy, &runner, &eval_questions, &detector, &config, step).await?;
+        let config = self.config;
+        if config.routing.eval_routing_steps > 0 && step.is_multiple_of(config.routing.eval_routing_steps) {
+            let r = routing_eval(&mut learner.policy, &self.runner, &self.eval_questions, &self.detector, config, step).await?;
             run.append(ROUTING_EVAL, &r)?;
         }
-        if step % config.run.save_steps == 0 || step == config.run.max_steps {
-            let state = TrainerState { step, questions_seen, seed, run_name: config.run_name() };
-            last_checkpoint = Some(run.save_checkpoint(
-                &learner.policy,
-                (&config.model.name, &config.rollout.episode),
-                &learner.optimizer,
-                &state,
-                config.run.save_total_limit,
-            )?);
-        }
-        if !bar.as_ref().is_some_and(Progress::is_terminal) {
-            tracing::info!("step {step}: {line}");
-        }
-        if let Some(b) = &bar {
-            b.set(step as u64, format!("reward {:.3} acc {:.3}", line.reward_mean, line.accuracy));
-        }
+        Ok(())
     }
-    if let Some(b) = bar {
-        b.finish();
+
+    fn status(&self, line: &StepMetrics) -> String {
+        format!("reward {:.3} acc {:.3}", line.reward_mean, line.accuracy)
     }
-    if let Some(p) = &mut publisher {
-        p.unload_all().await;
-    }
-    report_collapse(&last_samples);
-    Ok(TrainSummary { run_dir: run.path.clone(), steps: config.run.max_steps, last_checkpoint })
+}
+
+/// A line of `transcripts.jsonl`: a sample episode of a step.
+#[derive(Serialize)]
+struct TranscriptLine<'a> {
+    step: usize,
+    episode: &'a Episode,
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
@@ -518,19 +538,19 @@ struct DevEval {
 
 impl DevEval {
     /// Its `dev_eval.jsonl` line at `step` (0: before training).
-    fn line(&self, step: usize) -> serde_json::Value {
+    fn line(&self, step: usize) -> HeldOutEval {
         let m = &self.metrics;
-        json!({
-            "step": step,
-            "questions": self.questions,
-            "accuracy": m.accuracy.value,
-            "accuracy_low": m.accuracy.ci95.0,
-            "accuracy_high": m.accuracy.ci95.1,
-            "answer_f1": m.answer_f1.value,
-            "tool_calls": m.tool_calls.value,
-            "search_hit_rate": m.search_hit_rate.value,
-            "seconds": self.seconds,
-        })
+        HeldOutEval {
+            step,
+            questions: self.questions,
+            accuracy: m.accuracy.value,
+            accuracy_low: m.accuracy.ci95.0,
+            accuracy_high: m.accuracy.ci95.1,
+            answer_f1: m.answer_f1.value,
+            tool_calls: m.tool_calls.value,
+            search_hit_rate: m.search_hit_rate.value,
+            seconds: self.seconds,
+        }
     }
 }
 
@@ -645,26 +665,17 @@ async fn routing_eval(
     detector: &Detector,
     config: &TrainConfig,
     step: usize,
-) -> Result<serde_json::Value, TrainError> {
-    let mut out = serde_json::Map::new();
-    out.insert("step".into(), json!(step));
+) -> Result<RoutingEval, TrainError> {
     let params = SamplingParams { temperature: 0.0, ..sampling_of(config) };
-    for (name, (r, f)) in [("both", (1.0, 1.0)), ("retain_only", (1.0, 0.0)), ("forget_only", (0.0, 1.0))] {
-        policy.set_adapter_scales(r, f);
+    let mut mode = async |(retain, forget): (f64, f64)| -> Result<RoutingModeEval, TrainError> {
+        policy.set_adapter_scales(retain, forget);
         let local = LocalPolicy::new(policy, params.clone(), 0);
         let result = runner.run(&local, questions).await;
         policy.set_adapter_scales(1.0, 1.0);
         let batch = result?;
         let m = Metrics::from_episodes(&batch.episodes);
         let flagged = batch.episodes.iter().filter(|e| detector.flags(e)).count();
-        out.insert(
-            name.into(),
-            json!({
-                "accuracy": m.accuracy.value,
-                "reward_mean": m.mean_reward,
-                "flagged": agentrt_eval::Rate::new(flagged, batch.episodes.len()).value,
-            }),
-        );
-    }
-    Ok(serde_json::Value::Object(out))
+        Ok(RoutingModeEval { accuracy: m.accuracy.value, reward_mean: m.mean_reward, flagged: agentrt_eval::Rate::new(flagged, batch.episodes.len()).value })
+    };
+    Ok(RoutingEval { step, both: mode((1.0, 1.0)).await?, retain_only: mode((1.0, 0.0)).await?, forget_only: mode((0.0, 1.0)).await? })
 }

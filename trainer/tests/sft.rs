@@ -6,7 +6,7 @@ use agentrt_policy::{AdamWConfig, Device, ModelSource, Policy, Tensor};
 use agentrt_rollout::{EpisodeSpec, Question, ScriptedPolicy};
 use agentrt_trainer::sft::{load_examples, validation_loss};
 use agentrt_trainer::sft_data::{read_conversations, TranscriptOptions};
-use agentrt_trainer::{sft, Learner, LearnerConfig, LossScale, Sample, SftConfig, SftRequest};
+use agentrt_trainer::{sft, Learner, LearnerConfig, LossScale, RunConfig, Sample, SftConfig, SftRequest};
 use std::path::{Path, PathBuf};
 
 fn tiny_model(dir: &Path) -> PathBuf {

@@ -7,7 +7,7 @@ use crate::sandbox_options::ToolOptions;
 use agentrt_policy::{ModelSource, Policy};
 use agentrt_rollout::Question;
 use agentrt_trainer::run_dir::DataOrder;
-use agentrt_trainer::TrainConfig;
+use agentrt_trainer::{RunConfig, TrainConfig};
 use std::path::{Path, PathBuf};
 
 /// The options both training benchmarks take.
