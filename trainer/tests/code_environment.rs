@@ -4,7 +4,7 @@
 
 use agentrt_rollout::{EpisodeOutcome, ScriptedPolicy};
 use agentrt_runtime::{NoWikiTools, Sandbox, SandboxConfig};
-use agentrt_trainer::TrainConfig;
+use agentrt_trainer::{RunConfig, TrainConfig};
 use std::collections::HashMap;
 use std::sync::Arc;
 
