@@ -1,9 +1,12 @@
-//! What the CLI tests share: the binary, the fixture questions and a short `agentrt train` on a tiny model.
+//! What the CLI tests share: the binary, the fixture questions and a short `agentrt train` on a tiny model;
+//! plug-ins built by their build scripts or by hand, and a sandbox that loads one.
 // Each test file uses its own part of this module.
 #![allow(dead_code)]
 
+use agentrt_runtime::{FixtureTools, ProgramError, Sandbox, SandboxConfig, SandboxError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 pub fn agentrt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agentrt"))
@@ -130,4 +133,75 @@ pub fn hand_written_plugin(dir: &Path, file: &str, describe: Describe, exported:
     let path = dir.join(file);
     std::fs::write(&path, wat::parse_str(&wat).unwrap_or_else(|e| panic!("{e}\n{wat}"))).unwrap();
     path
+}
+
+/// A sandbox on the fixture tools with the plug-in `wasm` loaded, or why it was refused.
+pub async fn load_plugin(wasm: PathBuf) -> Result<Sandbox, SandboxError> {
+    Sandbox::new(SandboxConfig { plugins: vec![wasm], ..SandboxConfig::default() }, Arc::new(FixtureTools::default())).await
+}
+
+/// A sandbox on the fixture tools with the plug-in `wasm` loaded.
+pub async fn sandbox_with_plugin(wasm: PathBuf) -> Sandbox {
+    let shown = wasm.display().to_string();
+    load_plugin(wasm).await.unwrap_or_else(|e| panic!("loading the plug-in {shown}: {e}"))
+}
+
+/// Runs `bash SCRIPT ARGS... WASM`, a plug-in's build script; the component it wrote.
+pub fn build_plugin(script: &Path, args: &[&str], wasm: PathBuf) -> PathBuf {
+    let output = Command::new("bash").arg(script).args(args).arg(&wasm).output().expect("running a plug-in's build script");
+    assert!(output.status.success(), "{} failed:\n{}\n{}", script.display(), String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(wasm.is_file(), "{} wrote no {}", script.display(), wasm.display());
+    wasm
+}
+
+/// The text-tools example (guest-tools/text-tools) in `lang` (`python` or `js`), built by its build script
+/// (which installs the pinned toolchain into `$AGENTRT_CACHE/toolchains` when it is missing) as `wasm`.
+pub fn build_text_tools_example(lang: &str, wasm: PathBuf) -> PathBuf {
+    build_plugin(&Path::new(env!("CARGO_MANIFEST_DIR")).join("guest-tools/text-tools/build.sh"), &[lang], wasm)
+}
+
+/// Calls every function of the text-tools example loaded in `sandbox` (written in `language`): strings,
+/// records, lists, options, results and negative integers cross the WIT boundary both ways, and a
+/// `result` function's error is an exception the program catches.
+pub async fn assert_text_tools_round_trip(sandbox: &Sandbox, language: &str) {
+    let names: Vec<String> = sandbox.plugins().signatures().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["explode", "first_integer", "repeat", "shift", "word_count", "words"]);
+    let program = format!(
+        r#"print(word_count("It's a tool, in {language}."))
+print(words("to be"))
+print(first_integer("from -42 to 7"), first_integer("no digits"))
+print(shift([1, -2, 9007199254740993], -10))
+print(repeat(text="ab", times=3))
+try:
+    repeat("ab", -1)
+except Exception as e:
+    print(type(e).__name__, e)
+"#
+    );
+    let report = sandbox.run(&program).await;
+    assert!(report.is_ok(), "{:?}\n{}", report.result, report.stdout);
+    assert_eq!(
+        report.stdout,
+        "5\n\
+         [{'end': 2, 'start': 0, 'word': 'to'}, {'end': 5, 'start': 3, 'word': 'be'}]\n\
+         -42 None\n\
+         [-9, -12, 9007199254740983]\n\
+         ababab\n\
+         RuntimeError repeat: times must be from 0 to 100, got -1\n"
+    );
+    assert_eq!(report.host_calls.len(), 7);
+}
+
+/// The tool's failure when `program` leaves it uncaught, (tool, message), which the model reads in the
+/// observation.
+pub async fn uncaught(sandbox: &Sandbox, program: &str) -> (String, String) {
+    let report = sandbox.run(program).await;
+    let observation = report.observation();
+    match report.result {
+        Err(ProgramError::ToolFailed { tool, message, .. }) => {
+            assert!(observation.contains(&message), "the model reads the message:\n{observation}");
+            (tool, message)
+        }
+        other => panic!("expected a tool failure from {program:?}, got {other:?}"),
+    }
 }
