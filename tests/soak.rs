@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use agentrt_trainer::StepMetrics;
-use common::{hand_written_plugin, Describe};
+use common::{hand_written_plugin, read_jsonl, Describe};
 
 /// The binary soaked: `AGENTRT_SOAK_BIN`, or this build's.
 fn agentrt() -> Command {
@@ -245,15 +245,6 @@ fn free_port() -> u16 {
 /// The repository's corpus and questions.
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/wiki").join(file)
-}
-
-fn read_jsonl(p: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{} line {}: {e}", p.display(), i + 1)))
-        .collect()
 }
 
 /// The index and the train questions of its pages: an existing index, or one built from the first

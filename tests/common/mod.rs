@@ -12,6 +12,70 @@ pub fn agentrt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agentrt"))
 }
 
+/// Runs `command` to its end, which must succeed; its stdout.
+pub fn succeed(command: &mut Command) -> String {
+    let out = command.output().unwrap_or_else(|e| panic!("running {command:?}: {e}"));
+    assert!(out.status.success(), "{command:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `agentrt ARGS`, which must succeed; its stdout.
+pub fn run_ok<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+    succeed(agentrt().args(args))
+}
+
+/// The rows of a JSON-lines file; a line that does not parse is named with the file.
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{} line {}: {e}", path.display(), i + 1)))
+        .collect()
+}
+
+/// A JSON file's value.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A run's `metrics.jsonl`, one value a step.
+pub fn metrics(run: &Path) -> Vec<serde_json::Value> {
+    read_jsonl(&run.join("metrics.jsonl"))
+}
+
+/// A run killed with SIGKILL at an arbitrary point after its second checkpoint, then resumed: `agentrt
+/// START` writes the run directory `run` (with more steps than it can reach), and `agentrt RESUME`, which
+/// must succeed, resumes it to `steps` steps. Each step is then in metrics.jsonl once, in order, and no
+/// half-written file is left. Returns the resumption's stdout and the run's metrics.
+pub fn kill_nine_then_resume(start: &[String], resume: &[String], run: &Path, steps: u64) -> (String, Vec<serde_json::Value>) {
+    let mut child = agentrt().args(start).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !run.join("checkpoint-2").join("trainer_state.json").exists() {
+        assert!(started.elapsed().as_secs() < 300, "no checkpoint-2 after 5 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stdout = run_ok(resume);
+    let metrics = metrics(run);
+    assert_eq!(metrics.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), (1..=steps).collect::<Vec<_>>(), "each step once, in order");
+    for entry in std::fs::read_dir(run).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        assert!(!name.ends_with(".partial") && !name.ends_with(".tmp"), "left over in {}: {name}", run.display());
+    }
+    (stdout, metrics)
+}
+
+/// Sets the value of `flag` in `args`, which must hold it (clap refuses a flag given twice, so a later one
+/// cannot override it).
+pub fn set_flag(args: &mut [String], flag: &str, value: &str) {
+    let at = args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("no {flag} in {args:?}"));
+    args[at + 1] = value.to_string();
+}
+
+/// A tiny random model in `dir`, as a safetensors directory.
 pub fn tiny_model(dir: &Path) -> PathBuf {
     agentrt_policy::tiny::tiny_model_dir(dir).unwrap()
 }
@@ -31,38 +95,14 @@ pub fn questions(dir: &Path) -> PathBuf {
 /// `agentrt train` on the fixture tools: `steps` steps of 2 questions x 2 rollouts, short replies, a
 /// checkpoint every step.
 pub fn train_args(model: &Path, questions: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
-    [
-        "train",
-        "--fixture",
-        "--no-progress",
-        "--model",
-        model.to_str().unwrap(),
-        "--set",
-        &format!("data.questions={}", questions.display()),
-        "--max-steps",
-        &steps.to_string(),
-        "--num-rollouts",
-        "2",
-        "--batch-size",
-        "2",
-        "--advantage",
-        "reinforce",
-        "--lr",
-        "1e-2",
-        "--set",
-        "run.save_steps=1",
-        "--set",
-        "rollout.max_new_tokens=16",
-        "--set",
-        "rollout.max_turns=2",
-        "--output-dir",
-        out.to_str().unwrap(),
-        "--run-name",
-        name,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    let (questions, steps) = (format!("data.questions={}", questions.display()), steps.to_string());
+    let flags: [&[&str]; 4] = [
+        &["train", "--fixture", "--no-progress", "--model", model.to_str().unwrap(), "--set", &questions, "--max-steps", &steps],
+        &["--num-rollouts", "2", "--batch-size", "2", "--advantage", "reinforce", "--lr", "1e-2", "--set", "run.save_steps=1"],
+        &["--set", "rollout.max_new_tokens=16", "--set", "rollout.max_turns=2"],
+        &["--output-dir", out.to_str().unwrap(), "--run-name", name],
+    ];
+    flags.concat().into_iter().map(String::from).collect()
 }
 
 /// What a hand-written plug-in's `metadata.describe()` does.
