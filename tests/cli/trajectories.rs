@@ -1,9 +1,7 @@
 //! `agentrt trajectories` end to end on the fixture tools: synthesised and rejection-sampled trajectories
 //! in the chat form with their manifest, and bad input named by file and line.
 
-mod common;
-
-use common::{agentrt, read_json, read_jsonl, run_ok};
+use crate::common::{agentrt, read_json, read_jsonl, run_ok};
 use std::path::{Path, PathBuf};
 
 fn questions(dir: &Path) -> PathBuf {

@@ -4,9 +4,7 @@
 //! `agentrt tool new --lang js` whose functions throw plain `Error`s, as plug-in authors write them. A
 //! thrown Error reaches the program and the model with its message, from any function.
 
-mod common;
-
-use common::{agentrt, assert_text_tools_round_trip, build_plugin, build_text_tools_example, sandbox_with_plugin, uncaught};
+use crate::common::{agentrt, assert_text_tools_round_trip, build_plugin, build_text_tools_example, sandbox_with_plugin, uncaught};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_javascript_example_plugin_round_trips_values_and_explains_a_crash() {

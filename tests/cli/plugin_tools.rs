@@ -7,9 +7,7 @@ use agentrt_runtime::{FixtureTools, InstanceReuse, Sandbox, SandboxConfig, Sandb
 use std::path::PathBuf;
 use std::sync::Arc;
 
-mod common;
-
-use common::{hand_written_plugin, load_plugin, sandbox_with_plugin, uncaught, Describe};
+use crate::common::{hand_written_plugin, load_plugin, sandbox_with_plugin, uncaught, Describe};
 
 async fn sandbox_with_word_stats() -> Sandbox {
     sandbox_with_plugin(PathBuf::from(EXAMPLE_PLUGIN_WASM)).await

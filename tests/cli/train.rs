@@ -3,9 +3,7 @@
 
 use std::path::Path;
 
-mod common;
-
-use common::{agentrt, kill_nine_then_resume, metrics, questions, read_json, read_jsonl, run_ok, succeed, tiny_model, train_args};
+use crate::common::{agentrt, kill_nine_then_resume, metrics, questions, read_json, read_jsonl, run_ok, succeed, tiny_model, train_args};
 
 #[test]
 fn train_writes_a_run_and_resumes_exactly() {

@@ -1,13 +1,12 @@
 //! What the CLI tests share: the binary, the fixture questions and a short `agentrt train` on a tiny model;
 //! plug-ins built by their build scripts or by hand, and a sandbox that loads one.
-// Each test file uses its own part of this module.
-#![allow(dead_code)]
 
 use agentrt_runtime::{FixtureTools, ProgramError, Sandbox, SandboxConfig, SandboxError};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+/// The `agentrt` binary of this build, as a command to add arguments to.
 pub fn agentrt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_agentrt"))
 }

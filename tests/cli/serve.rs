@@ -7,9 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
-mod common;
-
-use common::{agentrt, metrics, questions, read_jsonl, set_flag, succeed, tiny_model, train_args};
+use crate::common::{agentrt, metrics, questions, read_jsonl, set_flag, succeed, tiny_model, train_args};
 
 /// A running `agentrt serve`, killed when dropped.
 struct Server {

@@ -4,9 +4,7 @@
 //! integers cross the WIT boundary both ways; a Python exception reaches the program and the model with
 //! its message and without wasm frames; the stateless plug-in serves many calls from one instance.
 
-mod common;
-
-use common::{assert_text_tools_round_trip, build_text_tools_example, sandbox_with_plugin, uncaught};
+use crate::common::{assert_text_tools_round_trip, build_text_tools_example, sandbox_with_plugin, uncaught};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_example_plugin_round_trips_every_kind_of_value() {

@@ -3,9 +3,7 @@
 //! with `agentrt train --init-adapter`, whose first step's KL to its reference is zero (the reference is the
 //! warm-started model).
 
-mod common;
-
-use common::{agentrt, kill_nine_then_resume, metrics, read_json, run_ok, set_flag, succeed, tiny_model, train_args};
+use crate::common::{agentrt, kill_nine_then_resume, metrics, read_json, run_ok, set_flag, succeed, tiny_model, train_args};
 use std::path::{Path, PathBuf};
 
 fn chat_data(dir: &Path) -> PathBuf {

@@ -2,8 +2,7 @@
 //! small tasks: the commands run, log the reward's parts, and write pass@k and per-task results that a
 //! stopped evaluation resumes from.
 
-mod common;
-use common::{agentrt, metrics, read_json, succeed, tiny_model};
+use crate::common::{agentrt, metrics, read_json, succeed, tiny_model};
 use std::path::{Path, PathBuf};
 
 /// Two tasks in HumanEval's format, with their splits.
