@@ -13,6 +13,6 @@ mkdir -p "$WORK"
 AGENTRT=${AGENTRT:-target/release/agentrt}
 [ -x "$AGENTRT" ] || cargo build --release --bin agentrt
 
-guest-tools/text-tools/python/build.sh "$WORK/text_tools_py.wasm"
-guest-tools/text-tools/js/build.sh "$WORK/text_tools_js.wasm"
+guest-tools/text-tools/build.sh python "$WORK/text_tools_py.wasm"
+guest-tools/text-tools/build.sh js "$WORK/text_tools_js.wasm"
 "$AGENTRT" bench plugins --calls "$CALLS" --tool python="$WORK/text_tools_py.wasm" --tool js="$WORK/text_tools_js.wasm"

@@ -1,8 +1,10 @@
 //! Bar charts: evaluation metrics, optionally with confidence-interval whiskers, and grouped bars
 //! comparing several runs on several metrics.
 
+use std::ops::Range;
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -100,23 +102,7 @@ fn draw_bars(area: &Area<'_>, chart: &BarChart) -> Result<(), DrawError> {
         return style::draw_no_data(area, &chart.title);
     };
     let labels: Vec<String> = chart.bars.iter().map(|b| b.label.clone()).collect();
-    let n = labels.len();
-
-    let mut ctx = ChartBuilder::on(area)
-        .caption(&chart.title, style::title_font())
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(Categories(n), y_range)?;
-    ctx.configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n)
-        .x_label_formatter(&|x| axis::category_label(&labels, *x))
-        .y_desc(chart.y_label.as_str())
-        .light_line_style(TRANSPARENT)
-        .label_style(style::label_font())
-        .axis_desc_style(style::label_font())
-        .draw()?;
+    let mut ctx = category_plot(area, &chart.title, &chart.y_label, &labels, y_range)?;
 
     let color = style::color(0);
     for (i, bar) in chart.bars.iter().enumerate() {
@@ -150,23 +136,7 @@ fn draw_grouped(area: &Area<'_>, title: &str, y_label: &str, groups: &[String], 
     let Some(y_range) = axis::bar_range(values, reserve) else {
         return style::draw_no_data(area, title);
     };
-    let n = groups.len();
-
-    let mut ctx = ChartBuilder::on(area)
-        .caption(title, style::title_font())
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(Categories(n), y_range)?;
-    ctx.configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n)
-        .x_label_formatter(&|x| axis::category_label(groups, *x))
-        .y_desc(y_label)
-        .light_line_style(TRANSPARENT)
-        .label_style(style::label_font())
-        .axis_desc_style(style::label_font())
-        .draw()?;
+    let mut ctx = category_plot(area, title, y_label, groups, y_range)?;
 
     let slot = 0.8 / series.len() as f64;
     for (j, (name, values)) in series.iter().enumerate() {
@@ -177,11 +147,32 @@ fn draw_grouped(area: &Area<'_>, title: &str, y_label: &str, groups: &[String], 
         });
         ctx.draw_series(bars)?.label(name.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    ctx.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(style::label_font())
+    style::draw_legend(&mut ctx)
+}
+
+/// The plot of a bar chart, its axes drawn: one slot per label along x (the label under it, no vertical
+/// grid lines), `y_range` up.
+fn category_plot<'a, 'b>(
+    area: &'a Area<'b>,
+    title: &str,
+    y_label: &str,
+    labels: &[String],
+    y_range: Range<f64>,
+) -> Result<ChartContext<'a, BitMapBackend<'b>, Cartesian2d<Categories, RangedCoordf64>>, DrawError> {
+    let mut ctx = ChartBuilder::on(area)
+        .caption(title, style::title_font())
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(Categories(labels.len()), y_range)?;
+    ctx.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(labels.len())
+        .x_label_formatter(&|x| axis::category_label(labels, *x))
+        .y_desc(y_label)
+        .light_line_style(TRANSPARENT)
+        .label_style(style::label_font())
+        .axis_desc_style(style::label_font())
         .draw()?;
-    Ok(())
+    Ok(ctx)
 }

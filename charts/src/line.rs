@@ -95,12 +95,7 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
     }
 
     if chart.series.len() > 1 {
-        ctx.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(style::label_font())
-            .draw()?;
+        style::draw_legend(&mut ctx)?;
     }
     Ok(())
 }

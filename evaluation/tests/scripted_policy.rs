@@ -5,8 +5,25 @@ use agentrt_eval::{compare, read_results, write_report, EvalInfo, Metrics, Rate}
 use agentrt_rollout::{EpisodeOutcome, EpisodeRunner, EpisodeSpec, Question, RandomPolicy, ScriptedPolicy};
 use std::collections::HashMap;
 
-fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
-    Question { id: id.into(), question: question.into(), answers: vec![answer.into()], page: Some(page.into()), split: Some("dev".into()) }
+/// Four dev questions about the fixture pages: (id, question, answer, gold page).
+const FIXTURE_QUESTIONS: [(&str, &str, &str, &str); 4] = [
+    ("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos"),
+    ("capital", "What is the capital of France?", "Paris", "paris"),
+    ("discoverer", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen"),
+    ("symbol", "What is the chemical symbol of oxygen?", "O", "oxygen"),
+];
+
+fn fixture_questions() -> Vec<Question> {
+    FIXTURE_QUESTIONS
+        .iter()
+        .map(|&(id, question, answer, page)| Question {
+            id: id.into(),
+            question: question.into(),
+            answers: vec![answer.into()],
+            page: Some(page.into()),
+            split: Some("dev".into()),
+        })
+        .collect()
 }
 
 fn program(code: &str) -> String {
@@ -19,12 +36,7 @@ async fn runner(max_turns: usize) -> EpisodeRunner {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripted_episodes_give_exact_metrics() {
-    let questions = vec![
-        q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos"),
-        q("capital", "What is the capital of France?", "Paris", "paris"),
-        q("discoverer", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen"),
-        q("symbol", "What is the chemical symbol of oxygen?", "O", "oxygen"),
-    ];
+    let questions = fixture_questions();
     let scripts: HashMap<String, Vec<String>> = [
         (
             "broncos",
@@ -98,7 +110,7 @@ async fn scripted_episodes_give_exact_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_baseline_reads_then_answers_from_what_it_read() {
-    let questions = vec![q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos")];
+    let questions = vec![fixture_questions().remove(0)];
     let batch = runner(4).await.run(&RandomPolicy::new(5), &questions).await.unwrap();
     let ep = &batch.episodes[0];
     assert_eq!(ep.turns.len(), 2, "{:?}", ep.turns);
@@ -112,12 +124,7 @@ async fn random_baseline_reads_then_answers_from_what_it_read() {
 /// a policy whose replies follow the question is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collapsed_policy_is_flagged_degenerate_and_a_normal_one_is_not() {
-    let questions = vec![
-        q("broncos", "Who did the Broncos defeat in Super Bowl 50?", "Carolina Panthers", "denver_broncos"),
-        q("capital", "What is the capital of France?", "Paris", "paris"),
-        q("discoverer", "Who discovered oxygen?", "Carl Wilhelm Scheele", "oxygen"),
-        q("symbol", "What is the chemical symbol of oxygen?", "O", "oxygen"),
-    ];
+    let questions = fixture_questions();
     let runner = runner(3).await;
     let collapsed: HashMap<String, Vec<String>> = questions.iter().map(|q| (q.id.clone(), vec!["<answer>Paris</answer>".to_string()])).collect();
     let batch = runner.run(&ScriptedPolicy::new(collapsed), &questions).await.unwrap();

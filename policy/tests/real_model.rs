@@ -11,16 +11,24 @@ fn smollm2_greedy_answers_paris() {
     let prompt = p.chat_prompt(&[Message::user("What is the capital of France?")]).unwrap();
     let text = p.template.render(&[Message::user("What is the capital of France?")], true).unwrap();
     assert!(text.contains("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"), "{text}");
-    let params = SamplingParams { temperature: 0.0, max_tokens: 24, ..Default::default() };
-    let out = p.sample(std::slice::from_ref(&prompt), &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
-    assert!(out[0].text.contains("Paris"), "answer: {:?}", out[0].text);
+    let (answer, gaps) = greedy_with_gaps(&p, &prompt, 24);
+    assert!(answer.contains("Paris"), "answer: {answer:?}");
     // The sampled log-probs are those the training forward gives on the same ids.
-    let mut full = prompt.clone();
+    for (k, gap) in gaps.iter().enumerate() {
+        assert!(*gap < 2e-3, "token {k}: the sampled log-prob and the training forward's differ by {gap}");
+    }
+}
+
+/// The greedy reply of `p` to `prompt`, at most `max_tokens`, and for each of its tokens the gap between
+/// the log-prob sampling gave it and the one the training forward gives on the same ids.
+fn greedy_with_gaps(p: &Policy, prompt: &[u32], max_tokens: usize) -> (String, Vec<f32>) {
+    let params = SamplingParams { temperature: 0.0, max_tokens, ..Default::default() };
+    let out = p.sample(&[prompt.to_vec()], &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
+    let mut full = prompt.to_vec();
     full.extend(&out[0].token_ids);
     let lp = p.token_logprobs(&[full], &[]).unwrap().squeeze(0).unwrap().to_vec1::<f32>().unwrap();
-    for (k, &x) in out[0].logprobs.iter().enumerate() {
-        assert!((lp[prompt.len() - 1 + k] - x).abs() < 2e-3, "token {k}: {x} vs {}", lp[prompt.len() - 1 + k]);
-    }
+    let gaps = out[0].logprobs.iter().enumerate().map(|(k, &x)| (lp[prompt.len() - 1 + k] - x).abs()).collect();
+    (out[0].text.clone(), gaps)
 }
 
 #[test]
@@ -51,13 +59,8 @@ fn int8_decoding_answers_alike_within_a_small_log_prob_gap() {
     p.decoder.decode_activations = agentrt_policy::DecodeActivations::Int8;
     let question = [Message::user("What is the capital of France? Answer in one sentence, then name three of its museums.")];
     let prompt = p.chat_prompt(&question).unwrap();
-    let params = SamplingParams { temperature: 0.0, max_tokens: 48, ..Default::default() };
-    let out = p.sample(std::slice::from_ref(&prompt), &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap();
-    assert!(out[0].text.contains("Paris"), "answer: {:?}", out[0].text);
-    let mut full = prompt.clone();
-    full.extend(&out[0].token_ids);
-    let lp = p.token_logprobs(&[full], &[]).unwrap().squeeze(0).unwrap().to_vec1::<f32>().unwrap();
-    let gaps: Vec<f32> = out[0].logprobs.iter().enumerate().map(|(k, &x)| (lp[prompt.len() - 1 + k] - x).abs()).collect();
+    let (answer, gaps) = greedy_with_gaps(&p, &prompt, 48);
+    assert!(answer.contains("Paris"), "answer: {answer:?}");
     let mean = gaps.iter().sum::<f32>() / gaps.len() as f32;
     let max = gaps.iter().fold(0f32, |a, &g| a.max(g));
     eprintln!("int8 decoding against the training forward, {} tokens: mean |gap| {mean:.4}, max {max:.4} nats", gaps.len());

@@ -74,14 +74,21 @@ fn every_lora_parameter_gets_a_nonzero_gradient() {
     }
 }
 
+/// The log-probs of the two sequences `s` unrouted, and with the second routed to the forget adapter, which
+/// must be the same values: routing decides where gradients go, not the function.
+fn plain_and_routed(p: &Policy, s: &[Vec<u32>]) -> (Tensor, Tensor) {
+    let plain = p.token_logprobs(s, &[]).unwrap();
+    let routed = p.token_logprobs(s, &[false, true]).unwrap();
+    let d = max_abs(&plain, &routed);
+    assert!(d < 2e-5, "routing changed the function by {d}");
+    (plain, routed)
+}
+
 #[test]
 fn routing_is_exact_values_unchanged_retain_sees_only_unrouted_samples() {
     let p = with_adapters(Arch::Llama, true);
     let s = seqs();
-    let plain = p.token_logprobs(&s, &[]).unwrap();
-    let routed = p.token_logprobs(&s, &[false, true]).unwrap();
-    let d = max_abs(&plain, &routed);
-    assert!(d < 2e-5, "routing changed the function by {d}");
+    let (plain, routed) = plain_and_routed(&p, &s);
     // Retain gradient of the mixed batch == retain gradient of the unrouted sample alone.
     let g_mixed = routed.sum_all().unwrap().backward().unwrap();
     let only0 = p.token_logprobs(&s[..1], &[]).unwrap();
@@ -104,10 +111,7 @@ fn exclusive_routing_partitions_the_batch_between_the_adapters() {
     let mut p = with_adapters(Arch::Qwen2, true);
     p.set_routing(Routing::Exclusive);
     let s = seqs();
-    let plain = p.token_logprobs(&s, &[]).unwrap();
-    let mixed = p.token_logprobs(&s, &[false, true]).unwrap();
-    let d = max_abs(&plain, &mixed);
-    assert!(d < 2e-5, "routing changed the function by {d}");
+    let (_, mixed) = plain_and_routed(&p, &s);
     let g_mixed = mixed.sum_all().unwrap().backward().unwrap();
     let g0 = p.token_logprobs(&s[..1], &[]).unwrap().sum_all().unwrap().backward().unwrap();
     let g1 = p.token_logprobs(&s[1..], &[true]).unwrap().sum_all().unwrap().backward().unwrap();

@@ -72,35 +72,27 @@ fn fenced_block(reply: &str) -> Option<(usize, String)> {
 mod tests {
     use super::*;
 
+    /// Replies and the action each parses to, with what it shows.
     #[test]
-    fn fenced_python_block() {
-        let reply = "Let me search.\n```python\nhits = search_pages(\"x\")\nprint(hits)\n```\n";
-        assert_eq!(parse_reply(reply), ReplyAction::Program("hits = search_pages(\"x\")\nprint(hits)\n".into()));
-    }
-
-    #[test]
-    fn seed_one_call_form() {
-        assert_eq!(parse_reply("<tool>search_pages(\"Denver\")</tool>"), ReplyAction::Program("search_pages(\"Denver\")".into()));
-    }
-
-    #[test]
-    fn other_languages_are_skipped() {
-        let reply = "```json\n{}\n```\n```py\nprint(1)\n```";
-        assert_eq!(parse_reply(reply), ReplyAction::Program("print(1)\n".into()));
-    }
-
-    #[test]
-    fn answer_and_unclosed_answer() {
-        assert_eq!(parse_reply("<answer> Paris </answer>"), ReplyAction::Answer("Paris".into()));
-        assert_eq!(parse_reply("so <answer>Paris"), ReplyAction::Answer("Paris".into()));
-        assert_eq!(parse_reply("I don't know"), ReplyAction::Nothing);
-    }
-
-    #[test]
-    fn program_before_answer_runs_first() {
-        let reply = "<tool>read_section(\"a:b\")</tool> <answer>x</answer>";
-        assert_eq!(parse_reply(reply), ReplyAction::Program("read_section(\"a:b\")".into()));
-        let reply = "<answer>x</answer> <tool>read_section(\"a:b\")</tool>";
-        assert_eq!(parse_reply(reply), ReplyAction::Answer("x".into()));
+    fn each_reply_parses_to_its_action() {
+        let program = |code: &str| ReplyAction::Program(code.into());
+        let answer = |text: &str| ReplyAction::Answer(text.into());
+        let cases = [
+            (
+                "a fenced python block",
+                "Let me search.\n```python\nhits = search_pages(\"x\")\nprint(hits)\n```\n",
+                program("hits = search_pages(\"x\")\nprint(hits)\n"),
+            ),
+            ("the seed's one-call form", "<tool>search_pages(\"Denver\")</tool>", program("search_pages(\"Denver\")")),
+            ("other languages are skipped", "```json\n{}\n```\n```py\nprint(1)\n```", program("print(1)\n")),
+            ("an answer", "<answer> Paris </answer>", answer("Paris")),
+            ("an unclosed answer", "so <answer>Paris", answer("Paris")),
+            ("neither", "I don't know", ReplyAction::Nothing),
+            ("a program before an answer runs first", "<tool>read_section(\"a:b\")</tool> <answer>x</answer>", program("read_section(\"a:b\")")),
+            ("an answer before a program is the answer", "<answer>x</answer> <tool>read_section(\"a:b\")</tool>", answer("x")),
+        ];
+        for (what, reply, action) in cases {
+            assert_eq!(parse_reply(reply), action, "{what}: {reply:?}");
+        }
     }
 }

@@ -57,8 +57,7 @@ struct RawPage {
 /// Parse JSON Lines bytes; `path` is only used in error messages. Blank lines are skipped.
 pub fn parse_jsonl(path: &Path, bytes: &[u8]) -> Result<Vec<Page>, SearchError> {
     let bad = |line: usize, message: String| SearchError::BadRecord { path: path.to_path_buf(), line, message };
-    let mut pages = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut pages = UniquePages::default();
     for (i, raw_line) in bytes.split(|&b| b == b'\n').enumerate() {
         let line_no = i + 1;
         let text = std::str::from_utf8(raw_line).map_err(|e| bad(line_no, format!("not UTF-8: {e}")))?;
@@ -68,13 +67,29 @@ pub fn parse_jsonl(path: &Path, bytes: &[u8]) -> Result<Vec<Page>, SearchError> 
         }
         let raw: RawPage = serde_json::from_str(text).map_err(|e| bad(line_no, format!("malformed JSON: {e}")))?;
         let page = complete(raw).map_err(|field| bad(line_no, format!("missing field {field:?}")))?;
-        if let Some(&first_line) = seen.get(&page.id) {
-            return Err(SearchError::DuplicatePage { path: path.to_path_buf(), line: line_no, first_line, id: page.id });
-        }
-        seen.insert(page.id.clone(), line_no);
-        pages.push(page);
+        pages.push(page, path, line_no)?;
     }
-    Ok(pages)
+    Ok(pages.pages)
+}
+
+/// Pages in the order read, each id once.
+#[derive(Default)]
+struct UniquePages {
+    pages: Vec<Page>,
+    /// The line (or row) each id was read at.
+    first_line: HashMap<String, usize>,
+}
+
+impl UniquePages {
+    /// Adds `page`, read at `line` of `path`; a page whose id was read before is an error naming both lines.
+    fn push(&mut self, page: Page, path: &Path, line: usize) -> Result<(), SearchError> {
+        if let Some(&first_line) = self.first_line.get(&page.id) {
+            return Err(SearchError::DuplicatePage { path: path.to_path_buf(), line, first_line, id: page.id });
+        }
+        self.first_line.insert(page.id.clone(), line);
+        self.pages.push(page);
+        Ok(())
+    }
 }
 
 fn complete(raw: RawPage) -> Result<Page, &'static str> {
@@ -108,8 +123,7 @@ fn parse_parquet(path: &Path, bytes: Vec<u8>) -> Result<Vec<Page>, SearchError> 
         None
     }
 
-    let mut pages = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut pages = UniquePages::default();
     let mut row = 0usize;
     for batch in reader {
         let batch = batch.map_err(|e| bad(row + 1, format!("cannot decode Parquet batch: {e}")))?;
@@ -124,14 +138,10 @@ fn parse_parquet(path: &Path, bytes: Vec<u8>) -> Result<Vec<Page>, SearchError> 
             row += 1;
             let raw = RawPage { id: cols[0](i).map(str::to_owned), title: cols[1](i).map(str::to_owned), content: cols[2](i).map(str::to_owned) };
             let page = complete(raw).map_err(|field| bad(row, format!("row {row}: missing field {field:?}")))?;
-            if let Some(&first_line) = seen.get(&page.id) {
-                return Err(SearchError::DuplicatePage { path: path.to_path_buf(), line: row, first_line, id: page.id });
-            }
-            seen.insert(page.id.clone(), row);
-            pages.push(page);
+            pages.push(page, path, row)?;
         }
     }
-    Ok(pages)
+    Ok(pages.pages)
 }
 
 #[cfg(not(feature = "parquet"))]

@@ -6,7 +6,7 @@
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::tiny::{tiny_config, tiny_policy, tiny_policy_with};
 use agentrt_policy::{Arch, LoraConfig, Message, ModelConfig, Policy, SamplingParams};
-use agentrt_serve::{ServeConfig, ServerState};
+use agentrt_serve::{EngineStats, ServeConfig, ServerState};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,14 +154,24 @@ async fn a_client_that_leaves_mid_stream_frees_its_slot() {
     // is `abandoned`, never admitted).
     let r = streaming(&url, &long).await;
     drop(r);
-    let started = std::time::Instant::now();
-    while state.stats().cancelled == 0 {
-        assert!(started.elapsed() < Duration::from_secs(60), "the row was never cancelled: {:?}", state.stats());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
-    assert_eq!(status, 200, "{v}");
+    wait_for(&state, "the row was cancelled", |stats| stats.cancelled > 0).await;
+    short_request(&url).await;
     assert_eq!(state.stats().cancelled, 1);
+}
+
+/// Waits until the server's statistics show `what` (`happened`), for a minute at most.
+async fn wait_for(state: &ServerState, what: &str, happened: impl Fn(&EngineStats) -> bool) {
+    let started = std::time::Instant::now();
+    while !happened(&state.stats()) {
+        assert!(started.elapsed() < Duration::from_secs(60), "a minute passed before {what}: {:?}", state.stats());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A request for four tokens, which must be answered.
+async fn short_request(url: &str) {
+    let (status, v) = post(url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
+    assert_eq!(status, 200, "{v}");
 }
 
 /// Opens a streamed request (with log-probs, so each token is a chunk) and reads until its first token.
@@ -192,8 +202,7 @@ async fn a_short_request_finishes_while_four_long_ones_still_run() {
     for _ in 0..4 {
         longs.push(streaming(&url, &long_reply("tiny", 6000)).await);
     }
-    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
-    assert_eq!(status, 200, "{v}");
+    short_request(&url).await;
     for (i, r) in longs.iter_mut().enumerate() {
         let more = r.chunk().await.unwrap();
         assert!(more.is_some_and(|c| !String::from_utf8_lossy(&c).contains("[DONE]")), "long request {i} ended before the short one");
@@ -214,13 +223,8 @@ async fn a_long_prompt_is_read_in_chunks_and_does_not_stall_a_short_request() {
         let url = url.clone();
         async move { post(&url, "/chat/completions", &long).await }
     });
-    let started = std::time::Instant::now();
-    while state.stats().prompt_tokens == 0 {
-        assert!(started.elapsed() < Duration::from_secs(60), "the long prompt was never read: {:?}", state.stats());
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 4}))).await;
-    assert_eq!(status, 200, "{v}");
+    wait_for(&state, "the long prompt was read", |stats| stats.prompt_tokens > 0).await;
+    short_request(&url).await;
     assert!(!long.is_finished(), "the long prompt was read before the short request ended: {:?}", state.stats());
     let (status, v) = long.await.unwrap();
     assert_eq!(status, 200, "{v}");

@@ -9,11 +9,19 @@ use std::path::{Path, PathBuf};
 /// The contract every plug-in includes, as the host reads it.
 const CONTRACT: &str = include_str!("../../wit/agentrt-tools.wit");
 
-/// The toolchain versions the projects pin: the ones the examples in `guest-tools/` are built and
-/// tested with.
+/// The wit-bindgen version a Rust project pins: the one the examples in `guest-tools/` are built with.
 const WIT_BINDGEN: &str = "0.57";
-const COMPONENTIZE_PY: &str = "0.25.1";
-const COMPONENTIZE_JS: &str = "0.23.0";
+
+/// The build scripts of Python and JavaScript projects. Each pins its toolchain on its `VERSION=` line,
+/// the one place that version is written; the text-tools example in `guest-tools/` is built by the same
+/// scripts.
+const PYTHON_BUILD: &str = include_str!("tool_templates/python/build.sh");
+const JS_BUILD: &str = include_str!("tool_templates/js/build.sh");
+
+/// The toolchain version a build script pins: the value of its `VERSION=` line.
+fn pinned_version(build_script: &'static str) -> &'static str {
+    build_script.lines().find_map(|line| line.strip_prefix("VERSION=")).expect("a build.sh template pins its toolchain on a `VERSION=` line")
+}
 
 /// Arguments of `agentrt tool`.
 #[derive(clap::Args)]
@@ -102,15 +110,12 @@ const RUST: &[Template] = &[
 
 const PYTHON: &[Template] = &[
     file("app.py", include_str!("tool_templates/python/app.py")),
-    script("build.sh", include_str!("tool_templates/python/build.sh")),
+    script("build.sh", PYTHON_BUILD),
     file("README.md", include_str!("tool_templates/python/README.md")),
 ];
 
-const JS: &[Template] = &[
-    file("tool.js", include_str!("tool_templates/js/tool.js")),
-    script("build.sh", include_str!("tool_templates/js/build.sh")),
-    file("README.md", include_str!("tool_templates/js/README.md")),
-];
+const JS: &[Template] =
+    &[file("tool.js", include_str!("tool_templates/js/tool.js")), script("build.sh", JS_BUILD), file("README.md", include_str!("tool_templates/js/README.md"))];
 
 impl Lang {
     fn templates(self) -> &'static [Template] {
@@ -199,8 +204,8 @@ fn fill(template: &str, name: &str) -> String {
         .replace("{{name}}", name)
         .replace("{{snake}}", &name.replace('-', "_"))
         .replace("{{wit_bindgen}}", WIT_BINDGEN)
-        .replace("{{componentize_py}}", COMPONENTIZE_PY)
-        .replace("{{componentize_js}}", COMPONENTIZE_JS)
+        .replace("{{componentize_py}}", pinned_version(PYTHON_BUILD))
+        .replace("{{componentize_js}}", pinned_version(JS_BUILD))
 }
 
 #[cfg(unix)]
@@ -333,6 +338,14 @@ mod tests {
         }
         for bad in ["", "Weather", "unit_convert", "-a", "a-", "a--b", "2fa", "a-2b", "über", "a b", "../x", "world", "fn"] {
             assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_build_scripts_pin_a_version() {
+        for script in [PYTHON_BUILD, JS_BUILD] {
+            let version = pinned_version(script);
+            assert!(!version.is_empty() && version.split('.').all(|part| part.parse::<u32>().is_ok()), "VERSION={version}");
         }
     }
 

@@ -1,4 +1,4 @@
-"""The text-tools example plug-in in Python (componentize-py). Build: ./build.sh
+"""The text-tools example plug-in in Python (componentize-py). Build: ../build.sh python
 
 componentize-py generates the `wit_world` package from the WIT at build time; every exported
 interface is a class named after it, with one method per WIT function (kebab-case becomes

@@ -7,10 +7,8 @@
 //! `1e-5 · Σ|x·w|` (the tests hold it there), far below what a sampled token's log-probability can show.
 
 use super::generic::{by_format, q4k_scale_min, BlockFormat, Q8Rows, BLOCK};
+use super::GROUP;
 use std::arch::x86_64::*;
-
-/// Input rows whose accumulators share one pass over the weights.
-const GROUP: usize = 8;
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -28,17 +26,7 @@ pub(super) unsafe fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m
     let full = k / 8 * 8;
     for (o, wr) in out_rows.chunks_mut(m).zip(w_rows.chunks(k)) {
         for b0 in (0..m).step_by(GROUP) {
-            let g = (m - b0).min(GROUP);
-            match g {
-                8 => f32_group::<8>(x, wr, o, b0, k, full),
-                7 => f32_group::<7>(x, wr, o, b0, k, full),
-                6 => f32_group::<6>(x, wr, o, b0, k, full),
-                5 => f32_group::<5>(x, wr, o, b0, k, full),
-                4 => f32_group::<4>(x, wr, o, b0, k, full),
-                3 => f32_group::<3>(x, wr, o, b0, k, full),
-                2 => f32_group::<2>(x, wr, o, b0, k, full),
-                _ => f32_group::<1>(x, wr, o, b0, k, full),
-            }
+            by_group_size!((m - b0).min(GROUP), f32_group::<_>(x, wr, o, b0, k, full));
         }
     }
 }
@@ -78,17 +66,7 @@ unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f3
     let format = BlockFormat::from_id(F);
     for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(k))) {
         for b0 in (0..m).step_by(GROUP) {
-            let g = (m - b0).min(GROUP);
-            match g {
-                8 => block_group::<8, F>(x, row, o, b0, k),
-                7 => block_group::<7, F>(x, row, o, b0, k),
-                6 => block_group::<6, F>(x, row, o, b0, k),
-                5 => block_group::<5, F>(x, row, o, b0, k),
-                4 => block_group::<4, F>(x, row, o, b0, k),
-                3 => block_group::<3, F>(x, row, o, b0, k),
-                2 => block_group::<2, F>(x, row, o, b0, k),
-                _ => block_group::<1, F>(x, row, o, b0, k),
-            }
+            by_group_size!((m - b0).min(GROUP), block_group::<_, F>(x, row, o, b0, k));
         }
     }
 }
@@ -152,16 +130,7 @@ unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut
     let m = x.m;
     for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(x.k))) {
         for b0 in (0..m).step_by(GROUP) {
-            match (m - b0).min(GROUP) {
-                8 => q8_group::<8, F>(x, row, o, b0),
-                7 => q8_group::<7, F>(x, row, o, b0),
-                6 => q8_group::<6, F>(x, row, o, b0),
-                5 => q8_group::<5, F>(x, row, o, b0),
-                4 => q8_group::<4, F>(x, row, o, b0),
-                3 => q8_group::<3, F>(x, row, o, b0),
-                2 => q8_group::<2, F>(x, row, o, b0),
-                _ => q8_group::<1, F>(x, row, o, b0),
-            }
+            by_group_size!((m - b0).min(GROUP), q8_group::<_, F>(x, row, o, b0));
         }
     }
 }

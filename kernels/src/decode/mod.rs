@@ -15,6 +15,29 @@
 
 mod generic;
 
+/// Input rows whose accumulators share one pass over the weights in the intrinsics paths: as many as
+/// stay in registers beside a weight chunk (or an unpacked block) reused across them.
+#[cfg(target_arch = "x86_64")]
+const GROUP: usize = 8;
+
+/// `by_group_size!(rows, f::<_, F>(args))` calls `f::<rows, F>(args)` for `rows` from 1 to [`GROUP`]: one
+/// instance of `f` per group size, so that a group's accumulators are an array of registers. (Defined
+/// before the modules that use it, which see it by textual scope.)
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_group_size {
+    ($rows:expr, $f:ident::<_ $(, $generic:ident)*>($($arg:expr),* $(,)?)) => {
+        match $rows {
+            8 => $f::<8 $(, $generic)*>($($arg),*),
+            7 => $f::<7 $(, $generic)*>($($arg),*),
+            6 => $f::<6 $(, $generic)*>($($arg),*),
+            5 => $f::<5 $(, $generic)*>($($arg),*),
+            4 => $f::<4 $(, $generic)*>($($arg),*),
+            3 => $f::<3 $(, $generic)*>($($arg),*),
+            2 => $f::<2 $(, $generic)*>($($arg),*),
+            _ => $f::<1 $(, $generic)*>($($arg),*),
+        }
+    };
+}
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -43,13 +66,13 @@ pub fn rows_f32(path: KernelPath, x: &[f32], w_rows: &[f32], out_rows: &mut [f32
     match path {
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 => {
-            assert!(path.is_supported(), "decode: the avx512 path on a CPU without it");
+            assert_supported(path);
             // SAFETY: the CPU has the features (checked).
             unsafe { avx512::rows_f32(x, w_rows, out_rows, m, k) }
         }
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx2 => {
-            assert!(path.is_supported(), "decode: the avx2 path on a CPU without it");
+            assert_supported(path);
             // SAFETY: as above.
             unsafe { avx2::rows_f32(x, w_rows, out_rows, m, k) }
         }
@@ -66,24 +89,17 @@ pub fn rows_f32(path: KernelPath, x: &[f32], w_rows: &[f32], out_rows: &mut [f32
 pub fn rows_blocks(path: KernelPath, format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
     let bw = format.block_weights();
     assert!(k > 0 && k.is_multiple_of(bw) && x.len() == m * k, "decode rows_blocks: input of {} values is not {m} × {k} (k a multiple of {bw})", x.len());
-    assert!(m <= MAX_ROWS, "decode rows_blocks: {m} input rows, at most {MAX_ROWS}");
-    let row_bytes = format.row_bytes(k);
-    assert!(
-        rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m,
-        "decode rows_blocks: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows",
-        rows.len(),
-        out_rows.len()
-    );
+    check_block_rows("rows_blocks", format, rows, out_rows, m, k);
     match path {
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 => {
-            assert!(path.is_supported(), "decode: the avx512 path on a CPU without it");
+            assert_supported(path);
             // SAFETY: the CPU has the features (checked).
             unsafe { avx512::rows_blocks(format, x, rows, out_rows, m, k) }
         }
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx2 => {
-            assert!(path.is_supported(), "decode: the avx2 path on a CPU without it");
+            assert_supported(path);
             // SAFETY: as above.
             unsafe { avx2::rows_blocks(format, x, rows, out_rows, m, k) }
         }
@@ -104,23 +120,35 @@ pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &
         k > 0 && k.is_multiple_of(bw) && x.q.len() == m * k && x.scale.len() == m * k / BLOCK && x.scaled_sum_by_run.len() == x.scale.len(),
         "decode rows_blocks_q8: quantised input is not {m} × {k} (k a multiple of {bw})"
     );
-    assert!(m <= MAX_ROWS, "decode rows_blocks_q8: {m} input rows, at most {MAX_ROWS}");
-    let row_bytes = format.row_bytes(k);
-    assert!(
-        rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m,
-        "decode rows_blocks_q8: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows",
-        rows.len(),
-        out_rows.len()
-    );
+    check_block_rows("rows_blocks_q8", format, rows, out_rows, m, k);
     match path {
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 | KernelPath::Avx2 => {
-            assert!(path.is_supported(), "decode: the {path} path on a CPU without it");
+            assert_supported(path);
             // SAFETY: the CPU has the features (checked; the AVX-512 path needs AVX2, FMA and F16C too).
             unsafe { avx2::rows_blocks_q8(format, x, rows, out_rows) }
         }
         _ => generic::rows_blocks_q8(format, x, rows, out_rows),
     }
+}
+
+/// Panics unless `m` is at most [`MAX_ROWS`] and `rows` is whole rows of `k` weights in `format` with `m`
+/// outputs each in `out_rows`; `op` names the caller.
+fn check_block_rows(op: &str, format: BlockFormat, rows: &[u8], out_rows: &[f32], m: usize, k: usize) {
+    assert!(m <= MAX_ROWS, "decode {op}: {m} input rows, at most {MAX_ROWS}");
+    let row_bytes = format.row_bytes(k);
+    assert!(
+        rows.len().is_multiple_of(row_bytes) && out_rows.len() == rows.len() / row_bytes * m,
+        "decode {op}: {} bytes and {} outputs for {format:?} rows of {k}, {m} input rows",
+        rows.len(),
+        out_rows.len()
+    );
+}
+
+/// Panics unless this CPU has the features of `path`: what makes calling its kernels safe.
+#[cfg(target_arch = "x86_64")]
+fn assert_supported(path: KernelPath) {
+    assert!(path.is_supported(), "decode: the {path} path on a CPU without it");
 }
 
 #[cfg(test)]
@@ -228,17 +256,23 @@ mod tests {
         }
     }
 
+    /// `n` rows of `k` weights as random `format` blocks, and the weights they unpack to.
+    fn block_rows(format: BlockFormat, n: usize, k: usize, seed: u64) -> (Vec<u8>, Vec<f32>) {
+        let packed = blocks(format, n * k / format.block_weights(), seed);
+        let mut w = vec![0f32; n * k];
+        for (block, out) in packed.chunks_exact(format.block_bytes()).zip(w.chunks_exact_mut(format.block_weights())) {
+            unpack_block(format, block, out);
+        }
+        (packed, w)
+    }
+
     /// Every format: the reference is the product of the unpacked weights, and every path agrees with it.
     #[test]
     fn every_format_multiplies_alike_on_every_path() {
         use BlockFormat::*;
         for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
             let (n, k) = (33, 3 * format.block_weights());
-            let packed = blocks(format, n * k / format.block_weights(), 7);
-            let mut w = vec![0f32; n * k];
-            for (block, out) in packed.chunks_exact(format.block_bytes()).zip(w.chunks_exact_mut(format.block_weights())) {
-                unpack_block(format, block, out);
-            }
+            let (packed, w) = block_rows(format, n, k, 7);
             assert!(w.iter().all(|v| v.is_finite()) && w.iter().any(|v| *v != 0.0), "{format:?}: weights");
             for m in [1, 3, 8, 11, 16] {
                 let x = values(m * k, m as u64);
@@ -267,11 +301,7 @@ mod tests {
         use BlockFormat::*;
         for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
             let (n, k) = (33, 3 * format.block_weights());
-            let packed = blocks(format, n * k / format.block_weights(), 9);
-            let mut w = vec![0f32; n * k];
-            for (block, out) in packed.chunks_exact(format.block_bytes()).zip(w.chunks_exact_mut(format.block_weights())) {
-                unpack_block(format, block, out);
-            }
+            let (packed, w) = block_rows(format, n, k, 9);
             for m in [1, 3, 8, 16] {
                 let x = values(m * k, m as u64 + 3);
                 let xq = Q8Rows::quantize(&x, m, k);

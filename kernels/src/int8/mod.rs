@@ -292,6 +292,15 @@ mod tests {
         s
     }
 
+    /// Every kernel on this machine gives `want`, the definition's sums of the `rows` rows of `x` against `w`.
+    fn assert_every_kernel_sums(w: &Int8Weights, x: &[u8], rows: usize, want: &[i32], case: &str) {
+        for kernel in Int8Kernel::supported() {
+            let mut got = vec![0i32; want.len()];
+            w.signed_sums_with(kernel, x, rows, &mut got);
+            assert_eq!(got, want, "{} kernel, {case}", kernel.name());
+        }
+    }
+
     #[test]
     fn every_kernel_gives_the_definitions_sums_for_every_row_count() {
         eprintln!("int8 kernels on this machine: {:?}", Int8Kernel::supported());
@@ -302,11 +311,7 @@ mod tests {
             for rows in (1..=18).chain([33, 40]) {
                 let x = codes(rows * in_dim, rows as u64);
                 let want = definition(&x, rows, &q, out_dim, in_dim);
-                for kernel in Int8Kernel::supported() {
-                    let mut got = vec![0i32; rows * out_dim];
-                    w.signed_sums_with(kernel, &x, rows, &mut got);
-                    assert_eq!(got, want, "{} kernel, {rows} rows, {out_dim} × {in_dim}", kernel.name());
-                }
+                assert_every_kernel_sums(&w, &x, rows, &want, &format!("{rows} rows, {out_dim} × {in_dim}"));
             }
         }
     }
@@ -321,11 +326,7 @@ mod tests {
         let w = Int8Weights::new(&q, out_dim, in_dim);
         let want = definition(&x, rows, &q, out_dim, in_dim);
         assert_eq!(want[0], 127 * 127 * in_dim as i32);
-        for kernel in Int8Kernel::supported() {
-            let mut got = vec![0i32; rows * out_dim];
-            w.signed_sums_with(kernel, &x, rows, &mut got);
-            assert_eq!(got, want, "{}", kernel.name());
-        }
+        assert_every_kernel_sums(&w, &x, rows, &want, "the extremes");
     }
 
     /// Narrow weights (every `|w| ≤ 64`) take the AVX2 kernel's direct path: `vpmaddubsw` of a code
@@ -345,12 +346,8 @@ mod tests {
         let wide = Int8Weights::new(&q, out_dim, in_dim);
         assert!(!wide.narrow);
         let want_wide = definition(&x, rows, &q, out_dim, in_dim);
-        for kernel in Int8Kernel::supported() {
-            for (w, want) in [(&narrow, &want), (&wide, &want_wide)] {
-                let mut got = vec![0i32; rows * out_dim];
-                w.signed_sums_with(kernel, &x, rows, &mut got);
-                assert_eq!(&got, want, "{} kernel, narrow: {}", kernel.name(), w.narrow);
-            }
+        for (w, want) in [(&narrow, &want), (&wide, &want_wide)] {
+            assert_every_kernel_sums(w, &x, rows, want, &format!("narrow: {}", w.narrow));
         }
         for rows in [1, 2, 3, 5, 17] {
             let q: Vec<i8> = weights(192 * 128, rows as u64).into_iter().map(|w| w / 2).collect();
@@ -358,11 +355,7 @@ mod tests {
             assert!(w.narrow);
             let x = codes(rows * 192, 40 + rows as u64);
             let want = definition(&x, rows, &q, 128, 192);
-            for kernel in Int8Kernel::supported() {
-                let mut got = vec![0i32; rows * 128];
-                w.signed_sums_with(kernel, &x, rows, &mut got);
-                assert_eq!(got, want, "{} kernel, {rows} rows of narrow weights", kernel.name());
-            }
+            assert_every_kernel_sums(&w, &x, rows, &want, &format!("{rows} rows of narrow weights"));
         }
     }
 

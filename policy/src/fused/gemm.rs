@@ -111,6 +111,15 @@ pub fn matmul_a_b(a: &[f32], b: &[f32], out: &mut [f32], m: usize, n: usize, k: 
 mod tests {
     use super::*;
 
+    /// Every element of the `m × n` product `out` is `want(i, j)`, to 1e-5.
+    fn assert_product(out: &[f32], (m, n): (usize, usize), want: impl Fn(usize, usize) -> f32) {
+        for i in 0..m {
+            for j in 0..n {
+                assert!((out[i * n + j] - want(i, j)).abs() < 1e-5, "({i}, {j}): {} against {}", out[i * n + j], want(i, j));
+            }
+        }
+    }
+
     #[test]
     fn both_products_match_a_naive_loop() {
         let (m, n, k) = (5, 7, 3);
@@ -118,30 +127,15 @@ mod tests {
         let b: Vec<f32> = (0..n * k).map(|i| (i as f32 * 0.11).cos()).collect();
         let mut out = vec![0.0; m * n];
         matmul_a_bt(&a, &b, &mut out, m, n, k);
-        for i in 0..m {
-            for j in 0..n {
-                let want: f32 = (0..k).map(|p| a[i * k + p] * b[j * k + p]).sum();
-                assert!((out[i * n + j] - want).abs() < 1e-5);
-            }
-        }
+        assert_product(&out, (m, n), |i, j| (0..k).map(|p| a[i * k + p] * b[j * k + p]).sum());
         // b read as (k×n): element (p, j) is b[p * n + j].
         let b2: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.23).sin()).collect();
         matmul_a_b(&a, &b2, &mut out, m, n, k);
-        for i in 0..m {
-            for j in 0..n {
-                let want: f32 = (0..k).map(|p| a[i * k + p] * b2[p * n + j]).sum();
-                assert!((out[i * n + j] - want).abs() < 1e-5);
-            }
-        }
+        assert_product(&out, (m, n), |i, j| (0..k).map(|p| a[i * k + p] * b2[p * n + j]).sum());
         // aᵀ · b with a stored (k×m), accumulated onto what is there.
         let at: Vec<f32> = (0..k * m).map(|i| (i as f32 * 0.05).cos()).collect();
         let before = out.clone();
         matmul(&at, Read::Transposed, &b2, Read::AsIs, &mut out, (m, n, k), true);
-        for i in 0..m {
-            for j in 0..n {
-                let want: f32 = before[i * n + j] + (0..k).map(|p| at[p * m + i] * b2[p * n + j]).sum::<f32>();
-                assert!((out[i * n + j] - want).abs() < 1e-5);
-            }
-        }
+        assert_product(&out, (m, n), |i, j| before[i * n + j] + (0..k).map(|p| at[p * m + i] * b2[p * n + j]).sum::<f32>());
     }
 }

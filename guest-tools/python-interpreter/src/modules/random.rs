@@ -16,28 +16,18 @@ use num_bigint::{BigInt, BigUint, Sign};
 use sha2::Digest;
 use std::cell::RefCell;
 
-pub const EXPORTS: &[&str] = &[
-    "Random",
-    "seed",
-    "random",
-    "uniform",
-    "triangular",
-    "randint",
-    "randrange",
-    "getrandbits",
-    "randbytes",
-    "choice",
-    "choices",
-    "sample",
-    "shuffle",
-    "gauss",
-    "normalvariate",
-    "lognormvariate",
-    "expovariate",
-];
+/// Declares the methods of a `Random` instance ([`METHODS`]) and the module's exports ([`EXPORTS`]):
+/// `Random`, and the same functions, which [`call_module`] runs on the module's hidden instance.
+macro_rules! methods_and_exports {
+    ($($name:literal),* $(,)?) => {
+        /// The methods of a `Random` instance.
+        pub const METHODS: &[&str] = &[$($name),*];
+        /// What `random` exports: the `Random` class and a function per method.
+        pub const EXPORTS: &[&str] = &["Random", $($name),*];
+    };
+}
 
-/// The methods of a `Random` instance.
-pub const METHODS: &[&str] = &[
+methods_and_exports![
     "seed",
     "random",
     "uniform",

@@ -5,7 +5,7 @@
 # build uses the same engine whatever else is on the machine. Needs node and npm.
 set -euo pipefail
 
-VERSION={{componentize_js}}
+VERSION=0.23.0
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$here/{{snake}}.wasm}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
@@ -34,7 +34,7 @@ if [ ! -x "$componentize_js" ]; then
 fi
 
 # A thrown Error must reach the program with its message. The bindings of componentize-js
-# {{componentize_js}} make a thrown value's `payload` a `result` function's error, else the value itself, except
+# 0.23.0 make a thrown value's `payload` a `result` function's error, else the value itself, except
 # an Error, which they rethrow so it traps; but they test for an Error with their own realm's `Error`,
 # which the module's errors are not. So `throw new Error("kaboom")` became the error value, failed to
 # convert ("expected a string, received [object]") and its message was lost. The component is therefore

@@ -5,7 +5,7 @@
 # uses the same bindings whatever else is on the machine.
 set -euo pipefail
 
-VERSION={{componentize_py}}
+VERSION=0.25.1
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$here/{{snake}}.wasm}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac

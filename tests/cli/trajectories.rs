@@ -1,12 +1,8 @@
 //! `agentrt trajectories` end to end on the fixture tools: synthesised and rejection-sampled trajectories
 //! in the chat form with their manifest, and bad input named by file and line.
 
+use crate::common::{agentrt, read_json, read_jsonl, run_ok};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn agentrt() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agentrt"))
-}
 
 fn questions(dir: &Path) -> PathBuf {
     let p = dir.join("questions.jsonl");
@@ -20,14 +16,10 @@ fn questions(dir: &Path) -> PathBuf {
     p
 }
 
-fn lines(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 fn manifest(out: &Path) -> serde_json::Value {
     let mut p = out.as_os_str().to_owned();
     p.push(".manifest.json");
-    serde_json::from_str(&std::fs::read_to_string(PathBuf::from(p)).unwrap()).unwrap()
+    read_json(&PathBuf::from(p))
 }
 
 #[test]
@@ -35,12 +27,8 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let q = questions(dir.path());
     let out = dir.path().join("synth.jsonl");
-    let o = agentrt()
-        .args(["trajectories", "synth", "--style", "browse", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let kept = lines(&out);
+    run_ok(["trajectories", "synth", "--style", "browse", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let kept = read_jsonl(&out);
     let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["q1", "q2"]);
     for t in &kept {
@@ -66,12 +54,8 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     // The passages style: one program, then the answer as the printed sentences spell it. The fixture's
     // Super Bowl sentence says "Broncos", not "Denver Broncos", so only q2 is kept.
     let out = dir.path().join("passages.jsonl");
-    let o = agentrt()
-        .args(["trajectories", "synth", "--fixture", "--style", "passages", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let kept = lines(&out);
+    run_ok(["trajectories", "synth", "--fixture", "--style", "passages", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let kept = read_jsonl(&out);
     let ids: Vec<&str> = kept.iter().map(|t| t["question_id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["q2"]);
     let messages = kept[0]["messages"].as_array().unwrap();
@@ -84,9 +68,8 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     // The default style, read: the top hit's best section printed whole, then the answer as it spells it
     // (or the next hits' sections first): every kept conversation starts with the same program.
     let out = dir.path().join("read.jsonl");
-    let o = agentrt().args(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let kept = lines(&out);
+    run_ok(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let kept = read_jsonl(&out);
     assert!(!kept.is_empty());
     for t in &kept {
         let messages = t["messages"].as_array().unwrap();
@@ -103,36 +86,19 @@ fn sample_keeps_only_judged_correct_episodes_and_reports_the_yield() {
     let dir = tempfile::tempdir().unwrap();
     let q = questions(dir.path());
     let out = dir.path().join("sample.jsonl");
-    let o = agentrt()
-        .args([
-            "trajectories",
-            "sample",
-            "--fixture",
-            "--baseline",
-            "random",
-            "--k",
-            "6",
-            "--seed",
-            "3",
-            "--questions",
-            q.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (q, out_file) = (q.to_str().unwrap(), out.to_str().unwrap());
+    let stdout = run_ok(["trajectories", "sample", "--fixture", "--baseline", "random", "--k", "6", "--seed", "3", "--questions", q, "--out", out_file]);
     let m = manifest(&out);
     let c = &m["counts"];
     assert_eq!(c["played"], 18);
     let kept = c["kept"].as_u64().unwrap();
     assert_eq!(kept + c["rejected_by_judge"].as_u64().unwrap() + c["duplicates_dropped"].as_u64().unwrap(), 18);
-    assert_eq!(lines(&out).len() as u64, kept);
-    assert!(lines(&out).iter().all(|t| t["reward"].as_f64().unwrap() > 0.5));
+    assert_eq!(read_jsonl(&out).len() as u64, kept);
+    assert!(read_jsonl(&out).iter().all(|t| t["reward"].as_f64().unwrap() > 0.5));
     assert_eq!(m["model"], "random baseline");
     assert_eq!(m["k"], 6);
     assert!((m["yield"].as_f64().unwrap() - kept as f64 / 18.0).abs() < 1e-9);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("yield"));
+    assert!(stdout.contains("yield"));
 }
 
 #[test]

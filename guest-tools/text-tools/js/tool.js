@@ -1,4 +1,4 @@
-// The text-tools example plug-in in JavaScript (componentize-js). Build: ./build.sh
+// The text-tools example plug-in in JavaScript (componentize-js). Build: ../build.sh js
 //
 // componentize-js binds each exported interface to an exported object named after it (camelCase), with
 // one method per WIT function (kebab-case becomes camelCase). WIT `s64` is a BigInt (a list of them

@@ -4,66 +4,13 @@
 //! `agentrt tool new --lang js` whose functions throw plain `Error`s, as plug-in authors write them. A
 //! thrown Error reaches the program and the model with its message, from any function.
 
-use agentrt_runtime::{FixtureTools, ProgramError, Sandbox, SandboxConfig};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
-
-/// Runs a plug-in's `build.sh OUT.wasm`; the component it wrote.
-fn build(script: &Path, wasm: PathBuf) -> PathBuf {
-    let output = Command::new("bash").arg(script).arg(&wasm).output().expect("running build.sh");
-    assert!(output.status.success(), "{} failed:\n{}\n{}", script.display(), String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(wasm.is_file(), "build.sh wrote no {}", wasm.display());
-    wasm
-}
-
-async fn sandbox_with(wasm: PathBuf) -> Sandbox {
-    let config = SandboxConfig { plugins: vec![wasm], ..SandboxConfig::default() };
-    Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("loading the JavaScript plug-in")
-}
-
-/// The tool's failure when `program` leaves it uncaught: (tool, message).
-async fn uncaught(sandbox: &Sandbox, program: &str) -> (String, String) {
-    let report = sandbox.run(program).await;
-    let observation = report.observation();
-    match report.result {
-        Err(ProgramError::ToolFailed { tool, message, .. }) => {
-            assert!(observation.contains(&message), "the model reads the message:\n{observation}");
-            (tool, message)
-        }
-        other => panic!("expected a tool failure from {program:?}, got {other:?}"),
-    }
-}
+use crate::common::{agentrt, assert_text_tools_round_trip, build_plugin, build_text_tools_example, sandbox_with_plugin, uncaught};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_javascript_example_plugin_round_trips_values_and_explains_a_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("guest-tools/text-tools/js/build.sh");
-    let sandbox = sandbox_with(build(&script, dir.path().join("text_tools_js.wasm"))).await;
-    let names: Vec<String> = sandbox.plugins().signatures().into_iter().map(|s| s.name).collect();
-    assert_eq!(names, ["explode", "first_integer", "repeat", "shift", "word_count", "words"]);
-
-    let program = r#"print(word_count("It's a tool, in JavaScript."))
-print(words("to be"))
-print(first_integer("from -42 to 7"), first_integer("no digits"))
-print(shift([1, -2, 9007199254740993], -10))
-print(repeat(text="ab", times=3))
-try:
-    repeat("ab", -1)
-except Exception as e:
-    print(type(e).__name__, e)
-"#;
-    let report = sandbox.run(program).await;
-    assert!(report.is_ok(), "{:?}\n{}", report.result, report.stdout);
-    assert_eq!(
-        report.stdout,
-        "5\n\
-         [{'end': 2, 'start': 0, 'word': 'to'}, {'end': 5, 'start': 3, 'word': 'be'}]\n\
-         -42 None\n\
-         [-9, -12, 9007199254740983]\n\
-         ababab\n\
-         RuntimeError repeat: times must be from 0 to 100, got -1\n"
-    );
+    let sandbox = sandbox_with_plugin(build_text_tools_example("js", dir.path().join("text_tools_js.wasm"))).await;
+    assert_text_tools_round_trip(&sandbox, "JavaScript").await;
 
     // `explode` returns no result: its Error traps the instance, and the message is in the crash's account.
     let (tool, message) = uncaught(&sandbox, "explode('kaboom: the plug-in threw')").await;
@@ -128,13 +75,12 @@ world my-tool {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plain_error_thrown_by_a_javascript_plugin_reaches_the_program_with_its_message() {
     let dir = tempfile::tempdir().unwrap();
-    let output =
-        Command::new(env!("CARGO_BIN_EXE_agentrt")).args(["tool", "new", "my-tool", "--lang", "js", "--dir", dir.path().to_str().unwrap()]).output().unwrap();
+    let output = agentrt().args(["tool", "new", "my-tool", "--lang", "js", "--dir", dir.path().to_str().unwrap()]).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let project = dir.path().join("my-tool");
     std::fs::write(project.join("tool.js"), THROWING_TOOL_JS).unwrap();
     std::fs::write(project.join("wit/my-tool.wit"), THROWING_TOOL_WIT).unwrap();
-    let sandbox = sandbox_with(build(&project.join("build.sh"), project.join("my_tool.wasm"))).await;
+    let sandbox = sandbox_with_plugin(build_plugin(&project.join("build.sh"), &[], project.join("my_tool.wasm"))).await;
     let leftovers: Vec<String> = std::fs::read_dir(&project)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

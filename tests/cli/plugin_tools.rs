@@ -3,22 +3,19 @@
 //! whose `describe` does not name its tools (components written by hand here) is refused at load. A plug-in
 //! that traps (guest-tools/flaky-tool) fails only the call that trapped, however many programs share it.
 
-use agentrt_runtime::{FixtureTools, InstanceReuse, ProgramError, Sandbox, SandboxConfig, SandboxError, EXAMPLE_PLUGIN_WASM, FLAKY_PLUGIN_WASM};
+use agentrt_runtime::{FixtureTools, InstanceReuse, Sandbox, SandboxConfig, SandboxError, EXAMPLE_PLUGIN_WASM, FLAKY_PLUGIN_WASM};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-mod common;
+use crate::common::{hand_written_plugin, load_plugin, sandbox_with_plugin, uncaught, Describe};
 
-use common::{hand_written_plugin, Describe};
-
-async fn sandbox_with_plugin() -> Sandbox {
-    let config = SandboxConfig { plugins: vec![PathBuf::from(EXAMPLE_PLUGIN_WASM)], ..SandboxConfig::default() };
-    Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("sandbox with the word-stats plug-in")
+async fn sandbox_with_word_stats() -> Sandbox {
+    sandbox_with_plugin(PathBuf::from(EXAMPLE_PLUGIN_WASM)).await
 }
 
 #[tokio::test]
 async fn plugin_tools_are_listed_with_their_docs() {
-    let sandbox = sandbox_with_plugin().await;
+    let sandbox = sandbox_with_word_stats().await;
     let names: Vec<String> = sandbox.plugins().signatures().into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["summarize", "top_words", "word_count"]);
     let top = sandbox.plugins().signature("top_words").unwrap();
@@ -28,7 +25,7 @@ async fn plugin_tools_are_listed_with_their_docs() {
 
 #[tokio::test]
 async fn a_program_calls_plugin_tools_by_name() {
-    let sandbox = sandbox_with_plugin().await;
+    let sandbox = sandbox_with_word_stats().await;
     let program = r#"text = read_section("paris:summary")
 n = word_count(text)
 stats = summarize(text=text)
@@ -44,19 +41,14 @@ print(n, stats["words"], stats["longest_word"], top)
 
 #[tokio::test]
 async fn a_plugin_error_is_catchable_and_typed_when_uncaught() {
-    let sandbox = sandbox_with_plugin().await;
+    let sandbox = sandbox_with_word_stats().await;
     let report = sandbox.run("try:\n    top_words('a b', 0)\nexcept Exception as e:\n    print(e)\n").await;
     assert!(report.is_ok(), "{:?}", report.result);
     assert_eq!(report.stdout, "top_words: n must be from 1 to 100, got 0\n");
 
-    let report = sandbox.run("word_count(42)").await;
-    match report.result {
-        Err(ProgramError::ToolFailed { tool, message, .. }) => {
-            assert_eq!(tool, "word_count");
-            assert!(message.contains("expected str"), "{message}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (tool, message) = uncaught(&sandbox, "word_count(42)").await;
+    assert_eq!(tool, "word_count");
+    assert!(message.contains("expected str"), "{message}");
 }
 
 #[tokio::test]
@@ -117,13 +109,9 @@ async fn a_trap_in_a_shared_plugin_instance_fails_only_the_call_that_hit_it() {
     assert!((trapped..=trapped + 32).contains(&started), "{started} instances for {trapped} traps");
     // Uncaught, the trap is the program's typed tool error naming the tool and the trap.
     let text = (0..).map(|i| format!("t{i}")).find(|t| traps(t)).unwrap();
-    match sandbox.run(&format!("flaky_count('{text}')")).await.result {
-        Err(ProgramError::ToolFailed { tool, message, .. }) => {
-            assert_eq!(tool, "flaky_count");
-            assert!(message.contains("trapped"), "{message}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let (tool, message) = uncaught(&sandbox, &format!("flaky_count('{text}')")).await;
+    assert_eq!(tool, "flaky_count");
+    assert!(message.contains("trapped"), "{message}");
 }
 
 #[tokio::test]
@@ -142,16 +130,12 @@ async fn a_tool_name_taken_twice_is_an_error_naming_both_files() {
     assert!(message.contains("already provides") && !message.contains("not a valid WebAssembly component"), "{message}");
 }
 
-async fn load(plugin: PathBuf) -> Result<Sandbox, SandboxError> {
-    Sandbox::new(SandboxConfig { plugins: vec![plugin], ..SandboxConfig::default() }, Arc::new(FixtureTools::default())).await
-}
-
 #[tokio::test]
 async fn a_plugin_whose_describe_lists_no_tool_or_one_it_does_not_export_is_refused_naming_the_file_and_the_gap() {
     let dir = tempfile::tempdir().unwrap();
 
     // The same component with a describe that matches what it exports loads, and its tool runs.
-    let sandbox = load(hand_written_plugin(dir.path(), "described.wasm", Describe::Lists(&["hello", "seven"]), &["hello", "seven"]))
+    let sandbox = load_plugin(hand_written_plugin(dir.path(), "described.wasm", Describe::Lists(&["hello", "seven"]), &["hello", "seven"]))
         .await
         .expect("a well-described plug-in");
     assert_eq!(sandbox.plugins().signature("hello").unwrap().doc, "-> int: hello, by hand");
@@ -171,7 +155,7 @@ async fn a_plugin_whose_describe_lists_no_tool_or_one_it_does_not_export_is_refu
         Case { file: "no_tools.wasm", described: &["hello"], exported: &[], expected: &["`hello`", "does not export", "exports no tool"] },
     ];
     for Case { file, described, exported, expected } in cases {
-        let error = match load(hand_written_plugin(dir.path(), file, Describe::Lists(described), exported)).await {
+        let error = match load_plugin(hand_written_plugin(dir.path(), file, Describe::Lists(described), exported)).await {
             Ok(_) => panic!("{file}: describe() lists {described:?}, the component exports {exported:?}, and it loaded"),
             Err(error) => error,
         };

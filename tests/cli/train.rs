@@ -3,24 +3,13 @@
 
 use std::path::Path;
 
-mod common;
-
-use common::{agentrt, questions, tiny_model, train_args};
-
-fn metrics(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).expect("every metrics line parses")).collect()
-}
-
-fn run_ok(args: &[String]) {
-    let out = agentrt().args(args).output().unwrap();
-    assert!(out.status.success(), "agentrt {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-}
+use crate::common::{agentrt, kill_nine_then_resume, metrics, questions, read_json, read_jsonl, run_ok, succeed, tiny_model, train_args};
 
 #[test]
 fn train_writes_a_run_and_resumes_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
-    run_ok(&train_args(&model, &qs, &out, "straight", 3));
+    run_ok(train_args(&model, &qs, &out, "straight", 3));
     let straight = out.join("straight");
     for f in [
         "config.toml",
@@ -44,7 +33,7 @@ fn train_writes_a_run_and_resumes_exactly() {
 
     // One step, then a resume to three: the same data order as the straight run. (Losses are not compared:
     // candle's multi-threaded CPU reductions are not bitwise reproducible, even between two straight runs.)
-    run_ok(&train_args(&model, &qs, &out, "split", 1));
+    run_ok(train_args(&model, &qs, &out, "split", 1));
     let resumed = out.join("split");
     // A resume that would change more than the run's length is refused, naming the key, and changes nothing.
     let saved = std::fs::read_to_string(resumed.join("config.toml")).unwrap();
@@ -54,47 +43,26 @@ fn train_writes_a_run_and_resumes_exactly() {
     assert_eq!(std::fs::read_to_string(resumed.join("config.toml")).unwrap(), saved);
     let mut args = train_args(&model, &qs, &out, "split", 3);
     args.extend(["--resume".to_string(), resumed.to_str().unwrap().to_string()]);
-    run_ok(&args);
+    run_ok(args);
     let r = metrics(&resumed);
     assert_eq!(r.len(), 3);
     for (a, b) in m.iter().zip(&r) {
         assert_eq!((&a["step"], &a["questions_seen"]), (&b["step"], &b["questions_seen"]));
     }
     let ids = |run: &Path| -> Vec<String> {
-        std::fs::read_to_string(run.join("transcripts.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["episode"]["question"]["id"].as_str().unwrap().to_string())
-            .collect()
+        read_jsonl(&run.join("transcripts.jsonl")).iter().map(|l| l["episode"]["question"]["id"].as_str().unwrap().to_string()).collect()
     };
     assert_eq!(ids(&straight), ids(&resumed), "the data order after resuming differs");
 
     // The checkpoint evaluates end to end through `agentrt eval`.
     let eval_dir = dir.path().join("eval");
-    run_ok(
-        &[
-            "eval",
-            "--fixture",
-            "--model",
-            model.to_str().unwrap(),
-            "--adapter",
-            straight.join("checkpoint-3").to_str().unwrap(),
-            "--questions",
-            qs.to_str().unwrap(),
-            "--split",
-            "train",
-            "--num-samples",
-            "3",
-            "--max-turns",
-            "2",
-            "--max-new-tokens",
-            "16",
-            "--output-dir",
-            eval_dir.to_str().unwrap(),
-        ]
-        .map(String::from),
+    let checkpoint = straight.join("checkpoint-3");
+    succeed(
+        agentrt()
+            .args(["eval", "--fixture", "--model", model.to_str().unwrap(), "--adapter", checkpoint.to_str().unwrap(), "--questions", qs.to_str().unwrap()])
+            .args(["--split", "train", "--num-samples", "3", "--max-turns", "2", "--max-new-tokens", "16", "--output-dir", eval_dir.to_str().unwrap()]),
     );
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(eval_dir.join("results.json")).unwrap()).unwrap();
+    let results = read_json(&eval_dir.join("results.json"));
     assert_eq!(results["num_questions"], 3);
     assert!(results["info"]["policy"].as_str().unwrap().contains("checkpoint-3"), "{results}");
     for f in ["results.md", "results.png", "transcripts.jsonl"] {
@@ -111,36 +79,18 @@ fn kill_nine_mid_run_then_resume() {
     let dir = tempfile::tempdir().unwrap();
     let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
     let run = out.join("killed");
-    let mut child = agentrt().args(train_args(&model, &qs, &out, "killed", 1000)).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let started = std::time::Instant::now();
-    while !run.join("checkpoint-2").join("trainer_state.json").exists() {
-        assert!(started.elapsed().as_secs() < 300, "no checkpoint-2 after 5 minutes");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let mut args = train_args(&model, &qs, &out, "killed", 4);
-    args.extend(["--resume".to_string(), run.to_str().unwrap().to_string()]);
-    run_ok(&args);
-    let steps: Vec<u64> = metrics(&run).iter().map(|l| l["step"].as_u64().unwrap()).collect();
-    assert_eq!(steps, vec![1, 2, 3, 4], "each step once, in order");
-    for entry in std::fs::read_dir(&run).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().to_string();
-        assert!(!name.ends_with(".partial") && !name.ends_with(".tmp"), "left over: {name}");
-    }
+    let mut resume = train_args(&model, &qs, &out, "killed", 4);
+    resume.extend(["--resume".to_string(), run.to_str().unwrap().to_string()]);
+    kill_nine_then_resume(&train_args(&model, &qs, &out, "killed", 1000), &resume, &run, 4);
     assert!(run.join("checkpoint-4/trainer_state.json").is_file());
 }
 
 #[test]
 fn print_config_gives_the_commented_defaults_or_the_config_the_layers_make() {
-    let out = agentrt().args(["train", "--print-config"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let defaults = String::from_utf8(out.stdout).unwrap();
+    let defaults = run_ok(["train", "--print-config"]);
     assert_eq!(defaults, agentrt_trainer::DEFAULT_CONFIG);
 
-    let out = agentrt().args(["train", "--print-config", "--lr", "0.00125", "--set", "rollout.max_turns=7"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let merged = String::from_utf8(out.stdout).unwrap();
+    let merged = run_ok(["train", "--print-config", "--lr", "0.00125", "--set", "rollout.max_turns=7"]);
     assert!(merged.contains("lr = 0.00125") && merged.contains("max_turns = 7"), "the flags and --set reach the printed config:\n{merged}");
     assert!(merged.starts_with("[") && !merged.contains("\n# "), "the merged config is the config a run saves, without the defaults' comments:\n{merged}");
 
@@ -180,7 +130,7 @@ fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_
         // train_args says reinforce; dynamic sampling needs a group baseline.
         let at = args.iter().position(|a| a == "--advantage").unwrap();
         args.drain(at..at + 2);
-        run_ok(&args);
+        run_ok(args);
         out.join(name)
     };
 
@@ -203,8 +153,7 @@ fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_
     assert!(m.iter().any(|l| l["draw_rounds"].as_u64().unwrap() > 1), "no step needed a second draw, so the test shows nothing: {m:?}");
     assert!(m.iter().any(|l| l["groups_kept"].as_u64().unwrap() > 0), "nothing was kept: {m:?}");
     // The held-out slice: before training, at step 2 and at the last step, also on those metrics lines.
-    let dev: Vec<serde_json::Value> =
-        std::fs::read_to_string(signal.join("dev_eval.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let dev = read_jsonl(&signal.join("dev_eval.jsonl"));
     assert_eq!(dev.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 2, 3]);
     assert!(dev.iter().all(|l| l["questions"] == 2 && l["accuracy"].is_number()), "{dev:?}");
     assert!(m[0]["dev_accuracy"].is_null() && m[1]["dev_accuracy"].is_number() && m[2]["dev_accuracy"].is_number(), "{m:?}");

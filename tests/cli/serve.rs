@@ -5,11 +5,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
-mod common;
-
-use common::{agentrt, questions, train_args};
+use crate::common::{agentrt, metrics, questions, read_jsonl, set_flag, succeed, tiny_model, train_args};
 
 /// A running `agentrt serve`, killed when dropped.
 struct Server {
@@ -42,19 +40,13 @@ impl Drop for Server {
 
 /// A tiny model directory and a trained-looking adapter for it (random `B`, so it changes the model).
 fn model_and_adapter(dir: &Path) -> (PathBuf, PathBuf) {
-    let model = agentrt_policy::tiny::tiny_model_dir(dir).unwrap();
+    let model = tiny_model(dir);
     let mut p = agentrt_policy::Policy::load(&agentrt_policy::ModelSource::Path(model.clone()), &agentrt_policy::Device::Cpu).unwrap();
     p.init_adapters(agentrt_policy::LoraConfig { rank: 4, alpha: 8.0, ..Default::default() }, 3).unwrap();
     p.adapters.as_ref().unwrap().randomize_b(0.3).unwrap();
     let adapter = dir.join("adapter");
     p.save_adapters(&adapter).unwrap();
     (model, adapter)
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
 }
 
 async fn post(url: &str, body: serde_json::Value) -> String {
@@ -75,7 +67,7 @@ async fn serve_answers_with_the_tokens_of_generate_streamed_or_not() {
         if let Some(a) = adapter_flag {
             generate.args(["--adapter", a.to_str().unwrap()]);
         }
-        let expected = run_ok(&mut generate);
+        let expected = succeed(&mut generate);
         let expected = expected.strip_suffix('\n').unwrap();
         let body = serde_json::json!({"model": name, "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
             "temperature": 0, "max_tokens": 24});
@@ -95,11 +87,9 @@ async fn serve_answers_with_the_tokens_of_generate_streamed_or_not() {
 }
 
 fn replies(eval_dir: &Path) -> Vec<(String, Vec<String>)> {
-    let mut r: Vec<(String, Vec<String>)> = std::fs::read_to_string(eval_dir.join("transcripts.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+    let mut r: Vec<(String, Vec<String>)> = read_jsonl(&eval_dir.join("transcripts.jsonl"))
+        .into_iter()
+        .map(|v| {
             let e = if v["episode"].is_null() { v } else { v["episode"].clone() };
             let turns = e["turns"].as_array().unwrap().iter().map(|t| t["reply"].as_str().unwrap().to_string()).collect();
             (e["question"]["id"].as_str().unwrap().to_string(), turns)
@@ -117,10 +107,10 @@ fn eval_through_serve_plays_the_episodes_of_eval_with_the_adapter() {
     let server = Server::start(&model, &[format!("trained={}", adapter.display())]);
     let common = ["eval", "--fixture", "--questions", qs.to_str().unwrap(), "--split", "train", "--max-turns", "1", "--max-new-tokens", "24"];
     let local = dir.path().join("local");
-    run_ok(agentrt().args(common).args(["--model", model.to_str().unwrap(), "--adapter", adapter.to_str().unwrap(), "--output-dir", local.to_str().unwrap()]));
+    succeed(agentrt().args(common).args(["--model", model.to_str().unwrap(), "--adapter", adapter.to_str().unwrap(), "--output-dir", local.to_str().unwrap()]));
     let served = dir.path().join("served");
     let spec = format!("openai:trained@{}", server.url);
-    run_ok(agentrt().args(common).args(["--policy", &spec, "--output-dir", served.to_str().unwrap()]));
+    succeed(agentrt().args(common).args(["--policy", &spec, "--output-dir", served.to_str().unwrap()]));
     let (l, s) = (replies(&local), replies(&served));
     assert_eq!(l.len(), 3);
     assert_eq!(l, s, "the served adapter replied differently from the local one");
@@ -135,12 +125,11 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
     let out = dir.path().join("runs");
     let mut args = train_args(&model, &qs, &out, "served", 2);
     args.extend(["--set".to_string(), format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url)]);
-    run_ok(agentrt().args(&args));
+    succeed(agentrt().args(&args));
     let run = out.join("served");
-    let metrics: Vec<serde_json::Value> =
-        std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(metrics.len(), 2);
-    for m in &metrics {
+    let steps = metrics(&run);
+    assert_eq!(steps.len(), 2);
+    for m in &steps {
         assert!(m["logprob_gap_tokens"].as_u64().unwrap() > 0, "no gap measured: {m}");
         assert!(m["logprob_gap_abs_mean"].as_f64().unwrap().is_finite(), "{m}");
     }
@@ -162,11 +151,10 @@ fn training_samples_on_two_servers_keeps_them_on_policy_and_records_the_gap() {
     // GRPO skips a group whose rewards are all equal (the random model's are all 0): no sample reaches the
     // update, and the gap is still measured, on the skipped samples.
     let mut args = train_args(&model, &qs, &out, "skipped", 1);
-    let at = args.iter().position(|a| a == "--advantage").unwrap();
-    args[at + 1] = "grpo".into();
+    set_flag(&mut args, "--advantage", "grpo");
     args.extend(["--set".to_string(), format!("rollout.sampler=openai:tiny@{},{}", a.url, b.url)]);
-    run_ok(agentrt().args(&args));
-    let m: serde_json::Value = serde_json::from_str(std::fs::read_to_string(out.join("skipped/metrics.jsonl")).unwrap().lines().next().unwrap()).unwrap();
+    succeed(agentrt().args(&args));
+    let m = &metrics(&out.join("skipped"))[0];
     assert_eq!((m["groups_dropped"].as_u64(), m["trained_samples"].as_u64()), (Some(2), Some(0)), "the premise (every group dropped) failed: {m}");
     assert!(m["logprob_gap_tokens"].as_u64().unwrap() > 0, "no gap measured when every group was skipped: {m}");
     assert!(m["logprob_gap_abs_mean"].as_f64().unwrap().is_finite(), "{m}");
@@ -177,7 +165,7 @@ fn the_llm_judge_reads_its_verdicts_from_serve() {
     let dir = tempfile::tempdir().unwrap();
     let (model, _) = model_and_adapter(dir.path());
     let server = Server::start(&model, &[]);
-    let out = run_ok(agentrt().args([
+    let out = succeed(agentrt().args([
         "judge",
         "--judge",
         &format!("openai:tiny@{}", server.url),
@@ -216,7 +204,7 @@ fn training_runs_again_on_the_same_server_and_a_failed_run_unloads_its_adapter()
     for name in ["first", "again"] {
         let mut args = train_args(&model, &qs, &out, name, 1);
         args.extend(["--set".to_string(), sampler.clone()]);
-        run_ok(agentrt().args(&args));
+        succeed(agentrt().args(&args));
     }
     assert_eq!(served_models(&server.url), ["tiny"], "the runs left an adapter loaded");
 

@@ -3,16 +3,8 @@
 //! with `agentrt train --init-adapter`, whose first step's KL to its reference is zero (the reference is the
 //! warm-started model).
 
+use crate::common::{agentrt, kill_nine_then_resume, metrics, read_json, run_ok, set_flag, succeed, tiny_model, train_args};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn agentrt() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agentrt"))
-}
-
-fn tiny_model(dir: &Path) -> PathBuf {
-    agentrt_policy::tiny::tiny_model_dir(dir).unwrap()
-}
 
 fn chat_data(dir: &Path) -> PathBuf {
     let p = dir.join("chat.jsonl");
@@ -31,44 +23,17 @@ fn chat_data(dir: &Path) -> PathBuf {
     p
 }
 
+/// `agentrt sft` on `data`: `steps` steps of 4 conversations, a checkpoint every step, the validation loss
+/// every second.
 fn sft_args(model: &Path, data: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
-    [
-        "sft",
-        "--no-progress",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--max-steps",
-        &steps.to_string(),
-        "--batch-size",
-        "4",
-        "--lr",
-        "1e-2",
-        "--set",
-        "run.save_steps=1",
-        "--set",
-        "data.val_examples=4",
-        "--set",
-        "sft.eval_steps=2",
-        "--output-dir",
-        out.to_str().unwrap(),
-        "--run-name",
-        name,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-fn metrics(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).expect("every metrics line parses")).collect()
-}
-
-fn run_ok(args: &[String]) -> String {
-    let out = agentrt().args(args).output().unwrap();
-    assert!(out.status.success(), "agentrt {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).to_string()
+    let steps = steps.to_string();
+    let flags: [&[&str]; 4] = [
+        &["sft", "--no-progress", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap(), "--max-steps", &steps],
+        &["--batch-size", "4", "--lr", "1e-2", "--set", "run.save_steps=1"],
+        &["--set", "data.val_examples=4", "--set", "sft.eval_steps=2"],
+        &["--output-dir", out.to_str().unwrap(), "--run-name", name],
+    ];
+    flags.concat().into_iter().map(String::from).collect()
 }
 
 #[test]
@@ -76,24 +41,11 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
     let dir = tempfile::tempdir().unwrap();
     let (model, data, out) = (tiny_model(dir.path()), chat_data(dir.path()), dir.path().join("runs"));
     let run = out.join("killed");
-    let mut child = agentrt().args(sft_args(&model, &data, &out, "killed", 100_000)).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let started = std::time::Instant::now();
-    while !run.join("checkpoint-2").join("trainer_state.json").exists() {
-        assert!(started.elapsed().as_secs() < 300, "no checkpoint-2 after 5 minutes");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let stdout = run_ok(&["sft", "--no-progress", "--resume", run.to_str().unwrap(), "--max-steps", "6"].map(String::from));
+    let resume = ["sft", "--no-progress", "--resume", run.to_str().unwrap(), "--max-steps", "6"].map(String::from);
+    let (stdout, m) = kill_nine_then_resume(&sft_args(&model, &data, &out, "killed", 100_000), &resume, &run, 6);
     assert!(stdout.contains("final validation loss"), "{stdout}");
-    let m = metrics(&run);
-    assert_eq!(m.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5, 6], "each step once, in order");
     assert_eq!(m.iter().map(|l| l["examples_seen"].as_u64().unwrap()).collect::<Vec<_>>(), vec![4, 8, 12, 16, 20, 24], "the data position continues");
     assert!(m[5]["val_loss"].as_f64().is_some());
-    for entry in std::fs::read_dir(&run).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().to_string();
-        assert!(!name.ends_with(".partial") && !name.ends_with(".tmp"), "left over: {name}");
-    }
     for f in [
         "config.toml",
         "curves.png",
@@ -106,7 +58,7 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
     }
     // The adapter carries how it was trained: the base model, and the conversations' prompt (none here, so
     // the data.system_prompt default), demonstration (none) and most replies per episode (two).
-    let agent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("checkpoint-6/agent.json")).unwrap()).unwrap();
+    let agent = read_json(&run.join("checkpoint-6/agent.json"));
     assert_eq!(agent["model"].as_str(), model.to_str(), "{agent}");
     assert_eq!(
         (agent["system_prompt"].as_str(), agent["demonstration"].as_bool(), agent["max_turns"].as_u64()),
@@ -120,38 +72,10 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
     let qs = dir.path().join("questions.jsonl");
     std::fs::write(&qs, r#"{"id": "q2", "question": "What is the capital of France?", "answer": "Paris", "page": "paris", "split": "train"}"#).unwrap();
     let rl = out.join("rl");
-    run_ok(
-        &[
-            "train",
-            "--fixture",
-            "--no-progress",
-            "--model",
-            model.to_str().unwrap(),
-            "--set",
-            &format!("data.questions={}", qs.display()),
-            "--max-steps",
-            "1",
-            "--num-rollouts",
-            "2",
-            "--batch-size",
-            "1",
-            "--advantage",
-            "reinforce",
-            "--beta",
-            "0.1",
-            "--set",
-            "rollout.max_new_tokens=16",
-            "--set",
-            "rollout.max_turns=2",
-            "--init-adapter",
-            run.join("checkpoint-6").to_str().unwrap(),
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--run-name",
-            "rl",
-        ]
-        .map(String::from),
-    );
+    let mut args = train_args(&model, &qs, &out, "rl", 1);
+    set_flag(&mut args, "--batch-size", "1");
+    args.extend(["--beta", "0.1", "--init-adapter", run.join("checkpoint-6").to_str().unwrap()].map(String::from));
+    run_ok(args);
     let m = metrics(&rl);
     assert!(m[0]["trained_samples"].as_u64().unwrap() > 0, "{}", m[0]);
     assert!(m[0]["kl"].as_f64().unwrap().abs() < 1e-4, "first-step KL to the warm-started reference: {}", m[0]);
@@ -159,26 +83,15 @@ fn sft_kill_nine_then_resume_then_rl_from_its_adapter() {
 
     // `agentrt eval --adapter` with no --model plays the adapter on its own base model and settings.
     let ev = dir.path().join("eval");
-    run_ok(
-        &[
-            "eval",
-            "--fixture",
-            "--questions",
-            qs.to_str().unwrap(),
-            "--split",
-            "train",
-            "--num-samples",
-            "1",
-            "--max-new-tokens",
-            "8",
+    succeed(
+        agentrt().args(["eval", "--fixture", "--questions", qs.to_str().unwrap(), "--split", "train", "--num-samples", "1", "--max-new-tokens", "8"]).args([
             "--adapter",
             run.join("checkpoint-6").to_str().unwrap(),
             "--output-dir",
             ev.to_str().unwrap(),
-        ]
-        .map(String::from),
+        ]),
     );
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ev.join("results.json")).unwrap()).unwrap();
+    let results = read_json(&ev.join("results.json"));
     let policy = results["info"]["policy"].as_str().unwrap();
     assert!(policy.starts_with(&format!("{} + ", model.display())) && !policy.contains("demonstration"), "{policy}");
     assert_eq!(results["info"]["max_turns"].as_u64(), Some(2), "{results}");

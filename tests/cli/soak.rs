@@ -15,7 +15,7 @@
 //!
 //! ```sh
 //! AGENTRT_SOAK_EPISODES=1000 AGENTRT_SOAK_REPORT=/tmp/soak.json \
-//!   cargo test --test soak -- --ignored --nocapture long_run
+//!   cargo test --test cli -- --ignored --nocapture soak::long_run
 //! ```
 //!
 //! | variable | default (CI / long) | meaning |
@@ -38,10 +38,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-
+use crate::common::{hand_written_plugin, read_jsonl, Describe};
 use agentrt_trainer::StepMetrics;
-use common::{hand_written_plugin, Describe};
 
 /// The binary soaked: `AGENTRT_SOAK_BIN`, or this build's.
 fn agentrt() -> Command {
@@ -75,8 +73,13 @@ fn inside_namespace(test: &str, ignored: bool) -> bool {
         return true;
     }
     let exe = std::env::current_exe().unwrap();
+    // The test's name as the harness knows it: its path below the test crate's root (`soak::soak_in_ci`).
+    let name = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    };
     let mut cmd = Command::new("unshare");
-    cmd.args(["--user", "--map-root-user", "--mount"]).arg(&exe).args(["--exact", test, "--nocapture", "--test-threads", "1"]);
+    cmd.args(["--user", "--map-root-user", "--mount"]).arg(&exe).args(["--exact", &name, "--nocapture", "--test-threads", "1"]);
     if ignored {
         cmd.arg("--ignored");
     }
@@ -245,15 +248,6 @@ fn free_port() -> u16 {
 /// The repository's corpus and questions.
 fn data(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/wiki").join(file)
-}
-
-fn read_jsonl(p: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(p)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        .lines()
-        .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{} line {}: {e}", p.display(), i + 1)))
-        .collect()
 }
 
 /// The index and the train questions of its pages: an existing index, or one built from the first

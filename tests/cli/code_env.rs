@@ -2,8 +2,7 @@
 //! small tasks: the commands run, log the reward's parts, and write pass@k and per-task results that a
 //! stopped evaluation resumes from.
 
-mod common;
-use common::{agentrt, tiny_model};
+use crate::common::{agentrt, metrics, read_json, succeed, tiny_model};
 use std::path::{Path, PathBuf};
 
 /// Two tasks in HumanEval's format, with their splits.
@@ -22,18 +21,27 @@ fn tasks(dir: &Path) -> PathBuf {
 #[test]
 fn train_env_code_logs_each_part_of_the_test_reward() {
     let dir = tempfile::tempdir().unwrap();
-    let model = tiny_model(dir.path());
-    let tasks = tasks(dir.path());
-    let out = dir.path().join("runs");
-    let status = agentrt()
-        .args(["train", "--env", "code", "--no-progress", "--model", model.to_str().unwrap(), "--max-steps", "2", "--num-rollouts", "2", "--batch-size", "2"])
-        .args(["--advantage", "reinforce", "--set", "rollout.max_new_tokens=12", "--set", &format!("env.tasks={}", tasks.display())])
-        .args(["--output-dir", out.to_str().unwrap(), "--run-name", "code"])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let metrics = std::fs::read_to_string(out.join("code/metrics.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = metrics.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (model, tasks, out) = (tiny_model(dir.path()), tasks(dir.path()), dir.path().join("runs"));
+    succeed(
+        agentrt()
+            .args([
+                "train",
+                "--env",
+                "code",
+                "--no-progress",
+                "--model",
+                model.to_str().unwrap(),
+                "--max-steps",
+                "2",
+                "--num-rollouts",
+                "2",
+                "--batch-size",
+                "2",
+            ])
+            .args(["--advantage", "reinforce", "--set", "rollout.max_new_tokens=12", "--set", &format!("env.tasks={}", tasks.display())])
+            .args(["--output-dir", out.to_str().unwrap(), "--run-name", "code"]),
+    );
+    let lines = metrics(&out.join("code"));
     assert_eq!(lines.len(), 2);
     for line in &lines {
         for key in ["reward_tests", "reward_perfect", "reward_mean", "accuracy"] {
@@ -50,32 +58,18 @@ fn train_env_code_logs_each_part_of_the_test_reward() {
 #[test]
 fn eval_env_code_reports_pass_at_k_per_task_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let model = tiny_model(dir.path());
-    let tasks = tasks(dir.path());
-    let out = dir.path().join("eval");
+    let (model, tasks, out) = (tiny_model(dir.path()), tasks(dir.path()), dir.path().join("eval"));
     let eval = |extra: &[&str]| {
         agentrt()
-            .args([
-                "eval",
-                "--env",
-                "code",
-                "--model",
-                model.to_str().unwrap(),
-                "--questions",
-                tasks.to_str().unwrap(),
-                "--num-generations",
-                "2",
-                "--temperature",
-                "1",
-            ])
-            .args(["--max-new-tokens", "8", "--output-dir", out.to_str().unwrap()])
+            .args(["eval", "--env", "code", "--model", model.to_str().unwrap(), "--questions", tasks.to_str().unwrap()])
+            .args(["--num-generations", "2", "--temperature", "1", "--max-new-tokens", "8", "--output-dir", out.to_str().unwrap()])
             .args(extra)
             .output()
             .unwrap()
     };
     let first = eval(&[]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = read_json(&out.join("results.json"));
     let m = &results["metrics"];
     assert_eq!((m["num_tasks"].as_u64(), m["n"].as_u64()), (Some(2), Some(2)));
     for k in ["1", "2"] {
@@ -92,7 +86,7 @@ fn eval_env_code_reports_pass_at_k_per_task_and_resumes() {
     let resumed = eval(&["--resume"]);
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
     assert!(String::from_utf8_lossy(&resumed.stderr).contains("2 tasks done"));
-    let after: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let after = read_json(&out.join("results.json"));
     assert_eq!(after["metrics"], results["metrics"]);
     // Other settings do not resume silently.
     let other = eval(&["--resume", "--seed", "9"]);
@@ -129,10 +123,8 @@ fn eval_env_code_regrade_grades_stored_replies_under_new_limits() {
     std::fs::write(from.join("samples.jsonl"), lines).unwrap();
     let regrade = |out: &str, extra: &[&str]| {
         let out = dir.path().join(out);
-        let o = agentrt().args(["eval", "--regrade", from.to_str().unwrap(), "--output-dir", out.to_str().unwrap()]).args(extra).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-        results
+        succeed(agentrt().args(["eval", "--regrade", from.to_str().unwrap(), "--output-dir", out.to_str().unwrap()]).args(extra));
+        read_json(&out.join("results.json"))
     };
     let roomy = regrade("roomy", &[]);
     assert_eq!(roomy["metrics"]["outcomes"], serde_json::json!({"passed": 2, "wrong_answer": 1, "format": 1}), "{roomy}");

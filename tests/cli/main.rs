@@ -1,0 +1,21 @@
+//! The integration tests of the `agentrt` binary and its sandbox, in one test binary: one link instead of
+//! one per file (each links wasmtime, candle and tantivy), and one run whose tests share the two cores.
+//! A module per area; `common` holds what several of them use.
+
+mod common;
+
+mod code_env;
+mod exec;
+mod humaneval_sandbox;
+mod plugin_js;
+mod plugin_python;
+mod plugin_tools;
+mod sandbox_concurrency;
+mod sandbox_hostile;
+mod sandbox_modules;
+mod serve;
+mod sft;
+mod soak;
+mod tool_new;
+mod train;
+mod trajectories;
