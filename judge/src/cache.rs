@@ -25,7 +25,8 @@ impl CacheKey {
     /// The key's hash, lowercase hex: the cache file's stem.
     pub fn digest(&self) -> String {
         // JSON of a fixed-order struct is an unambiguous encoding of the fields.
-        let encoded = serde_json::to_vec(self).unwrap_or_default();
+        // (An empty encoding on failure would make every key share one file: fail instead.)
+        let encoded = serde_json::to_vec(self).expect("a struct of strings serialises to JSON");
         hex::encode(Sha256::digest(&encoded))
     }
 }

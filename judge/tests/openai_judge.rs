@@ -1,6 +1,9 @@
 //! The LLM judge against a real HTTP server on loopback that speaks the chat-completions API.
 //! Nothing here touches the network beyond 127.0.0.1.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use agentrt_judge::{judge_batch, Judge, JudgeError, JudgeInput, JudgeOptions, OpenAiJudge, OpenAiJudgeConfig, VerdictLabel, PROMPT_VERSION};

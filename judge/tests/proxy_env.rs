@@ -1,6 +1,9 @@
 //! Proxy variables in the environment must not send loopback judge requests elsewhere.
 //! (Its own test binary: the variables it sets would leak into other tests.)
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use agentrt_judge::{Judge, JudgeInput, JudgeOptions, OpenAiJudge, OpenAiJudgeConfig, VerdictLabel};

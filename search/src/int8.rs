@@ -218,6 +218,7 @@ struct ColumnJob {
 // only after it has moved `state` from POSTED to TAKEN (release/acquire); the pointers in it stay valid
 // until the encoding thread has seen the job FINISHED or taken it back.
 unsafe impl Sync for SecondCore {}
+// SAFETY: as for Sync: the hand-over protocol above is the only access, from whichever thread holds it.
 unsafe impl Send for SecondCore {}
 
 /// Spin briefly, then yield the core at every turn: on a machine busy with other work (a policy

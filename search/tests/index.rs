@@ -1,6 +1,9 @@
 //! End-to-end tests on a small fixture corpus with the real all-MiniLM-L6-v2 model and a real tantivy
 //! index: rankings, splitting, round trips of ids, corrupt-index detection, bad input.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_search::*;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

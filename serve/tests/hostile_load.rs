@@ -13,6 +13,9 @@
 //! closing frees) against the bound `http::stream_reply` states. The numbers are printed
 //! (docs/reliability.md quotes them).
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::tiny::{tiny_config, tiny_policy, tiny_policy_with};
 use agentrt_policy::{Arch, ModelConfig};
 use agentrt_serve::engine::Event;
@@ -31,8 +34,11 @@ struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
+// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged, so
+// `Counting` keeps `System`'s contract; the counter is bookkeeping beside it.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's `layout` meets `alloc`'s contract, which is passed on as is.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
@@ -40,6 +46,7 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), Ordering::Relaxed);
@@ -47,10 +54,12 @@ unsafe impl GlobalAlloc for Counting {
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        // SAFETY: `p` came from this allocator, that is from `System`, with this `layout`.
         unsafe { System.dealloc(p, layout) };
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
     }
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `p` came from `System` with `layout`; `new_size` meets `realloc`'s contract (the caller's).
         let q = unsafe { System.realloc(p, layout, new_size) };
         if !q.is_null() {
             LIVE.fetch_add(new_size, Ordering::Relaxed);

@@ -3,6 +3,9 @@
 //! that leaves mid-stream frees its slot; adapters load, answer and unload by name; a request joins the
 //! running batch (continuous batching), long prompts are read in chunks, adapters decode side by side.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::rand::SeedableRng;
 use agentrt_policy::tiny::{tiny_config, tiny_policy, tiny_policy_with};
 use agentrt_policy::{Arch, LoraConfig, Message, ModelConfig, Policy, SamplingParams};

@@ -2,6 +2,9 @@
 //! one per file (each links wasmtime, candle and tantivy), and one run whose tests share the two cores.
 //! A module per area; `common` holds what several of them use.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 mod code_env;

@@ -106,6 +106,17 @@ pub enum AdvantageKind {
     Grpo,
 }
 
+impl AdvantageKind {
+    /// The name a config and the CLI give it (serde's, lowercase).
+    pub fn name(self) -> &'static str {
+        match self {
+            AdvantageKind::Reinforce => "reinforce",
+            AdvantageKind::Rloo => "rloo",
+            AdvantageKind::Grpo => "grpo",
+        }
+    }
+}
+
 fn default_true() -> bool {
     true
 }
@@ -361,7 +372,7 @@ impl TrainConfig {
         let model = Path::new(&self.model.name).file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
         let mut name = format!("{model}_lr{}_g{}_beta{}_s{}", short_float(self.algorithm.lr), self.rollout.num_rollouts, self.algorithm.beta, self.run.seed);
         if self.algorithm.advantage != AdvantageKind::Grpo {
-            name.push_str(&format!("_{}", serde_json::to_value(self.algorithm.advantage).unwrap().as_str().unwrap()));
+            name.push_str(&format!("_{}", self.algorithm.advantage.name()));
         }
         if self.model.dual_lora {
             name.push_str("_dual");
@@ -558,6 +569,13 @@ pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_advantage_kind_is_named_as_serde_names_it() {
+        for kind in [AdvantageKind::Reinforce, AdvantageKind::Rloo, AdvantageKind::Grpo] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
+        }
+    }
 
     /// `default.toml` is the one source of the defaults; the types that also stand alone (an `agent.json`
     /// lacking a key reads `EpisodeSpec`'s defaults; an old config without `[env]` reads `EnvSection`'s)

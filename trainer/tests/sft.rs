@@ -2,6 +2,9 @@
 //! mask of transcripts, a falling validation loss, errors that name file and line, exact resumption, and a
 //! warm start (`model.init_adapter`) whose KL reference is the warm-started model.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_policy::{AdamWConfig, Device, ModelSource, Policy, Tensor};
 use agentrt_rollout::{EpisodeSpec, Question, ScriptedPolicy};
 use agentrt_trainer::sft::{load_examples, validation_loss};

@@ -4,6 +4,9 @@
 //! package from PyPI, installed into `$AGENTRT_CACHE/toolchains` on first use; python3 with venv is
 //! needed) must find every one of them at its step with its value, and nothing else.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 use agentrt_trainer::run_dir::{DEV_EVAL, METRICS, TRANSCRIPTS};
 use agentrt_trainer::RunDir;
 use serde_json::json;

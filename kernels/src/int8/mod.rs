@@ -179,7 +179,7 @@ impl Int8Weights {
         );
         assert!(x.len() >= rows * self.in_dim, "Int8Weights: {} codes for {rows} rows of {}", x.len(), self.in_dim);
         let (k, n) = (self.in_dim, self.out_dim);
-        // SAFETY (all arms): shapes checked above; the caller vouches for `sums` and the CPU.
+        // SAFETY: (all arms) shapes checked above; the caller vouches for `sums` and the CPU.
         unsafe {
             match kernel {
                 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -117,7 +117,7 @@ impl CustomOp3 for CausalAttention {
             for h in g * rep..(g + 1) * rep {
                 let q0 = bi * t * s.q_width() + h * hd;
                 self.probabilities(&qs, &ks, bi, h, &mut p);
-                // SAFETY (all four products): head h / group g of sequence bi lies inside its buffer at the
+                // SAFETY: (all four products) head h / group g of sequence bi lies inside its buffer at the
                 // offsets and strides given; this task alone writes head h of dq and group g of dk, dv.
                 unsafe {
                     // dP = dO_h · V_gᵀ

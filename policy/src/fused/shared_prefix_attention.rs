@@ -198,7 +198,7 @@ impl CustomOp3 for SharedPrefixAttention {
                 for h in g * rep..(g + 1) * rep {
                     let q0 = start * s.q_width() + h * hd;
                     self.probabilities(&qs, &kcat, u, h, &mut p);
-                    // SAFETY (all four products): the operands lie inside their buffers at the offsets and
+                    // SAFETY: (all four products) the operands lie inside their buffers at the offsets and
                     // strides given; this task alone writes head h of unit u's rows of dq, and its own dk, dv.
                     unsafe {
                         // dP = dO_h · Vᵀ

@@ -35,6 +35,9 @@
 //! `AGENTRT_FUZZ_REPORT` (a path for the counts as JSON). To replay case 1234 of seed 1:
 //! `AGENTRT_FUZZ_SEED=1 AGENTRT_FUZZ_FIRST=1234 AGENTRT_FUZZ_CASES=1 AGENTRT_FUZZ_VERBOSE=1 cargo test …`.
 
+// A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
+#![allow(clippy::unwrap_used)]
+
 mod mutate;
 mod programs;
 mod rng;
