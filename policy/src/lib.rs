@@ -24,6 +24,8 @@ pub mod optim;
 pub mod prefix_cache;
 pub mod sampling;
 pub mod threads;
+// For tests only: the `testing` feature, which only dev-dependencies turn on.
+#[cfg(any(test, feature = "testing"))]
 pub mod tiny;
 pub mod tokenizer;
 

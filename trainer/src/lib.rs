@@ -29,6 +29,8 @@ mod run_loop;
 pub mod sft;
 pub mod sft_data;
 pub mod sweep;
+// For tests and examples only: the `testing` feature, which only dev-dependencies turn on.
+#[cfg(any(test, feature = "testing"))]
 pub mod toy;
 mod trainer;
 pub mod warm_start;
