@@ -80,6 +80,10 @@ fn a_model_loaded_for_inference_answers_alike_and_refuses_to_train() {
     assert!(lean.decoder.weights.blocks_only && !full.decoder.weights.blocks_only);
     assert_eq!(lean.decoder.weights.layers[0].q.elem_count(), 0, "no f32 copy of a projection kept as blocks");
     assert_eq!(lean.decoder.weights.vocab_rows(), full.decoder.weights.vocab_rows());
+    // The lean load reads the blocks straight from the file; the full one through the quantised tensor.
+    let (lean_blocks, full_blocks) = (lean.decoder.weights.packed.as_ref().unwrap(), full.decoder.weights.packed.as_ref().unwrap());
+    assert_eq!(lean_blocks.sites, full_blocks.sites, "the same blocks, byte for byte");
+    assert_eq!(lean_blocks.lm_head, full_blocks.lm_head);
     let prompt = full.chat_prompt(&[Message::user("What is the capital of France? Answer in one sentence.")]).unwrap();
     let params = SamplingParams { temperature: 0.0, max_tokens: 32, ..Default::default() };
     let sample = |p: &Policy| p.sample(std::slice::from_ref(&prompt), &params, &mut rand::rngs::StdRng::seed_from_u64(0)).unwrap().remove(0);

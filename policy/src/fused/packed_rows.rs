@@ -39,7 +39,7 @@ impl std::str::FromStr for DecodeActivations {
 }
 
 /// A `(rows, cols)` matrix as row-major GGUF blocks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PackedRows {
     /// The GGUF block format the bytes are in.
     pub format: BlockFormat,
@@ -51,23 +51,32 @@ pub struct PackedRows {
 }
 
 impl PackedRows {
+    /// The block format a GGUF tensor type is kept in for decoding; `None` for the others.
+    pub fn kept_format(dtype: GgmlDType) -> Option<BlockFormat> {
+        match dtype {
+            GgmlDType::Q4_0 => Some(BlockFormat::Q4_0),
+            GgmlDType::Q4_1 => Some(BlockFormat::Q4_1),
+            GgmlDType::Q5_0 => Some(BlockFormat::Q5_0),
+            GgmlDType::Q8_0 => Some(BlockFormat::Q8_0),
+            GgmlDType::Q4K => Some(BlockFormat::Q4K),
+            GgmlDType::Q6K => Some(BlockFormat::Q6K),
+            _ => None,
+        }
+    }
+
     /// The blocks of a GGUF tensor of shape `(rows, cols)` in a kept format; `None` for other formats.
     pub fn from_gguf(q: &QTensor) -> candle_core::Result<Option<PackedRows>> {
-        let format = match q.dtype() {
-            GgmlDType::Q4_0 => BlockFormat::Q4_0,
-            GgmlDType::Q4_1 => BlockFormat::Q4_1,
-            GgmlDType::Q5_0 => BlockFormat::Q5_0,
-            GgmlDType::Q8_0 => BlockFormat::Q8_0,
-            GgmlDType::Q4K => BlockFormat::Q4K,
-            GgmlDType::Q6K => BlockFormat::Q6K,
-            _ => return Ok(None),
-        };
+        let Some(format) = Self::kept_format(q.dtype()) else { return Ok(None) };
         let (rows, cols) = q.shape().dims2()?;
-        let bytes = q.data()?.into_owned();
+        Self::from_bytes(format, rows, cols, q.data()?.into_owned()).map(Some)
+    }
+
+    /// A `(rows, cols)` matrix from its blocks as the file stores them, row after row.
+    pub fn from_bytes(format: BlockFormat, rows: usize, cols: usize, bytes: Vec<u8>) -> candle_core::Result<PackedRows> {
         if cols % format.block_weights() != 0 || bytes.len() != rows * format.row_bytes(cols) {
             candle_core::bail!("packed rows: {} bytes do not hold a ({rows}, {cols}) {format:?} matrix", bytes.len());
         }
-        Ok(Some(PackedRows { format, rows, cols, bytes }))
+        Ok(PackedRows { format, rows, cols, bytes })
     }
 
     /// The rows reordered: row `i` of the result is row `order[i]` of `self`.

@@ -28,8 +28,10 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile> {
         let mut file = std::fs::File::open(path).map_err(io_err(path))?;
         let size = file.metadata().map_err(io_err(path))?.len();
-        let content =
-            Content::read(&mut file).map_err(|e| PolicyError::Truncated { path: path.to_path_buf(), what: format!("cannot read the GGUF header ({e})") })?;
+        // Buffered: the header is hundreds of thousands of small reads (a 150k-token vocabulary and its
+        // merges, each a length and a string), a system call each on the bare file.
+        let content = Content::read(&mut std::io::BufReader::with_capacity(1 << 20, &mut file))
+            .map_err(|e| PolicyError::Truncated { path: path.to_path_buf(), what: format!("cannot read the GGUF header ({e})") })?;
         // Check every tensor's extent up front, so a truncated download fails with a clear message rather
         // than in the middle of loading.
         for (name, info) in &content.tensor_infos {
@@ -107,17 +109,23 @@ impl GgufFile {
     /// Without `keep_f32`, a tensor whose blocks are kept is not dequantized: its f32 tensor is an empty
     /// `(0, cols)` placeholder (see [`ModelWeights::blocks_only`]).
     fn tensor_and_blocks(&mut self, name: &str, device: &Device, keep_f32: bool) -> Result<(Tensor, Option<PackedRows>)> {
-        if !self.content.tensor_infos.contains_key(name) {
+        let Some(info) = self.content.tensor_infos.get(name) else {
             return Err(self.missing(format!("tensor `{name}`")));
+        };
+        if let (false, true, Some(format), [rows, cols]) = (keep_f32, device.is_cpu(), PackedRows::kept_format(info.ggml_dtype), info.shape.dims()) {
+            // Inference only: the blocks straight from the file, with no f32 copy and no intermediate
+            // quantised tensor (a copy of the model fewer, and its page faults, at load).
+            let (rows, cols) = (*rows, *cols);
+            let bytes = read_at(&mut self.file, self.content.tensor_data_offset + info.offset, rows * format.row_bytes(cols))
+                .map_err(|e| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") })?;
+            let blocks = PackedRows::from_bytes(format, rows, cols, bytes)?;
+            return Ok((Tensor::zeros((0, cols), DType::F32, device)?, Some(blocks)));
         }
         let q = self
             .content
             .tensor(&mut self.file, name, device)
             .map_err(|e| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") })?;
         let blocks = if device.is_cpu() && q.shape().rank() == 2 { PackedRows::from_gguf(&q)? } else { None };
-        if let (false, Some(b)) = (keep_f32, &blocks) {
-            return Ok((Tensor::zeros((0, b.cols), DType::F32, device)?, blocks));
-        }
         Ok((q.dequantize(device)?.to_dtype(DType::F32)?, blocks))
     }
 
@@ -235,4 +243,13 @@ fn unpermute(w: &Tensor, n_head: usize) -> Result<Tensor> {
     let (out, inp) = w.dims2()?;
     let hd = out / n_head;
     Ok(w.reshape((n_head, hd / 2, 2, inp))?.transpose(1, 2)?.contiguous()?.reshape((out, inp))?)
+}
+
+/// `len` bytes of `file` from byte `at`.
+fn read_at(file: &mut std::fs::File, at: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    file.seek(std::io::SeekFrom::Start(at))?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact(&mut bytes)?;
+    Ok(bytes)
 }
