@@ -73,7 +73,7 @@ impl PackedRows {
 
     /// A `(rows, cols)` matrix from its blocks as the file stores them, row after row.
     pub fn from_bytes(format: BlockFormat, rows: usize, cols: usize, bytes: Vec<u8>) -> candle_core::Result<PackedRows> {
-        if cols % format.block_weights() != 0 || bytes.len() != rows * format.row_bytes(cols) {
+        if !cols.is_multiple_of(format.block_weights()) || bytes.len() != rows * format.row_bytes(cols) {
             candle_core::bail!("packed rows: {} bytes do not hold a ({rows}, {cols}) {format:?} matrix", bytes.len());
         }
         Ok(PackedRows { format, rows, cols, bytes })
