@@ -80,7 +80,7 @@ fn a_model_loaded_for_inference_answers_alike_and_refuses_to_train() {
     assert!(lean.decoder.weights.blocks_only && !full.decoder.weights.blocks_only);
     assert_eq!(lean.decoder.weights.layers[0].q.elem_count(), 0, "no f32 copy of a projection kept as blocks");
     assert_eq!(lean.decoder.weights.vocab_rows(), full.decoder.weights.vocab_rows());
-    // The lean load reads the blocks straight from the file; the full one through the quantised tensor.
+    // Keeping the f32 copy or not changes nothing in the blocks.
     let (lean_blocks, full_blocks) = (lean.decoder.weights.packed.as_ref().unwrap(), full.decoder.weights.packed.as_ref().unwrap());
     assert_eq!(lean_blocks.sites, full_blocks.sites, "the same blocks, byte for byte");
     assert_eq!(lean_blocks.lm_head, full_blocks.lm_head);

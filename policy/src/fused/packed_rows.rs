@@ -10,7 +10,7 @@
 use super::with_f32_slice;
 use agentrt_kernels::decode::unpack_block;
 pub use agentrt_kernels::decode::BlockFormat;
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Tensor};
 
 /// What a decoding step multiplies the blocks with.
@@ -62,13 +62,6 @@ impl PackedRows {
             GgmlDType::Q6K => Some(BlockFormat::Q6K),
             _ => None,
         }
-    }
-
-    /// The blocks of a GGUF tensor of shape `(rows, cols)` in a kept format; `None` for other formats.
-    pub fn from_gguf(q: &QTensor) -> candle_core::Result<Option<PackedRows>> {
-        let Some(format) = Self::kept_format(q.dtype()) else { return Ok(None) };
-        let (rows, cols) = q.shape().dims2()?;
-        Self::from_bytes(format, rows, cols, q.data()?.into_owned()).map(Some)
     }
 
     /// A `(rows, cols)` matrix from its blocks as the file stores them, row after row.
@@ -192,6 +185,7 @@ pub fn packed_linear_rows(x: &Tensor, w: &PackedRows, activations: DecodeActivat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::quantized::QTensor;
     use candle_core::Device;
 
     #[test]
@@ -202,7 +196,8 @@ mod tests {
         use GgmlDType::*;
         for dtype in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
             let q = QTensor::quantize(&w, dtype).unwrap();
-            let packed = PackedRows::from_gguf(&q).unwrap().expect("a kept format");
+            let format = PackedRows::kept_format(dtype).expect("a kept format");
+            let packed = PackedRows::from_bytes(format, 70, 768, q.data().unwrap().into_owned()).unwrap();
             let reference = q.dequantize(&dev).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
             assert_eq!(packed.dequantize(), reference, "{dtype:?}: not the loader's weights, bit for bit");
             let wf = Tensor::from_vec(reference, (70, 768), &dev).unwrap();

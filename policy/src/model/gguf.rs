@@ -112,20 +112,19 @@ impl GgufFile {
         let Some(info) = self.content.tensor_infos.get(name) else {
             return Err(self.missing(format!("tensor `{name}`")));
         };
-        if let (false, true, Some(format), [rows, cols]) = (keep_f32, device.is_cpu(), PackedRows::kept_format(info.ggml_dtype), info.shape.dims()) {
-            // Inference only: the blocks straight from the file, with no f32 copy and no intermediate
-            // quantised tensor (a copy of the model fewer, and its page faults, at load).
-            let (rows, cols) = (*rows, *cols);
-            let bytes = read_at(&mut self.file, self.content.tensor_data_offset + info.offset, rows * format.row_bytes(cols))
-                .map_err(|e| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") })?;
-            let blocks = PackedRows::from_bytes(format, rows, cols, bytes)?;
-            return Ok((Tensor::zeros((0, cols), DType::F32, device)?, Some(blocks)));
+        let truncated = |e: &dyn std::fmt::Display| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") };
+        // The blocks straight from the file, in the decoder's layout (no quantised tensor in between).
+        let blocks = match (device.is_cpu(), PackedRows::kept_format(info.ggml_dtype), info.shape.dims()) {
+            (true, Some(format), &[rows, cols]) => {
+                let bytes = read_at(&mut self.file, self.content.tensor_data_offset + info.offset, rows * format.row_bytes(cols)).map_err(|e| truncated(&e))?;
+                Some(PackedRows::from_bytes(format, rows, cols, bytes)?)
+            }
+            _ => None,
+        };
+        if let (false, Some(b)) = (keep_f32, &blocks) {
+            return Ok((Tensor::zeros((0, b.cols), DType::F32, device)?, blocks));
         }
-        let q = self
-            .content
-            .tensor(&mut self.file, name, device)
-            .map_err(|e| PolicyError::Truncated { path: self.path.clone(), what: format!("tensor `{name}`: {e}") })?;
-        let blocks = if device.is_cpu() && q.shape().rank() == 2 { PackedRows::from_gguf(&q)? } else { None };
+        let q = self.content.tensor(&mut self.file, name, device).map_err(|e| truncated(&e))?;
         Ok((q.dequantize(device)?.to_dtype(DType::F32)?, blocks))
     }
 
