@@ -487,7 +487,7 @@ mod tests {
         let sets: Vec<Arc<AdapterSet>> = (0..2)
             .map(|seed| {
                 let a = AdapterSet::new(lora.clone(), p.config(), p.device(), seed).unwrap();
-                a.randomize_b(0.2).unwrap();
+                a.randomize_b(0.2, seed).unwrap();
                 Arc::new(a)
             })
             .collect();

@@ -215,11 +215,15 @@ impl AdapterSet {
         Ok(AdapterSet { config, retain, forget, scales: (1.0, 1.0), routing: Routing::Shared })
     }
 
-    /// Sets every `B` to small random values (tests: with `B = 0`, `A` gets no gradient).
-    pub fn randomize_b(&self, std: f64) -> candle_core::Result<()> {
+    /// Sets every `B` to small random values drawn from `seed` (tests: with `B = 0`, `A` gets no
+    /// gradient; seeded, so that what a test samples from them is the same on every run).
+    pub fn randomize_b(&self, std: f64, seed: u64) -> candle_core::Result<()> {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         for ad in std::iter::once(&self.retain).chain(self.forget.iter()) {
             for p in ad.pairs.values() {
-                p.b.set(&Tensor::randn(0f32, std as f32, p.b.shape(), p.b.device())?)?;
+                let values = crate::model::weights::normal_values(&mut rng, p.b.elem_count(), 0.0, std as f32);
+                p.b.set(&Tensor::from_vec(values, p.b.shape(), p.b.device())?)?;
             }
         }
         Ok(())

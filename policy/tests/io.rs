@@ -113,7 +113,7 @@ fn peft_adapters_round_trip_and_merge_export_reloads_as_the_same_model() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = tiny_policy(Arch::Qwen2, 5).unwrap();
     p.init_adapters(LoraConfig { rank: 4, alpha: 16.0, targets: Target::ALL.to_vec(), dual: true }, 0).unwrap();
-    p.adapters.as_ref().unwrap().randomize_b(0.2).unwrap();
+    p.adapters.as_ref().unwrap().randomize_b(0.2, 1).unwrap();
     p.set_adapter_scales(1.0, 0.5);
     let with = logits(&p);
     let ad_dir = dir.path().join("adapters");

@@ -11,7 +11,7 @@ use rand::SeedableRng;
 fn with_adapters(arch: Arch) -> Policy {
     let mut p = tiny_policy(arch, 11).unwrap();
     p.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 0).unwrap();
-    p.adapters.as_ref().unwrap().randomize_b(0.1).unwrap();
+    p.adapters.as_ref().unwrap().randomize_b(0.1, 1).unwrap();
     p
 }
 

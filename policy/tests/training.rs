@@ -22,7 +22,7 @@ fn grad_gap(a: &Tensor, b: &Tensor) -> f32 {
 fn with_adapters(arch: Arch, dual: bool) -> Policy {
     let mut p = tiny_policy(arch, 7).unwrap();
     p.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 0).unwrap();
-    p.adapters.as_ref().unwrap().randomize_b(0.1).unwrap();
+    p.adapters.as_ref().unwrap().randomize_b(0.1, 1).unwrap();
     p
 }
 

@@ -244,7 +244,7 @@ async fn requests_for_different_adapters_decode_in_one_step() {
     for (name, seed) in [("a", 4u64), ("b", 5)] {
         let mut trained = tiny_policy_with(wide(), 2).unwrap();
         trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, seed).unwrap();
-        trained.adapters.as_ref().unwrap().randomize_b(0.5).unwrap();
+        trained.adapters.as_ref().unwrap().randomize_b(0.5, 1).unwrap();
         trained.save_adapters(&dir.path().join(name)).unwrap();
         expected.push(greedy(&trained, 12));
     }
@@ -325,7 +325,7 @@ async fn adapters_load_answer_and_unload_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
     trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
-    trained.adapters.as_ref().unwrap().randomize_b(0.5).unwrap();
+    trained.adapters.as_ref().unwrap().randomize_b(0.5, 1).unwrap();
     trained.save_adapters(&dir.path().join("a")).unwrap();
     let with_adapter = greedy(&trained, 12);
     let base = greedy(&tiny_policy(Arch::Llama, 3).unwrap(), 12);
@@ -366,7 +366,7 @@ async fn the_shared_client_loads_adapters_and_reads_exact_replies() {
     let dir = tempfile::tempdir().unwrap();
     let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
     trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
-    trained.adapters.as_ref().unwrap().randomize_b(0.5).unwrap();
+    trained.adapters.as_ref().unwrap().randomize_b(0.5, 1).unwrap();
     trained.save_adapters(&dir.path().join("a")).unwrap();
     let expected = greedy(&trained, 12);
 

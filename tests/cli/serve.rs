@@ -43,7 +43,7 @@ fn model_and_adapter(dir: &Path) -> (PathBuf, PathBuf) {
     let model = tiny_model(dir);
     let mut p = agentrt_policy::Policy::load(&agentrt_policy::ModelSource::Path(model.clone()), &agentrt_policy::Device::Cpu).unwrap();
     p.init_adapters(agentrt_policy::LoraConfig { rank: 4, alpha: 8.0, ..Default::default() }, 3).unwrap();
-    p.adapters.as_ref().unwrap().randomize_b(0.3).unwrap();
+    p.adapters.as_ref().unwrap().randomize_b(0.3, 1).unwrap();
     let adapter = dir.join("adapter");
     p.save_adapters(&adapter).unwrap();
     (model, adapter)

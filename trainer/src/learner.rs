@@ -457,14 +457,14 @@ mod tests {
         for (arch, dual) in [(Arch::Llama, false), (Arch::Qwen2, true), (Arch::Qwen3, false)] {
             let mut policy = tiny_policy(arch, 3).unwrap();
             policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 5).unwrap();
-            policy.adapters.as_ref().unwrap().randomize_b(0.05).unwrap();
+            policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
             let mut learner =
                 Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None })
                     .unwrap();
             // A KL reference that differs from the policy: the same adapters with other B's.
             let reference =
                 AdapterSet::new(learner.policy.adapters.as_ref().unwrap().config.clone(), &learner.policy.decoder.cfg, learner.policy.device(), 9).unwrap();
-            reference.randomize_b(0.05).unwrap();
+            reference.randomize_b(0.05, 2).unwrap();
             learner.set_reference(Some(reference));
             let mut all = samples(dual);
             if dual {
@@ -504,7 +504,7 @@ mod tests {
     fn the_clipped_objective_is_the_plain_gradient_at_ratio_one_and_flat_where_it_clips() {
         let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
         policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
-        policy.adapters.as_ref().unwrap().randomize_b(0.05).unwrap();
+        policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
         let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None };
         let mut learner = Learner::new(policy, config).unwrap();
         let mut all = samples(false);

@@ -73,22 +73,25 @@ pub struct PackedWeights {
     pub embed: Option<PackedRows>,
 }
 
+/// `n` draws from a normal distribution (Box-Muller, to avoid pulling in rand_distr), for seeded test
+/// weights: candle's `Tensor::randn` draws from an unseeded generator.
+pub(crate) fn normal_values(rng: &mut impl rand::Rng, n: usize, mean: f32, std: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let u1: f32 = rng.random::<f32>().max(1e-7);
+            let u2: f32 = rng.random::<f32>();
+            mean + std * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+        })
+        .collect()
+}
+
 impl ModelWeights {
     /// Random weights for tests (normal, std 0.02 for matrices; ones plus noise for norms).
     pub fn random(cfg: &ModelConfig, seed: u64, device: &Device) -> Result<ModelWeights> {
-        use rand::{Rng, SeedableRng};
+        use rand::SeedableRng;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut t = |shape: &[usize], std: f32, mean: f32| -> Result<Tensor> {
-            let n: usize = shape.iter().product();
-            // Box-Muller, to avoid pulling in rand_distr.
-            let data: Vec<f32> = (0..n)
-                .map(|_| {
-                    let u1: f32 = rng.random::<f32>().max(1e-7);
-                    let u2: f32 = rng.random::<f32>();
-                    mean + std * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
-                })
-                .collect();
-            Ok(Tensor::from_vec(data, shape, device)?)
+            Ok(Tensor::from_vec(normal_values(&mut rng, shape.iter().product(), mean, std), shape, device)?)
         };
         let (h, i, hd) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim);
         let (nq, nk) = (cfg.num_heads * hd, cfg.num_kv_heads * hd);
