@@ -13,21 +13,56 @@ use rayon::prelude::*;
 /// Input rows up to which the streaming kernel is used; above it the gemm's packing pays for itself.
 pub use agentrt_kernels::decode::MAX_ROWS;
 
-/// Weight rows per parallel task.
+/// Weight rows per parallel task at most: a task's blocks stay in cache across its input rows.
 const TASK_ROWS: usize = 64;
 
+/// Weight rows per task for `n` rows: [`TASK_ROWS`], or fewer so that each thread gets about eight
+/// tasks. A decoding step's small matrices (SmolLM2-135M's keys and values: 192 rows, three tasks of
+/// 64) left one of two threads idle for a third of the product.
+fn task_rows(n: usize) -> usize {
+    (n / (8 * rayon::current_num_threads())).clamp(4, TASK_ROWS)
+}
+
 /// The frame of both decode kernels: the `n` weight rows (`per_row` items each, f32 or block bytes) are
-/// split into tasks of [`TASK_ROWS`] rows; `task(weight_rows, out_rows)` writes one output row of `m` per
+/// split into tasks of [`task_rows`] rows; `task(weight_rows, out_rows)` writes one output row of `m` per
 /// weight row into a transposed `(n×m)` buffer (one contiguous block per task), which lands in `out`
-/// `(m×n)` at the end.
+/// `(m×n)` at the end (one input row: the two layouts are one).
 pub(super) fn by_weight_rows<T: Sync>(weights: &[T], per_row: usize, (m, n): (usize, usize), out: &mut [f32], task: impl Fn(&[T], &mut [f32]) + Sync) {
     assert_eq!(weights.len(), n * per_row, "weights do not hold {n} rows of {per_row}");
-    assert_eq!(out.len(), m * n, "output is not {m}x{n}");
-    let mut out_t = vec![0f32; n * m];
-    out_t.par_chunks_mut(TASK_ROWS * m).zip(weights.par_chunks(TASK_ROWS * per_row)).for_each(|(oc, wc)| task(wc, oc));
-    for (j, r) in out_t.chunks(m).enumerate() {
-        for (b, &v) in r.iter().enumerate() {
-            out[b * n + j] = v;
+    by_weight_rows_of(&[(weights, per_row)], m, &mut [out], |_, wc, oc| task(wc, oc));
+}
+
+/// [`by_weight_rows`] for several matrices multiplied into the same `m` input rows (a layer's queries,
+/// keys and values), all their tasks in one parallel section: `task(i, weight_rows, out_rows)` for
+/// matrix `i`, whose `(m × rows)` product lands in `outs[i]`. One section instead of three saves two of
+/// the threads' meetings a layer, and the small matrices' tasks fill the gaps of the large ones.
+pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs: &mut [&mut [f32]], task: impl Fn(usize, &[T], &mut [f32]) + Sync) {
+    assert_eq!(mats.len(), outs.len(), "{} matrices and {} outputs", mats.len(), outs.len());
+    let ns: Vec<usize> = mats
+        .iter()
+        .zip(outs.iter())
+        .map(|((w, per_row), out)| {
+            assert!(*per_row > 0 && w.len().is_multiple_of(*per_row), "weights of {} items are not rows of {per_row}", w.len());
+            let n = w.len() / per_row;
+            assert_eq!(out.len(), m * n, "output is not {m}x{n}");
+            n
+        })
+        .collect();
+    let rows = task_rows(ns.iter().sum());
+    let mut transposed: Vec<Vec<f32>> = if m == 1 { Vec::new() } else { ns.iter().map(|&n| vec![0f32; n * m]).collect() };
+    {
+        let targets: Vec<&mut [f32]> = if m == 1 { outs.iter_mut().map(|o| &mut **o).collect() } else { transposed.iter_mut().map(Vec::as_mut_slice).collect() };
+        let mut tasks = Vec::new();
+        for (i, (&(w, per_row), target)) in mats.iter().zip(targets).enumerate() {
+            tasks.extend(w.chunks(rows * per_row).zip(target.chunks_mut(rows * m)).map(|(wc, oc)| (i, wc, oc)));
+        }
+        tasks.into_par_iter().for_each(|(i, wc, oc)| task(i, wc, oc));
+    }
+    for ((out, t), &n) in outs.iter_mut().zip(&transposed).zip(&ns) {
+        for (j, r) in t.chunks(m).enumerate() {
+            for (b, &v) in r.iter().enumerate() {
+                out[b * n + j] = v;
+            }
         }
     }
 }
