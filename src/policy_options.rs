@@ -94,7 +94,8 @@ impl PolicyOptions {
             (None, Some("random")) => LoadedPolicy { local: None, trained, name: "random baseline".into() },
             (None, Some("zero-shot")) | (None, None) => {
                 let device = agentrt_policy::parse_device(&self.device)?;
-                let mut p = Policy::load(&ModelSource::parse(&model), &device)?;
+                // Evaluation and trajectories only sample: the GGUF's blocks without an f32 copy.
+                let mut p = Policy::load_for_inference(&ModelSource::parse(&model), &device)?;
                 let mut name = format!("{model} zero-shot");
                 if self.baseline.is_none() {
                     if let Some(dir) = &self.adapter {

@@ -123,7 +123,7 @@ impl Policy {
         Self::load_keeping_f32(source, device, true)
     }
 
-    /// [`Policy::load`] for a model that only samples (generate, serve): a GGUF's weights are kept as
+    /// [`Policy::load`] for a model that only samples (generate, serve, eval, trajectories): a GGUF's weights are kept as
     /// its blocks alone, with no f32 copy, so the model takes about its file's size in memory and loads
     /// without dequantising; prompts are multiplied from the blocks too. Training, log-prob scoring and
     /// exports refuse such a model ([`ModelWeights::blocks_only`]). A safetensors model loads as usual.

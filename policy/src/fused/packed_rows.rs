@@ -26,7 +26,7 @@ pub enum DecodeActivations {
     /// The activations rounded to 8 bits per 32 values and multiplied by integer dot products, as
     /// llama.cpp decodes: fewer instructions per weight, with a small gap to the f32 products (measured
     /// in bench/decode_results.md; the trainer reports it as `logprob_gap_*`). A model without its f32
-    /// copy reads prompts of [`GEMM_ROWS`] rows or more by the f32 product all the same
+    /// copy reads prompts of 128 rows or more by the f32 product all the same
     /// ([`PackedRows::a_bt`]): there the arithmetic, not the weights' bytes, bounds the time.
     Int8,
 }
@@ -44,9 +44,17 @@ impl std::str::FromStr for DecodeActivations {
 
 /// Input rows from which [`PackedRows::a_bt`] multiplies f32 tiles of the weights by the general matrix
 /// product ([`PackedRows::a_bt_by_tiles`]) rather than running the block kernels over runs of
-/// [`MAX_ROWS`]: below it unpacking every weight costs more than the gemm saves (AVX2 EPYC, both default
-/// models: runs faster at 48 prompt tokens, the two alike at 96, tiles 1.2-1.5x faster at 512).
-const GEMM_ROWS: usize = 128;
+/// [`MAX_ROWS`]. With 8-bit activations, below 128 rows unpacking every weight costs more than the gemm
+/// saves (AVX2 EPYC, both default models: runs faster at 48 prompt tokens, the two alike at 96, tiles
+/// 1.2-1.5x faster at 512). The f32 block kernels are slower than the 8-bit ones, and tiles win from the
+/// first row past a run (a 50-question evaluation of SmolLM2-135M, whose turns add 17-127 tokens: 51-52 s
+/// through runs, 46 s by tiles, 43-50 s with the f32 copy's gemm).
+fn gemm_rows(activations: DecodeActivations) -> usize {
+    match activations {
+        DecodeActivations::Int8 => 128,
+        DecodeActivations::F32 => MAX_ROWS + 1,
+    }
+}
 
 /// f32 weights a prompt's task unpacks at once: 1 MiB, a tile the gemm reads from cache for every row.
 const TILE_VALUES: usize = 1 << 18;
@@ -134,7 +142,7 @@ impl PackedRows {
         if m <= MAX_ROWS {
             return PackedRows::few_rows_a_bt_each(&[self], x, &mut [out], m, activations);
         }
-        if m >= GEMM_ROWS {
+        if m >= gemm_rows(activations) {
             return self.a_bt_by_tiles(x, out, m);
         }
         let (n, k) = (self.rows, self.cols);
@@ -306,23 +314,22 @@ mod tests {
             }
             let x = Tensor::randn(0f32, 1.0, (37, 768), &dev).unwrap();
             assert!(packed_linear(&x, &packed, DecodeActivations::Int8).unwrap().is_none(), "37 rows go to the gemm");
-            // ... unless the f32 weights are not there: runs of 16 rows through the blocks.
+            // ... unless the f32 weights are not there: f32 activations through f32 tiles of the weights.
             let y = packed_linear_rows(&x, &packed, DecodeActivations::F32).unwrap();
             let d = (y - x.matmul(&wf.t().unwrap()).unwrap()).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-            assert!(d < 1e-3, "{dtype:?}, 37 rows in runs of 16: differs by {d}");
-            // The runs inside each task of weight rows give what each run gives alone, bit for bit.
-            for activations in [DecodeActivations::F32, DecodeActivations::Int8] {
-                let all = packed_linear_rows(&x, &packed, activations).unwrap().to_vec2::<f32>().unwrap();
-                for (start, len) in [(0, 16), (16, 16), (32, 5)] {
-                    let run = packed_linear(&x.narrow(0, start, len).unwrap(), &packed, activations).unwrap().expect("qualifies");
-                    assert_eq!(&all[start..start + len], &run.to_vec2::<f32>().unwrap()[..], "{dtype:?}, {activations:?}, the run at {start}");
-                }
+            assert!(d < 1e-3, "{dtype:?}, 37 rows through f32 tiles: differs by {d}");
+            // 8-bit activations in runs of 16, inside each task of weight rows: each run gives what it
+            // gives alone, bit for bit.
+            let all = packed_linear_rows(&x, &packed, DecodeActivations::Int8).unwrap().to_vec2::<f32>().unwrap();
+            for (start, len) in [(0, 16), (16, 16), (32, 5)] {
+                let run = packed_linear(&x.narrow(0, start, len).unwrap(), &packed, DecodeActivations::Int8).unwrap().expect("qualifies");
+                assert_eq!(&all[start..start + len], &run.to_vec2::<f32>().unwrap()[..], "{dtype:?}, the run at {start}");
             }
-            // A prompt's rows (at least GEMM_ROWS): the f32 products, whatever the activations.
-            let x = Tensor::randn(0f32, 1.0, (GEMM_ROWS + 3, 768), &dev).unwrap();
+            // A prompt of many rows: the f32 products, whatever the activations.
+            let x = Tensor::randn(0f32, 1.0, (gemm_rows(DecodeActivations::Int8) + 3, 768), &dev).unwrap();
             let y = packed_linear_rows(&x, &packed, DecodeActivations::Int8).unwrap();
             let d = (y - x.matmul(&wf.t().unwrap()).unwrap()).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-            assert!(d < 1e-3, "{dtype:?}, {} rows through f32 tiles: differs by {d}", GEMM_ROWS + 3);
+            assert!(d < 1e-3, "{dtype:?}, {} rows through f32 tiles: differs by {d}", gemm_rows(DecodeActivations::Int8) + 3);
             let rows = packed.select_rows(&[69, 0, 69]).unwrap();
             let all = packed.dequantize();
             assert_eq!(&rows[..768], &all[69 * 768..]);
@@ -345,7 +352,7 @@ mod tests {
             let q = QTensor::quantize(&w, dtype).unwrap();
             let packed = PackedRows::from_bytes(PackedRows::kept_format(dtype).unwrap(), n, k, q.data().unwrap().into_owned()).unwrap();
             let wf = Tensor::from_vec(packed.dequantize(), (n, k), &dev).unwrap();
-            let x = Tensor::randn(0f32, 1.0, (2 * GEMM_ROWS, k), &dev).unwrap();
+            let x = Tensor::randn(0f32, 1.0, (2 * gemm_rows(DecodeActivations::Int8), k), &dev).unwrap();
             let y = packed_linear_rows(&x, &packed, DecodeActivations::F32).unwrap();
             let want = x.matmul(&wf.t().unwrap()).unwrap();
             let d = (y - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
