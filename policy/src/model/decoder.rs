@@ -119,24 +119,25 @@ impl Decoder {
         self.finish_sample_proj(y, x, layer, target, b, adapters, routed, spans)
     }
 
-    /// Sampling projections of one input through several sites of a layer (its queries, keys and values;
-    /// its gate and up): the frozen products together in one parallel section when all have blocks and the
-    /// rows are a decoding step's few, else one by one; each then as [`Decoder::proj`] finishes it.
+    /// [`Decoder::proj`] of one input through several sites of a layer (its queries, keys and values; its
+    /// gate and up). In sampling, the frozen products run together in one parallel section when all have
+    /// blocks and the rows are a decoding step's few; otherwise, and in training, one by one.
     #[allow(clippy::too_many_arguments)]
-    fn sample_projs<const N: usize>(
+    fn projs<const N: usize>(
         &self,
         x: &Tensor,
         layer: usize,
         sites: [(Target, &Tensor, Option<&Tensor>); N],
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
+        train: bool,
         spans: Option<&[AdapterSpan<'_>]>,
     ) -> candle_core::Result<[Tensor; N]> {
         let packed = self.weights.packed.as_ref();
         let blocks: Option<Vec<&fused::PackedRows>> = sites.iter().map(|(target, _, _)| packed.and_then(|p| p.sites.get(&(layer, *target)))).collect();
         let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?.max(1);
         let together = match blocks {
-            Some(mats) if rows <= fused::MAX_ROWS && x.device().is_cpu() && x.dtype() == candle_core::DType::F32 => {
+            Some(mats) if !train && rows <= fused::MAX_ROWS && x.device().is_cpu() && x.dtype() == candle_core::DType::F32 => {
                 Some(fused::packed_linear_each(x, &mats, self.decode_activations)?)
             }
             _ => None,
@@ -146,7 +147,7 @@ impl Decoder {
         for (target, w, b) in sites {
             out.push(match together.as_mut().and_then(Iterator::next) {
                 Some(y) => self.finish_sample_proj(y, x, layer, target, b, adapters, routed, spans)?,
-                None => self.proj(x, layer, target, w, b, adapters, routed, false, spans)?,
+                None => self.proj(x, layer, target, w, b, adapters, routed, train, spans)?,
             });
         }
         Ok(out.try_into().unwrap_or_else(|_| unreachable!("one projection per site")))
@@ -217,15 +218,8 @@ impl Decoder {
         };
         let spans = spans.as_deref();
         let h = self.rms(x, &l.attn_norm, train)?;
-        let [q, k, v] = if train {
-            [
-                self.proj(&h, li, Target::Q, &l.q, l.q_bias.as_ref(), adapters, routed, train, spans)?,
-                self.proj(&h, li, Target::K, &l.k, l.k_bias.as_ref(), adapters, routed, train, spans)?,
-                self.proj(&h, li, Target::V, &l.v, l.v_bias.as_ref(), adapters, routed, train, spans)?,
-            ]
-        } else {
-            self.sample_projs(&h, li, [(Target::Q, &l.q, l.q_bias.as_ref()), (Target::K, &l.k, l.k_bias.as_ref()), (Target::V, &l.v, l.v_bias.as_ref())], adapters, routed, spans)?
-        };
+        let qkv = [(Target::Q, &l.q, l.q_bias.as_ref()), (Target::K, &l.k, l.k_bias.as_ref()), (Target::V, &l.v, l.v_bias.as_ref())];
+        let [q, k, v] = self.projs(&h, li, qkv, adapters, routed, train, spans)?;
         let att = match pass {
             Pass::Sample(rows) => self.attention_sample(li, l, &q, &k, &v, rows)?,
             Pass::Train => self.attention_train(l, &q, &k, &v, (b, t), None)?,
@@ -234,14 +228,8 @@ impl Decoder {
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train, spans)?;
         let x = (x + o)?;
         let h = self.rms(&x, &l.ffn_norm, train)?;
-        let a = if train {
-            let g = self.proj(&h, li, Target::Gate, &l.gate, None, adapters, routed, train, spans)?;
-            let u = self.proj(&h, li, Target::Up, &l.up, None, adapters, routed, train, spans)?;
-            fused::silu_mul(&g, &u)?
-        } else {
-            let [g, u] = self.sample_projs(&h, li, [(Target::Gate, &l.gate, None), (Target::Up, &l.up, None)], adapters, routed, spans)?;
-            (g.silu()? * u)?
-        };
+        let [g, u] = self.projs(&h, li, [(Target::Gate, &l.gate, None), (Target::Up, &l.up, None)], adapters, routed, train, spans)?;
+        let a = if train { fused::silu_mul(&g, &u)? } else { (g.silu()? * u)? };
         let d = self.proj(&a, li, Target::Down, &l.down, None, adapters, routed, train, spans)?;
         x + d
     }
