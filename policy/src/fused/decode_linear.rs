@@ -51,7 +51,8 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
     let rows = task_rows(ns.iter().sum());
     let mut transposed: Vec<Vec<f32>> = if m == 1 { Vec::new() } else { ns.iter().map(|&n| vec![0f32; n * m]).collect() };
     {
-        let targets: Vec<&mut [f32]> = if m == 1 { outs.iter_mut().map(|o| &mut **o).collect() } else { transposed.iter_mut().map(Vec::as_mut_slice).collect() };
+        let targets: Vec<&mut [f32]> =
+            if m == 1 { outs.iter_mut().map(|o| &mut **o).collect() } else { transposed.iter_mut().map(Vec::as_mut_slice).collect() };
         let mut tasks = Vec::new();
         for (i, (&(w, per_row), target)) in mats.iter().zip(targets).enumerate() {
             tasks.extend(w.chunks(rows * per_row).zip(target.chunks_mut(rows * m)).map(|(wc, oc)| (i, wc, oc)));

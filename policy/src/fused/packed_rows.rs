@@ -7,10 +7,10 @@
 //! f32 copy stays for training; a test holds the two to bit equality. The block kernels, one per
 //! instruction set, are `agentrt_kernels::decode`.
 
-use super::with_f32_slice;
 use super::decode_linear::MAX_ROWS;
-use agentrt_kernels::decode::{unpack_block, Q8Rows};
+use super::with_f32_slice;
 pub use agentrt_kernels::decode::BlockFormat;
+use agentrt_kernels::decode::{unpack_block, Q8Rows};
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Tensor};
 use rayon::prelude::*;
@@ -224,7 +224,11 @@ pub fn packed_linear_each(x: &Tensor, mats: &[&PackedRows], activations: DecodeA
     let k = *dims.last().unwrap_or(&0);
     let m = x.elem_count() / k.max(1);
     if mats.iter().any(|w| w.cols != k) || m > MAX_ROWS || !x.device().is_cpu() || x.dtype() != DType::F32 {
-        candle_core::bail!("packed-linear: {m} f32 CPU rows of width {k} (at most {MAX_ROWS}) for matrices of widths {:?}, got {:?} {dims:?}", mats.iter().map(|w| w.cols).collect::<Vec<_>>(), x.dtype());
+        candle_core::bail!(
+            "packed-linear: {m} f32 CPU rows of width {k} (at most {MAX_ROWS}) for matrices of widths {:?}, got {:?} {dims:?}",
+            mats.iter().map(|w| w.cols).collect::<Vec<_>>(),
+            x.dtype()
+        );
     }
     let x = x.contiguous()?;
     let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; m * w.rows]).collect();
