@@ -128,11 +128,60 @@ pub(super) unsafe fn rows_blocks_q8(format: BlockFormat, x: &Q8Rows, rows: &[u8]
 unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
     let format = BlockFormat::from_id(F);
     let m = x.m;
+    if m == 1 {
+        for (o, row) in out_rows.iter_mut().zip(rows.chunks(format.row_bytes(x.k))) {
+            *o = q8_one_row::<F>(x, row);
+        }
+        return;
+    }
     for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(x.k))) {
         for b0 in (0..m).step_by(GROUP) {
             by_group_size!((m - b0).min(GROUP), q8_group::<_, F>(x, row, o, b0));
         }
     }
+}
+
+/// One quantised input row (a decoding step of one sequence) against one row of blocks, two sub-blocks an
+/// iteration into two accumulators. [`q8_group`] with one row kept a single chain of dependent adds and
+/// re-read the input's pointers from the stack: Q5_0 blocks ran at about 5 GB/s a thread, this at about
+/// 7.5 (a 400 MB matrix, AVX2 EPYC), where the memory delivers 10-12.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_one_row<const F: u8>(x: &Q8Rows, row: &[u8]) -> f32 {
+    let format = BlockFormat::from_id(F);
+    let (bb, subs) = (format.block_bytes(), format.block_weights() / BLOCK);
+    let n = row.len() / bb * subs;
+    let ones = _mm256_set1_epi16(1);
+    let unsigned = format.has_offset();
+    let (xq, xs, xsum, p) = (x.q.as_ptr(), x.scale.as_ptr(), x.scaled_sum_by_run.as_ptr(), row.as_ptr());
+    // Sub-block `i` of the row into `a` (and its offset's product into `off`).
+    let one = |i: usize, a: &mut __m256, off: &mut f32| {
+        let (w, [s0, s1], offset) = unpack_i8::<F>(p.add(i / subs * bb), i % subs);
+        let abs_w = if unsigned { w } else { _mm256_sign_epi8(w, w) };
+        let q = _mm256_loadu_si256(xq.add(i * BLOCK) as *const __m256i);
+        let q = if unsigned { q } else { _mm256_sign_epi8(q, w) };
+        let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, q), ones);
+        let d = *xs.add(i);
+        // Lanes 0..4 hold the sums of weights 0..16, lanes 4..8 those of 16..32.
+        let scales =
+            if format == BlockFormat::Q6K { _mm256_setr_ps(s0 * d, s0 * d, s0 * d, s0 * d, s1 * d, s1 * d, s1 * d, s1 * d) } else { _mm256_set1_ps(s0 * d) };
+        *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scales, *a);
+        if unsigned {
+            *off = offset.mul_add(*xsum.add(i), *off);
+        }
+    };
+    let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut o0, mut o1) = (0f32, 0f32);
+    let mut i = 0;
+    while i + 1 < n {
+        one(i, &mut a0, &mut o0);
+        one(i + 1, &mut a1, &mut o1);
+        i += 2;
+    }
+    if i < n {
+        one(i, &mut a0, &mut o0);
+    }
+    sum_lanes(_mm256_add_ps(a0, a1)) + (o0 + o1)
 }
 
 /// Quantised input rows `b0 .. b0 + G` against one row of blocks, their accumulators in registers.
