@@ -134,10 +134,12 @@ impl PackedRows {
     }
 
     /// `out (m×rows) = x (m×cols) · Wᵀ` on the selected kernel path, with `x` as `activations` says. The
-    /// kernels take up to [`MAX_ROWS`] input rows; more (a prompt) go through in runs of that many, all
-    /// inside each task of weight rows, so a task's blocks are read from memory once and serve every run
-    /// from the cache (a run after run over the whole matrix read Qwen2.5-Coder-0.5B's 400 MB of blocks
-    /// 32 times for a 512-token prompt), in one parallel section instead of one a run.
+    /// kernels take up to [`MAX_ROWS`] input rows. A prompt long enough (`gemm_rows`: 128 rows with 8-bit
+    /// activations, 17 with f32) is an f32 gemm on tiles of the weights (`a_bt_by_tiles`);
+    /// one shorter goes through in runs of [`MAX_ROWS`], all inside each task of weight rows, so a task's
+    /// blocks are read from memory once and serve every run from the cache (a run after run over the
+    /// whole matrix read Qwen2.5-Coder-0.5B's 400 MB of blocks 32 times for a 512-token prompt), in one
+    /// parallel section instead of one a run.
     pub fn a_bt(&self, x: &[f32], out: &mut [f32], m: usize, activations: DecodeActivations) {
         if m <= MAX_ROWS {
             return PackedRows::few_rows_a_bt_each(&[self], x, &mut [out], m, activations);
