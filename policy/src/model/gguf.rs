@@ -244,11 +244,35 @@ fn unpermute(w: &Tensor, n_head: usize) -> Result<Tensor> {
     Ok(w.reshape((n_head, hd / 2, 2, inp))?.transpose(1, 2)?.contiguous()?.reshape((out, inp))?)
 }
 
-/// `len` bytes of `file` from byte `at`.
+/// `len` bytes of `file` from byte `at`, in memory asked to be backed by huge pages ([`advise_huge_pages`]).
 fn read_at(file: &mut std::fs::File, at: u64, len: usize) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek};
     file.seek(std::io::SeekFrom::Start(at))?;
     let mut bytes = vec![0u8; len];
+    advise_huge_pages(&mut bytes);
     file.read_exact(&mut bytes)?;
     Ok(bytes)
+}
+
+/// Asks Linux to back the whole 2 MiB pages inside `bytes` with transparent huge pages (before they are
+/// first written). A decoding step streams every weight block once; on 4 KiB pages that is a TLB miss every
+/// 4 KiB. Only a tensor spanning whole 2 MiB pages gains: in Qwen2.5-Coder-0.5B its 94 MB embedding (the
+/// output matrix too, a fifth of a token's reads); matrices of a few MB get one page or none. Measured on a 400 MB matrix against one input row,
+/// two threads, AVX2 EPYC, where THP is `madvise`: 8-bit products of Q4_1 / Q5_0 / Q8_0 blocks about 5%
+/// faster (11.1 / 10.5 / 13.9 -> 12.1 / 11.1 / 14.6 GB/s, the mean of four alternating runs). Advice only:
+/// where it is refused (THP `never`, other systems) the pages stay small and nothing else changes.
+fn advise_huge_pages(bytes: &mut [u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let (start, end) = (bytes.as_ptr() as usize, bytes.as_ptr() as usize + bytes.len());
+        let (from, to) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+        if from < to {
+            // SAFETY: [from, to) lies inside `bytes`, a live allocation we hold mutably; MADV_HUGEPAGE
+            // changes how its pages are backed, never their contents.
+            unsafe { libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
 }
