@@ -255,12 +255,13 @@ fn read_at(file: &mut std::fs::File, at: u64, len: usize) -> std::io::Result<Vec
 }
 
 /// Asks Linux to back the whole 2 MiB pages inside `bytes` with transparent huge pages (before they are
-/// first written). A decoding step streams every weight block once; on 4 KiB pages that is a TLB miss every
-/// 4 KiB. Only a tensor spanning whole 2 MiB pages gains: in Qwen2.5-Coder-0.5B its 94 MB embedding (the
-/// output matrix too, a fifth of a token's reads); matrices of a few MB get one page or none. Measured on a 400 MB matrix against one input row,
-/// two threads, AVX2 EPYC, where THP is `madvise`: 8-bit products of Q4_1 / Q5_0 / Q8_0 blocks about 5%
-/// faster (11.1 / 10.5 / 13.9 -> 12.1 / 11.1 / 14.6 GB/s, the mean of four alternating runs). Advice only:
-/// where it is refused (THP `never`, other systems) the pages stay small and nothing else changes.
+/// first written). A decoding step streams every weight block once; on 4 KiB pages that is a TLB miss
+/// every 4 KiB. Only a tensor spanning whole 2 MiB pages gains: in Qwen2.5-Coder-0.5B its 94 MB embedding
+/// (the output matrix too, a fifth of a token's reads); matrices of a few MB get one page or none.
+/// Measured on a 400 MB matrix against one input row, two threads, AVX2 EPYC, where THP is `madvise`:
+/// 8-bit products of Q4_1 / Q5_0 / Q8_0 blocks about 5% faster (11.1 / 10.5 / 13.9 -> 12.1 / 11.1 / 14.6
+/// GB/s, the mean of four alternating runs). Advice only: where it is refused (THP `never`, other systems)
+/// the pages stay small and nothing else changes.
 fn advise_huge_pages(bytes: &mut [u8]) {
     #[cfg(target_os = "linux")]
     {
