@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The evidence that training here makes a better agent, and the recipe of the shipped adapter:
 # synthesised `read` trajectories on every train question, SFT of SmolLM2-135M on them, then GRPO from the
-# SFT adapter (bench/learning_rl.toml: dynamic sampling, token-level loss, clip-higher, F1 partial credit,
-# a held-out slice evaluated while it runs). Zero-shot, random, SFT and SFT + RL are each evaluated by
+# SFT adapter (bench/learning_rl.toml: dynamic sampling, token-level loss, clip-higher, the judge's verdict as
+# the reward, a held-out slice evaluated while it runs). Zero-shot, random, SFT and SFT + RL are each evaluated by
 # `agentrt eval` on the same 300 dev questions (articles no training question comes from), greedy, with
 # the rule judge, and SFT + RL is compared with SFT question by question (paired interval, McNemar).
 # Writes bench/learning/table.md, paired.md, accuracy.png, sft-curves.png, rl-curves.png and
@@ -13,9 +13,9 @@
 # Env:   N_DEV=300 dev questions (seed 0)          SYNTH_LIMIT=0 train questions synthesised (0: all 7,361)
 #        SFT_EPOCHS=2  SFT_BATCH=8  SFT_LR=3e-4    SFT_MAX_STEPS=360 (0: the epochs)  SFT_STEP=270  the SFT
 #                                                  checkpoint RL starts from (the last one is evaluated too)
-#        RL_STEPS=20 GRPO steps  RL_LR=2e-4        RL_STEP=last   the RL checkpoint evaluated
+#        RL_STEPS=20 GRPO steps  RL_LR=3e-5        RL_STEP=last   the RL checkpoint evaluated
 #        N_ZERO_SHOT=100 zero-shot questions (the first of the N_DEV)
-#        WORK=bench/learning/read (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
+#        WORK=bench/learning/read-on (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min. Each stage's wall time is
@@ -31,10 +31,10 @@ SFT_LR=${SFT_LR:-3e-4}
 SFT_STEP=${SFT_STEP:-270}
 SFT_MAX_STEPS=${SFT_MAX_STEPS:-360}
 RL_STEPS=${RL_STEPS:-20}
-RL_LR=${RL_LR:-2e-4}
+RL_LR=${RL_LR:-3e-5}
 RL_STEP=${RL_STEP:-last}
 OUT=bench/learning
-WORK=${WORK:-$OUT/read}
+WORK=${WORK:-$OUT/read-on}
 AGENTRT=${AGENTRT:-target/release/agentrt}
 [ -x "$AGENTRT" ] || cargo build --release --bin agentrt
 mkdir -p "$WORK"

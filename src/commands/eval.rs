@@ -23,7 +23,8 @@ use std::sync::Arc;
     agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \
     agentrt eval compare eval/zero-shot eval/trained\n  \
     agentrt eval table zero-shot=eval/zero-shot trained=eval/trained --out accuracy.png\n  \
-    agentrt eval retrieval --split dev\n\n\
+    agentrt eval retrieval --split dev\n  \
+    agentrt eval extraction --model qwen2.5-coder-0.5b --num-samples 300 --output-dir eval/extract-qwen\n\n\
     An adapter is played as it was trained: its agent.json gives the base model, system prompt,\n\
     demonstration, turns, reply length, observation size and sandbox limits, unless a flag says otherwise.\n\
     With --config (a training config), episodes run exactly as `agentrt train --config` plays them.\n\n\
@@ -42,6 +43,8 @@ pub struct Args {
 pub enum What {
     /// Recall@1/5/10 of the gold page for BM25, vectors and hybrid search.
     Retrieval(RetrievalArgs),
+    /// A model's answers from each question's gold section, no tools: how well it extracts the span.
+    Extraction(crate::commands::eval_extraction::Args),
     /// Two evaluation output directories side by side.
     Compare(CompareArgs),
     /// Several evaluations in one markdown table (each metric with its 95% interval, accuracy against the
@@ -174,6 +177,7 @@ pub struct RetrievalArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.what {
         Some(What::Retrieval(a)) => retrieval(a),
+        Some(What::Extraction(a)) => crate::commands::eval_extraction::run(a),
         Some(What::Table(a)) => {
             let rows = a
                 .rows

@@ -233,7 +233,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let mut manifest = settings(c, &environment);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
-        agentrt_rollout::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer as printed, or first print the next two hits' sections when it holds no answer)",
+        agentrt_rollout::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
         agentrt_rollout::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
         agentrt_rollout::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
     }
