@@ -20,6 +20,10 @@ pub struct ProgramFailed(pub String);
 /// sandboxed WebAssembly tool code.
 #[derive(Parser)]
 #[command(name = "agentrt", version, about, long_about = None, propagate_version = true)]
+#[command(after_help = "Examples:\n  agentrt index && agentrt train                 # build the search index once, then a short RL run\n  \
+    agentrt exec examples/programs/search_read.py  # one program in the sandbox, every tool call shown\n  \
+    agentrt eval --adapter models/smollm2-135m-wiki-read\n  \
+    agentrt COMMAND --help                          # every command's flags and examples")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

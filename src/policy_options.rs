@@ -49,6 +49,7 @@ pub struct PolicyOptions {
     /// as vLLM's `top_k` when sampling: pass 0 for APIs without it (OpenAI's).
     #[arg(long, default_value_t = 50)]
     pub top_k: usize,
+    /// Where the local model runs: `cpu`, or `cuda:N` (a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }

@@ -18,7 +18,9 @@
 //! same checksum check.
 
 mod atomic;
+mod data;
 pub use atomic::write_atomic;
+pub use data::{checkout_dir, data_file, DATA_ROOT_ENV};
 
 use sha2::{Digest, Sha256};
 use std::fs;

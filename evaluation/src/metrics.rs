@@ -52,7 +52,10 @@ pub fn difference_interval(a: &Rate, b: &Rate) -> (f64, f64) {
     (d - ((b.value - lb).powi(2) + (ua - a.value).powi(2)).sqrt(), d + ((ub - b.value).powi(2) + (a.value - la).powi(2)).sqrt())
 }
 
-/// A mean over episodes with its 95% interval (normal approximation, `mean ± 1.96·sd/√n`).
+/// A mean over episodes with its 95% interval: the percentile bootstrap ([`crate::BOOTSTRAP_RESAMPLES`]
+/// resamples, seed 0), which stays within the values' range, so the interval of a mean of values in [0, 1]
+/// (answer F1) or of counts (tool calls) never leaves it, as the normal one (`mean ± 1.96·sd/√n`) did on few
+/// samples.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Mean {
     /// The mean (0 over no values).
@@ -72,10 +75,26 @@ impl Mean {
             return Mean { value: 0.0, total: 0, ci95: (0.0, 0.0) };
         }
         let mean = v.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
-        let half = 1.959_963_984_540_054 * (var / n as f64).sqrt();
-        Mean { value: mean, total: n, ci95: (mean - half, mean + half) }
+        Mean { value: mean, total: n, ci95: bootstrap_interval(&v) }
     }
+}
+
+/// The 95% percentile-bootstrap interval of the mean of `values` (not empty), seeded: the same values give
+/// the same interval.
+fn bootstrap_interval(values: &[f64]) -> (f64, f64) {
+    use rand::{Rng, SeedableRng};
+    let n = values.len();
+    let (lowest, highest) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| (l.min(x), h.max(x)));
+    if lowest == highest {
+        return (lowest, highest);
+    }
+    let resamples = crate::BOOTSTRAP_RESAMPLES;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    let mut means: Vec<f64> = (0..resamples).map(|_| (0..n).map(|_| values[rng.random_range(0..n)]).sum::<f64>() / n as f64).collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((q * resamples as f64) as usize).min(resamples - 1)];
+    // A mean of resampled values stays within [lowest, highest], up to the sum's rounding.
+    (at(0.025).clamp(lowest, highest), at(0.975).clamp(lowest, highest))
 }
 
 /// Everything `agentrt eval` reports about a set of episodes.
@@ -223,11 +242,20 @@ mod tests {
     }
 
     #[test]
-    fn mean_interval_is_the_normal_one() {
-        // 0, 2, 4: mean 2, sd 2, half-width 1.96 * 2 / sqrt(3) = 2.2632.
+    fn mean_interval_is_the_bootstrap_and_stays_in_range() {
+        // Five answers, two right: F1 0.4, whose normal interval was [-0.080, 0.880].
+        let m = Mean::of([1.0, 1.0, 0.0, 0.0, 0.0]);
+        assert_eq!((m.value, m.total), (0.4, 5));
+        let (lo, hi) = m.ci95;
+        assert!((0.0..=0.4).contains(&lo) && (0.4..=1.0).contains(&hi) && lo < hi, "{:?}", m.ci95);
+        assert_eq!(lo, 0.0, "{:?}", m.ci95);
+        assert_eq!(Mean::of([1.0, 1.0, 0.0, 0.0, 0.0]).ci95, m.ci95, "seeded: the same values, the same interval");
+        // Counts: within [min, max], around the mean.
         let m = Mean::of([0.0, 2.0, 4.0]);
         assert_eq!((m.value, m.total), (2.0, 3));
-        assert!((m.ci95.0 + 0.2632).abs() < 1e-3 && (m.ci95.1 - 4.2632).abs() < 1e-3, "{:?}", m.ci95);
+        assert!(m.ci95.0 >= 0.0 && m.ci95.0 < 2.0 && m.ci95.1 > 2.0 && m.ci95.1 <= 4.0, "{:?}", m.ci95);
+        assert_eq!(Mean::of([0.7; 4]).ci95, (0.7, 0.7));
         assert_eq!(Mean::of([]).total, 0);
+        assert_eq!(Mean::of([]).ci95, (0.0, 0.0));
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 pub const RESULTS_JSON: &str = "results.json";
 /// The file of the evaluation's markdown table.
 pub const RESULTS_MD: &str = "results.md";
-/// The file of the evaluation's bar chart (accuracy, search hits, runnable replies, failures).
+/// The file of the evaluation's bar chart (accuracy, search hits, programs run, failures).
 pub const RESULTS_PNG: &str = "results.png";
 /// The file of every episode, one JSON object a line.
 pub const TRANSCRIPTS: &str = "transcripts.jsonl";
@@ -139,7 +139,12 @@ pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[
     write_atomic(&paths[1], markdown(info, metrics).as_bytes())?;
     write_atomic(&paths[2], serde_json::to_string_pretty(&results_json(info, metrics)).expect("serialises").as_bytes())?;
     let bar = |label: &str, r: &Rate| Bar { label: label.into(), value: r.value, interval: Some(r.ci95) };
-    let mut bars = vec![bar("accuracy", &metrics.accuracy), bar("search hit", &metrics.search_hit_rate), bar("runnable", &metrics.runnable_program_replies)];
+    let mut bars = vec![bar("accuracy", &metrics.accuracy), bar("search hit", &metrics.search_hit_rate)];
+    // Programs that ran of the programs written: an answer reply is no program, so it is not counted (a
+    // share of replies would read as half the programs failing when half the replies answered).
+    if let Some(r) = metrics.runnable_programs.as_ref().filter(|r| r.total > 0) {
+        bars.push(bar("programs run", r));
+    }
     for (k, r) in &metrics.outcomes {
         if k != "correct" {
             let label = match k.as_str() {
@@ -158,7 +163,7 @@ pub fn write_report(dir: &Path, info: &EvalInfo, metrics: &Metrics, episodes: &[
 }
 
 /// Several evaluations in one table, each named by its label: accuracy, answer F1, tool calls, search hit
-/// rate and runnable program replies, each with its 95% interval, and each row's accuracy minus the first
+/// rate and programs run (of programs written), each with its 95% interval, and each row's accuracy minus the first
 /// row's with its interval ([`difference_interval`]); when `png` is given, their accuracies as a bar chart
 /// with the intervals. An evaluation of other questions than the first row's is named in a note.
 pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Result<String, EvalError> {
@@ -169,7 +174,7 @@ pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Resul
         rows.iter().map(|(label, dir)| read_results(dir).map(|(i, m)| (label.clone(), i, m))).collect::<Result<_, _>>()?;
     let pc = |r: &Rate| format!("{:.1}% [{:.1}, {:.1}]", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1);
     let mut s = String::from(
-        "| policy | questions | accuracy | vs first row | gold printed | extraction | answer F1 | tool calls | search hit rate | runnable programs |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| policy | questions | accuracy | vs first row | gold printed | extraction | answer F1 | tool calls | search hit rate | programs run |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let first = &read[0].2.accuracy;
     let mut notes = String::new();
@@ -186,7 +191,8 @@ pub fn table(rows: &[(String, std::path::PathBuf)], png: Option<&Path>) -> Resul
             mean(&m.answer_f1, 3),
             mean(&m.tool_calls, 2),
             pc(&m.search_hit_rate),
-            pc(&m.runnable_program_replies)
+            // Results written before programs were counted apart give the share of replies.
+            pc(m.runnable_programs.as_ref().unwrap_or(&m.runnable_program_replies))
         ));
         if info.questions != read[0].1.questions || info.seed != read[0].1.seed {
             notes.push_str(&format!("\n{label}: other questions ({}, seed {}) than the first row.", info.questions, info.seed));
@@ -232,7 +238,10 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
     num("avg turns", ma.avg_turns, mb.avg_turns);
     num("avg model tokens", ma.avg_model_tokens, mb.avg_model_tokens);
     num("search hit rate", ma.search_hit_rate.value, mb.search_hit_rate.value);
-    num("runnable program replies", ma.runnable_program_replies.value, mb.runnable_program_replies.value);
+    if let (Some(ra), Some(rb)) = (&ma.runnable_programs, &mb.runnable_programs) {
+        num("programs run (of programs written)", ra.value, rb.value);
+    }
+    num("replies with a runnable program", ma.runnable_program_replies.value, mb.runnable_program_replies.value);
     for k in ma.outcomes.keys().chain(mb.outcomes.keys()).collect::<std::collections::BTreeSet<_>>() {
         let get = |m: &Metrics| m.outcomes.get(k).map_or(0.0, |r| r.value);
         num(&format!("outcome: {k}"), get(&ma), get(&mb));

@@ -63,6 +63,10 @@ pub fn find_word_ci(hay: &str, needle: &str) -> Option<usize> {
 /// row is an error that names the file, the line (the row, for Parquet) and the field; so is a row with no
 /// `split` when `split` is given.
 pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>, SearchError> {
+    // The bundled questions are found from any folder (see `agentrt_assets::data_file`).
+    let found = agentrt_assets::data_file(path, "--questions FILE (or the config's data.questions)")
+        .map_err(|source| SearchError::Io { path: path.to_path_buf(), source })?;
+    let path = found.as_path();
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let all = match ext.as_str() {
         "jsonl" | "json" | "ndjson" => read_jsonl(path)?,

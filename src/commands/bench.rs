@@ -14,6 +14,11 @@ use std::time::Duration;
 
 /// Arguments of `agentrt bench`.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt bench sandbox                    # the sandbox against fresh python3 processes\n  \
+    agentrt bench plugins\n  \
+    agentrt bench decode --models smollm2-135m   # needs bash bench/decode/setup_llamacpp.sh once\n\n\
+    Each benchmark prints the machine (CPU, features, kernel path) beside its numbers; `--json` where\n\
+    offered prints one JSON object. `agentrt bench COMMAND --help` says what each needs.")]
 pub struct Args {
     #[command(subcommand)]
     pub what: Bench,

@@ -23,8 +23,10 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 pub enum Action {
     /// Show the cache (the default).
+    #[command(after_help = "Examples:\n  agentrt cache show\n  agentrt cache            # the same")]
     Show,
     /// Remove every precompiled component.
+    #[command(after_help = "Examples:\n  agentrt cache clean     # compiled again on next use; models and the index stay")]
     Clean,
 }
 

@@ -54,13 +54,25 @@ pub enum What {
 
 /// Arguments of `agentrt eval compare`.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt eval compare eval/zero-shot eval/trained\n  \
+    agentrt eval --split dev --num-samples 200 --output-dir eval/a && agentrt eval --adapter runs/RUN/checkpoint-10 --split dev --num-samples 200 --output-dir eval/b && agentrt eval compare eval/a eval/b\n\n\
+    Prints every metric of A and B and the difference B - A (accuracy with Newcombe's interval). When both\n\
+    played the same questions (same --split, --num-samples and --seed), also the difference question by\n\
+    question: a paired bootstrap 95% interval and McNemar's exact test.")]
 pub struct CompareArgs {
+    /// The first evaluation (an `agentrt eval` OUTPUT_DIR, holding results.json and transcripts.jsonl): the reference.
     pub a: PathBuf,
+    /// The second evaluation, compared with A (differences are B - A).
     pub b: PathBuf,
 }
 
 /// Arguments of `agentrt eval table`.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt eval table zero-shot=eval/zero-shot trained=eval/trained\n  \
+    agentrt eval table base=eval/base sft=eval/sft rl=eval/rl --out accuracy.png\n\n\
+    One row per evaluation: accuracy (Wilson interval), the accuracy minus the first row's (Newcombe's\n\
+    interval), gold answer printed, extraction, answer F1 and tool calls (bootstrap intervals), search hit\n\
+    rate and programs run (of programs written). A row of other questions than the first is named below.")]
 pub struct TableArgs {
     /// `LABEL=OUTPUT_DIR` of each evaluation, the reference first.
     #[arg(required = true)]
@@ -97,11 +109,17 @@ pub struct EpisodeArgs {
     /// refusing to overwrite it.
     #[arg(long)]
     pub resume: bool,
+    /// Overwrite the evaluation OUTPUT_DIR already holds (an OUTPUT_DIR with results or transcripts is
+    /// refused without it).
+    #[arg(long, conflicts_with = "resume")]
+    pub force: bool,
     /// Code (implies --env code): grade the replies of an earlier run (its OUTPUT_DIR) again under this
     /// run's test limits (`env.test_fuel`, `env.test_timeout_ms`) and reward, without loading a model; the
     /// new grades go to --output-dir. Tasks, split, reply format and sampling settings are the earlier run's.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "questions", "num_samples", "split"])]
     pub regrade: Option<PathBuf>,
+    /// Seeds which questions `--num-samples` picks and the sampling (with --temperature above 0); two
+    /// evaluations with the same seed play the same questions, as `eval compare` pairs them.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`. Default: the config's `rollout.judge`, else rule.
@@ -204,6 +222,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
         );
         return crate::commands::eval_code::regrade(&args, from, &config);
     }
+    refuse_earlier_results(&args)?;
     let loaded = args.policy.load()?;
     let config = played_config(&args, Some(&loaded))?;
     if config.env.grades_with_tests() {
@@ -246,6 +265,26 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     print!("{}", agentrt_eval::report_markdown(&info, &metrics));
     print_samples(&episodes, 3);
     println!("\nwritten to {}", args.output_dir.display());
+    Ok(())
+}
+
+/// The files an evaluation writes into OUTPUT_DIR, any of which says it holds one already.
+const EARLIER_RESULTS: [&str; 4] = [agentrt_eval::RESULTS_JSON, agentrt_eval::TRANSCRIPTS, "tasks.jsonl", "samples.jsonl"];
+
+/// Refuses an OUTPUT_DIR that holds an earlier evaluation, unless `--force` overwrites it or `--resume`
+/// goes on with it: checked before the model loads, so a typo costs nothing.
+fn refuse_earlier_results(args: &EpisodeArgs) -> anyhow::Result<()> {
+    if args.force || args.resume {
+        return Ok(());
+    }
+    if let Some(file) = EARLIER_RESULTS.iter().map(|f| args.output_dir.join(f)).find(|p| p.exists()) {
+        anyhow::bail!(
+            "--output-dir {} holds an earlier evaluation ({} exists): pass --force to overwrite it, choose another --output-dir, \
+             or (--env code) pass --resume to go on with a stopped run",
+            args.output_dir.display(),
+            file.display()
+        );
+    }
     Ok(())
 }
 

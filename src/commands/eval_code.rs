@@ -57,7 +57,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
         "max_tests_per_problem": env.max_tests_per_problem,
     });
     let dir = &args.output_dir;
-    let done = prepare_output(dir, &settings, args.resume)?;
+    let done = prepare_output(dir, &settings, args.resume, args.force)?;
     let todo: Vec<Question> = questions.iter().filter(|q| !done.contains(&q.id)).cloned().collect();
 
     let tasks_per_batch = (args.batch_size / n).max(1);
@@ -233,9 +233,9 @@ fn task_number(id: &str) -> (u64, String) {
 }
 
 /// Makes `dir` ready and returns the tasks already done: none for a fresh run (an existing
-/// `tasks.jsonl` is refused unless resuming); with `resume`, those of `tasks.jsonl`, after checking that
-/// the saved settings are these.
-fn prepare_output(dir: &Path, settings: &serde_json::Value, resume: bool) -> anyhow::Result<BTreeSet<String>> {
+/// `tasks.jsonl` is refused unless resuming or `force`d, which starts it again); with `resume`, those of
+/// `tasks.jsonl`, after checking that the saved settings are these.
+fn prepare_output(dir: &Path, settings: &serde_json::Value, resume: bool, force: bool) -> anyhow::Result<BTreeSet<String>> {
     std::fs::create_dir_all(dir)?;
     let saved = dir.join(SETTINGS);
     let tasks = dir.join(TASKS);
@@ -247,9 +247,13 @@ fn prepare_output(dir: &Path, settings: &serde_json::Value, resume: bool) -> any
         eprintln!("resuming {}: {} tasks done", dir.display(), done.len());
         return Ok(done);
     }
-    anyhow::ensure!(!tasks.exists(), "{} exists: pass --resume to go on with it, or choose another --output-dir", tasks.display());
+    anyhow::ensure!(
+        force || !tasks.exists(),
+        "{} exists: pass --resume to go on with it, --force to overwrite it, or choose another --output-dir",
+        tasks.display()
+    );
     agentrt_assets::write_atomic(&saved, serde_json::to_string_pretty(settings)?.as_bytes())?;
-    for f in [SAMPLES, "results.json", "results.md"] {
+    for f in [TASKS, SAMPLES, "results.json", "results.md"] {
         let p = dir.join(f);
         if p.exists() {
             std::fs::remove_file(&p)?;

@@ -42,7 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // and throttled lines of the embedding.
     let progress = agentrt_progress::Progress::stages("index");
     let mut embedding_started = false;
-    let outcome = build_index(&args.pages, &dir, &opts, &mut |p| match p {
+    // The bundled corpus is found from any folder.
+    let pages = agentrt_assets::data_file(&args.pages, "--pages FILE").map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.pages.display()))?;
+    let outcome = build_index(&pages, &dir, &opts, &mut |p| match p {
         Progress::Stage(s) => progress.stage(s),
         Progress::Embedding { done, total } => {
             if !embedding_started {

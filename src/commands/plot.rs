@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 /// Arguments of `agentrt plot`.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  agentrt plot runs/smollm2-135m_lr1e-4_g4_beta0.02_s42\n\n\
+#[command(after_help = "Examples:\n  agentrt plot runs/smollm2-135m_lr1e-4_g4_beta0.02_s42\n\n\
     Draws reward, accuracy, tool calls, KL, loss and seconds per step from RUN/metrics.jsonl (and the\n\
     routing evaluation, when the run has one) into RUN/curves.png; for an `agentrt sft` run, train and\n\
     validation loss, learning rate, gradient norm and tokens per step.")]

@@ -6,7 +6,7 @@ use std::process::{Child, Command};
 
 /// Arguments of `agentrt sweep`.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  agentrt sweep --grid algorithm.lr=1e-5,1e-4 --grid algorithm.beta=0,0.02 --set run.max_steps=20 --parallel 2\n\n\
+#[command(after_help = "Examples:\n  agentrt sweep --grid algorithm.lr=1e-5,1e-4 --grid algorithm.beta=0,0.02 --set run.max_steps=20 --parallel 2\n\n\
     Each grid point is one `agentrt train` child process in OUTPUT_DIR/RUN_NAME (names carry the swept\n\
     values). Every point's config is checked before anything runs. The table is printed and written to\n\
     OUTPUT_DIR/sweep_summary.md.")]

@@ -26,6 +26,10 @@ fn pinned_version(build_script: &'static str) -> &'static str {
 /// Arguments of `agentrt tool`.
 #[derive(clap::Args)]
 #[command(after_help = "\
+Examples:
+  agentrt tool new weather --lang python
+  agentrt tool new unit-convert --lang rust --dir tools
+
 A plug-in tool is a WebAssembly component of the agentrt:tools/tool world: every function of the
 interface it exports becomes a tool that model programs call by name. docs/plugins.md has the contract.")]
 pub struct Args {
@@ -152,7 +156,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn new(args: NewArgs) -> anyhow::Result<()> {
     check_name(&args.name)?;
     let root = args.dir.join(&args.name);
-    std::fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
+    if !args.dir.is_dir() {
+        // --dir itself is made, but not a whole tree: a missing parent is more often a typo than a wish.
+        let parent = args.dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            bail!(
+                "--dir {}: its parent {} does not exist (nothing was written); create it first, or give a --dir whose parent exists",
+                args.dir.display(),
+                parent.display()
+            );
+        }
+        std::fs::create_dir(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
+    }
     // create_dir, not create_dir_all: it fails on anything already there, so nothing is ever overwritten.
     if let Err(error) = std::fs::create_dir(&root) {
         if error.kind() == std::io::ErrorKind::AlreadyExists {

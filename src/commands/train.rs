@@ -20,6 +20,8 @@ use std::sync::Arc;
     the end, curves.png. A run killed at any point continues with --resume from its last checkpoint.\n\
     Precedence: flags > --set > --config file > embedded defaults.")]
 pub struct Args {
+    /// Training steps (each: `--batch-size` questions x `--num-rollouts` episodes, then the update). Sets
+    /// `run.max_steps`; with --resume, how far the run goes.
     #[arg(long)]
     pub max_steps: Option<usize>,
     /// Rollouts per question (the group size).
@@ -28,11 +30,13 @@ pub struct Args {
     /// Questions per step.
     #[arg(long)]
     pub batch_size: Option<usize>,
+    /// AdamW's learning rate for the LoRA adapters (`algorithm.lr`).
     #[arg(long)]
     pub lr: Option<f64>,
     /// KL penalty to the base model.
     #[arg(long)]
     pub beta: Option<f64>,
+    /// Replies per episode at most, the answer included (`rollout.max_turns`).
     #[arg(long)]
     pub max_turns: Option<usize>,
     /// `reinforce`, `rloo` or `grpo`.
@@ -104,5 +108,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("metrics: {}", summary.run_dir.join(agentrt_trainer::run_dir::METRICS).display());
     println!("curves: {}", plot.display());
+    if summary.steps_run > 0 && summary.steps_updated == 0 {
+        anyhow::bail!(
+            "the run trained nothing: in each of its {} steps every group had equal rewards (optimizer_steps 0 in metrics.jsonl), \
+             so the adapters are as they started. More rollouts per question (--num-rollouts), more questions per step \
+             (--batch-size), a higher rollout.temperature, partial credit (algorithm.f1_weight, algorithm.program_bonus) \
+             or --advantage reinforce give the groups a signal",
+            summary.steps_run
+        );
+    }
     Ok(())
 }

@@ -40,9 +40,13 @@ pub enum Source {
     /// Synthesised from the training data: each question played by a scripted program (`--style`) that
     /// uses only the question's words and ids and text the episode has seen (the gold page and answer only
     /// choose among them); episodes that miss the gold page or never read the answer are dropped.
+    #[command(after_help = "Examples:\n  agentrt trajectories synth --limit 500 --out data/sft/synth.jsonl\n  \
+        agentrt trajectories synth --style passages --split dev --out /tmp/dev.jsonl   # the program's yield on dev")]
     Synth(Box<SynthArgs>),
     /// Rejection sampling: any policy (local model, adapter, endpoint) plays k episodes per question; the
     /// ones the judge marks correct are kept and the yield (kept / played) reported.
+    #[command(after_help = "Examples:\n  agentrt trajectories sample --adapter runs/RUN/checkpoint-10 --k 8 --out data/sft/self.jsonl\n  \
+        agentrt trajectories sample --policy openai:qwen2.5:7b@http://localhost:11434/v1 --k 2 --out data/sft/qwen7b.jsonl")]
     Sample(Box<SampleArgs>),
 }
 

@@ -8,6 +8,7 @@
 mod common;
 
 mod code_env;
+mod eval;
 mod exec;
 mod humaneval_sandbox;
 mod plugin_js;

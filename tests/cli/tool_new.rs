@@ -101,6 +101,24 @@ fn an_existing_directory_or_a_bad_name_is_refused_and_nothing_is_written() {
     }
 }
 
+/// `--dir` is made when its parent exists, and refused (nothing made) when the parent is missing: a typo
+/// does not grow a whole tree.
+#[test]
+fn a_dir_whose_parent_is_missing_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo/dir");
+    let output = agentrt(&["tool", "new", "my-tool", "--lang", "python", "--dir", typo.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let parent = dir.path().join("typo");
+    assert!(text(&output).contains(&format!("its parent {} does not exist", parent.display())), "{}", text(&output));
+    assert!(!parent.exists(), "the tree was made");
+
+    let fresh = dir.path().join("tools");
+    let output = agentrt(&["tool", "new", "my-tool", "--lang", "python", "--dir", fresh.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(fresh.join("my-tool/build.sh").is_file());
+}
+
 #[test]
 fn a_rust_project_builds_for_wasm32_wasip2_and_its_tool_runs_in_the_sandbox() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::{agentrt, kill_nine_then_resume, metrics, questions, read_json, read_jsonl, run_ok, succeed, tiny_model, train_args};
+use crate::common::{agentrt, kill_nine_then_resume, metrics, questions, read_json, read_jsonl, run_ok, set_flag, succeed, tiny_model, train_args};
 
 #[test]
 fn train_writes_a_run_and_resumes_exactly() {
@@ -108,7 +108,7 @@ fn print_config_gives_the_commented_defaults_or_the_config_the_layers_make() {
 fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_train_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
-    let run = |name: &str, penalty: f64| {
+    let run = |name: &str, penalty: f64, trains: bool| {
         let mut args = train_args(&model, &qs, &out, name, 3);
         for set in [
             "algorithm.advantage=grpo",
@@ -130,11 +130,17 @@ fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_
         // train_args says reinforce; dynamic sampling needs a group baseline.
         let at = args.iter().position(|a| a == "--advantage").unwrap();
         args.drain(at..at + 2);
-        run_ok(args);
+        if trains {
+            run_ok(args);
+        } else {
+            // A run that updated nothing writes its steps and checkpoints, then fails saying so.
+            let refused = agentrt().args(args).output().unwrap();
+            assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("the run trained nothing"), "{refused:?}");
+        }
         out.join(name)
     };
 
-    let signal = run("signal", 1.0);
+    let signal = run("signal", 1.0, true);
     let m = metrics(&signal);
     assert_eq!(m.len(), 3);
     let (batch, cap, group) = (2u64, 6u64, 2u64);
@@ -143,6 +149,7 @@ fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_
         let n = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("no {k}: {l}"));
         let (drawn, kept, dropped) = (n("groups_drawn"), n("groups_kept"), n("groups_dropped"));
         assert_eq!(drawn, kept + dropped, "{l}");
+        assert_eq!(n("groups_equal"), dropped, "dynamic sampling drops exactly the all-equal groups: {l}");
         assert!(kept == batch || drawn == cap, "a step stopped before its batch was full or the cap was hit: {l}");
         assert!(kept <= batch && drawn <= cap, "{l}");
         assert_eq!(n("trained_samples"), kept * group, "every kept group trains, no dropped one: {l}");
@@ -159,7 +166,7 @@ fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_
     assert!(m[0]["dev_accuracy"].is_null() && m[1]["dev_accuracy"].is_number() && m[2]["dev_accuracy"].is_number(), "{m:?}");
 
     // No signal at all: every group is dropped, every step draws up to the cap, and nothing trains.
-    let flat = run("flat", 0.0);
+    let flat = run("flat", 0.0, false);
     for l in metrics(&flat) {
         assert_eq!((l["groups_drawn"].as_u64(), l["groups_kept"].as_u64(), l["trained_samples"].as_u64()), (Some(cap), Some(0), Some(0)), "{l}");
         assert!(l["grad_norm"].is_null(), "an optimizer step was taken on nothing: {l}");
@@ -169,5 +176,30 @@ fn dynamic_sampling_draws_until_the_batch_is_full_or_the_cap_and_dropped_groups_
     if m[1..].iter().any(|l| l["groups_kept"].as_u64().unwrap() > 0) {
         let trained = |step: u32| std::fs::read(signal.join(format!("checkpoint-{step}/adapters/adapter_model.safetensors"))).unwrap();
         assert_ne!(trained(1), trained(3), "kept groups did not change the adapters");
+    }
+}
+
+/// A run whose every group has equal rewards (GRPO on a random model, no partial credit) updates nothing:
+/// each step says so, the counters say the groups were all equal but none was dropped (dynamic sampling is
+/// off), and `agentrt train` fails at the end, after writing its steps and checkpoint.
+#[test]
+fn a_run_that_updates_nothing_says_so_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let mut args = train_args(&model, &qs, &out, "flat", 2);
+    set_flag(&mut args, "--advantage", "grpo");
+    args.extend(["--set".to_string(), "algorithm.program_bonus=0".to_string()]);
+    let output = agentrt().args(&args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a run that trained nothing succeeded:\n{stderr}");
+    for step in [1, 2] {
+        assert!(stderr.contains(&format!("step {step}: no update: all 2 groups had equal rewards")), "step {step} said nothing:\n{stderr}");
+    }
+    assert!(stderr.contains("error: the run trained nothing: in each of its 2 steps every group had equal rewards"), "{stderr}");
+    let run = out.join("flat");
+    assert!(run.join("checkpoint-2/adapters/adapter_config.json").is_file());
+    for l in metrics(&run) {
+        let n = |k: &str| l[k].as_u64().unwrap_or_else(|| panic!("no {k}: {l}"));
+        assert_eq!((n("optimizer_steps"), n("groups_kept"), n("groups_equal"), n("groups_dropped")), (0, 0, 2, 0), "{l}");
     }
 }

@@ -88,7 +88,12 @@ pub struct StepMetrics {
     pub groups_drawn: usize,
     /// Groups whose rewards differ (or REINFORCE keeps them): trained on.
     pub groups_kept: usize,
-    /// Groups whose rewards were all equal: dropped, they train nothing.
+    /// Groups whose rewards were all equal (zero advantage for GRPO and RLOO): they train nothing, with or
+    /// without dynamic sampling. Absent (0) in lines written before it was logged.
+    #[serde(default)]
+    pub groups_equal: usize,
+    /// The all-equal groups dynamic sampling dropped, drawing others in their place; 0 without dynamic
+    /// sampling, which drops nothing.
     pub groups_dropped: usize,
     /// Sampling rounds the step took (more than one per accumulation batch only with dynamic sampling).
     pub draw_rounds: usize,
@@ -314,6 +319,7 @@ pub(crate) fn example() -> StepMetrics {
         routed_fraction: 0.0,
         groups_drawn: 2,
         groups_kept: 1,
+        groups_equal: 1,
         groups_dropped: 1,
         draw_rounds: 1,
         loss: -0.125,
@@ -344,7 +350,7 @@ mod tests {
 
     /// Every key of the line as the trainer has always written it (sorted); `reward_tests` and
     /// `reward_perfect` come on top from the code grader. A renamed field fails here.
-    const KEYS: [&str; 47] = [
+    const KEYS: [&str; 48] = [
         "accuracy",
         "answer_f1",
         "beta",
@@ -359,6 +365,7 @@ mod tests {
         "grad_norm",
         "groups_drawn",
         "groups_dropped",
+        "groups_equal",
         "groups_kept",
         "kl",
         "logprob_gap_abs_mean",

@@ -68,7 +68,9 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
             vec![
                 curve(&steps, "drawn", |m| m.groups_drawn as f64),
                 curve(&steps, "kept", |m| m.groups_kept as f64),
-                curve(&steps, "dropped (all-equal)", |m| m.groups_dropped as f64),
+                // Dynamic sampling drops exactly the all-equal groups; lines written before groups_equal
+                // was logged counted them as dropped either way.
+                curve(&steps, "equal rewards (no signal)", |m| m.groups_equal.max(m.groups_dropped) as f64),
             ],
         ),
     ];

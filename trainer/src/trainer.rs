@@ -46,6 +46,11 @@ pub struct TrainSummary {
     pub steps: usize,
     /// The newest checkpoint written (or resumed from), if any.
     pub last_checkpoint: Option<PathBuf>,
+    /// Steps this invocation ran (a resumed run's earlier ones not counted).
+    pub steps_run: usize,
+    /// Of those, the steps whose update changed the adapters (took at least one optimizer step): 0 when
+    /// every group of every step had equal rewards, and the run trained nothing.
+    pub steps_updated: usize,
 }
 
 /// The environment a config plays (`[env]` playing `[rollout]`'s episode spec), in `sandbox`: the one
@@ -212,13 +217,24 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         remote,
         transcripts: Vec::new(),
         last_samples: Vec::new(),
+        steps_run: 0,
+        steps_updated: 0,
     };
     let finished = run_loop.run(&headline, &mut step).await?;
     if let Some(p) = &mut step.publisher {
         p.unload_all().await;
     }
     report_collapse(&step.last_samples);
-    Ok(TrainSummary { run_dir: finished.run.path, steps: config.run.max_steps, last_checkpoint: finished.last_checkpoint })
+    if step.steps_run > 0 && step.steps_updated < step.steps_run {
+        tracing::warn!("{} of {} steps updated nothing: every group of theirs had equal rewards", step.steps_run - step.steps_updated, step.steps_run);
+    }
+    Ok(TrainSummary {
+        run_dir: finished.run.path,
+        steps: config.run.max_steps,
+        last_checkpoint: finished.last_checkpoint,
+        steps_run: step.steps_run,
+        steps_updated: step.steps_updated,
+    })
 }
 
 /// One RL step: the next questions of the seeded order played `num_rollouts` times each (with dynamic
@@ -243,6 +259,9 @@ struct TrainStep<'a> {
     transcripts: Vec<Episode>,
     /// The last step's samples (question id, replies), for the collapse check at the end.
     last_samples: Vec<(String, String)>,
+    /// Steps this invocation ran, and of those the ones that took an optimizer step.
+    steps_run: usize,
+    steps_updated: usize,
 }
 
 impl RunStep for TrainStep<'_> {
@@ -331,6 +350,12 @@ impl RunStep for TrainStep<'_> {
 
         self.last_samples = drawn.episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
         let mut line = drawn.metrics(step, *questions_seen, &update, config, step_started.elapsed().as_secs_f64())?;
+        self.steps_run += 1;
+        if line.optimizer_steps > 0 {
+            self.steps_updated += 1;
+        } else {
+            tracing::warn!("step {step}: {}", no_update(&line, config));
+        }
         if !self.dev_slice.is_empty() && (step.is_multiple_of(config.run.eval_steps) || step == config.run.max_steps) {
             let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, config).await?;
             run.append(DEV_EVAL, &dev.line(step))?;
@@ -408,6 +433,7 @@ struct Drawn {
     unread: Vec<Sample>,
     groups_drawn: usize,
     groups_kept: usize,
+    groups_equal: usize,
     groups_dropped: usize,
     rounds: usize,
     routed: usize,
@@ -425,6 +451,7 @@ impl Drawn {
             unread: vec![],
             groups_drawn: 0,
             groups_kept: 0,
+            groups_equal: 0,
             groups_dropped: 0,
             rounds: 0,
             routed: 0,
@@ -489,7 +516,9 @@ impl Drawn {
             }
             self.groups_drawn += 1;
             if skip[0] {
-                self.groups_dropped += 1;
+                // All equal: no gradient either way; dynamic sampling also drops it and draws another.
+                self.groups_equal += 1;
+                self.groups_dropped += usize::from(config.algorithm.dynamic_sampling);
                 // With servers sampling, the off-policy gap is measured on every sample, the dropped ones
                 // too: a step whose groups were all dropped would otherwise say nothing of it. Sampling
                 // locally the gap is float rounding, not worth that pass.
@@ -505,6 +534,17 @@ impl Drawn {
         self.episodes.extend(rollouts.episodes);
         Ok(kept)
     }
+}
+
+/// Why a step took no optimizer step, for its warning: every group it drew had equal rewards.
+fn no_update(line: &StepMetrics, config: &TrainConfig) -> String {
+    let a = &config.algorithm;
+    format!(
+        "no update: all {} groups had equal rewards (reward mean {:.3}), which carry no signal for {}; the adapters are unchanged",
+        line.groups_drawn,
+        line.reward_mean,
+        a.advantage.name()
+    )
 }
 
 /// `groups` cut into at most `n` consecutive parts of whole groups, as even as they go (none when there
@@ -609,6 +649,7 @@ impl Drawn {
             routed_fraction: self.routed as f64 / episodes.len().max(1) as f64,
             groups_drawn: self.groups_drawn,
             groups_kept: self.groups_kept,
+            groups_equal: self.groups_equal,
             groups_dropped: self.groups_dropped,
             draw_rounds: self.rounds,
             loss: u.loss,

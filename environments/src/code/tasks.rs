@@ -49,6 +49,10 @@ pub fn documented_split(task_id: &str) -> &'static str {
 /// Reads tasks (JSON Lines), keeping those of `split` (`train`, `test`; `None` or `all` keeps every
 /// one). A bad row is an error naming the file and the line.
 pub fn read_tasks(path: &Path, split: Option<&str>) -> Result<Vec<CodeTask>, RolloutError> {
+    // The bundled tasks are found from any folder (see `agentrt_assets::data_file`).
+    let found =
+        agentrt_assets::data_file(path, "--questions FILE (or the config's env.tasks)").map_err(|source| RolloutError::Io { path: path.into(), source })?;
+    let path = found.as_path();
     let text = std::fs::read_to_string(path).map_err(|source| RolloutError::Io { path: path.into(), source })?;
     let mut tasks = Vec::new();
     let mut seen = std::collections::HashSet::new();

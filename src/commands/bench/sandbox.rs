@@ -19,6 +19,11 @@ print(f"{hits[0]['title']}: {text[:40]}")
 
 /// Arguments of `agentrt bench sandbox`.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  agentrt bench sandbox\n  \
+    agentrt bench sandbox --iterations 500 --python-iterations 20 --json\n\n\
+    Both sides run the same 3-call program (search, list, read) on the fixture tools: the sandbox with a\n\
+    warm engine, python3 as a fresh process per program. Prints p50, p99 and mean latency of each and their\n\
+    ratio (python / sandbox: above 1, the sandbox is faster).")]
 pub struct Args {
     /// Programs to run in the sandbox.
     #[arg(long, default_value_t = 2000)]

@@ -1,0 +1,84 @@
+//! `agentrt eval` and the help of every command as a new user meets them: an output directory is not
+//! overwritten silently, the bundled data is found from any folder, and every `--help` has examples.
+
+use std::path::Path;
+
+use crate::common::{agentrt, questions, read_json, succeed};
+
+/// `eval` with the random baseline (no model) on the fixture tools, from `cwd`, into `out`; `extra` flags last.
+fn random_eval(cwd: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    agentrt()
+        .current_dir(cwd)
+        .args(["eval", "--fixture", "--baseline", "random", "--num-samples", "2", "--max-turns", "1", "--output-dir", out.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn eval_refuses_an_output_dir_that_holds_results_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qs, out) = (questions(dir.path()), dir.path().join("eval"));
+    let q = ["--questions", qs.to_str().unwrap(), "--split", "train"];
+    let first = random_eval(dir.path(), &out, &q);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let results = std::fs::read(out.join("results.json")).unwrap();
+
+    let again = random_eval(dir.path(), &out, &q);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("holds an earlier evaluation") && stderr.contains("--force"), "{stderr}");
+    assert_eq!(std::fs::read(out.join("results.json")).unwrap(), results, "the refused run wrote over the results");
+
+    let forced = random_eval(dir.path(), &out, &[&q[..], &["--force"]].concat());
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert_eq!(read_json(&out.join("results.json"))["num_questions"], 2);
+}
+
+#[test]
+fn the_bundled_data_is_found_from_any_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    // No --questions: the default, data/wiki/questions.jsonl, is not in this folder but in the checkout.
+    let out = dir.path().join("eval");
+    let played = random_eval(dir.path(), &out, &[]);
+    assert!(played.status.success(), "{}", String::from_utf8_lossy(&played.stderr));
+    assert_eq!(read_json(&out.join("results.json"))["num_questions"], 2);
+
+    // Bundled data that is nowhere: the error says where it looked and what names another file.
+    let missing = agentrt().current_dir(dir.path()).args(["index", "--pages", "data/wiki/no-such-pages.jsonl"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{stderr}");
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).display().to_string();
+    assert!(stderr.contains("cannot read data/wiki/no-such-pages.jsonl") && stderr.contains(&checkout) && stderr.contains("--pages FILE"), "{stderr}");
+}
+
+/// The subcommands `agentrt ARGS --help` lists (without `help`).
+fn subcommands(args: &[String]) -> Vec<String> {
+    let help = succeed(agentrt().args(args).arg("--help"));
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn every_command_has_examples_in_its_help() {
+    let mut missing = Vec::new();
+    let mut todo = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(args) = todo.pop() {
+        seen += 1;
+        let help = succeed(agentrt().args(&args).arg("--help"));
+        if !help.contains("\nExamples:\n") {
+            missing.push(format!("agentrt {}", args.join(" ")));
+        }
+        for sub in subcommands(&args) {
+            todo.push([args.clone(), vec![sub]].concat());
+        }
+    }
+    assert!(seen > 20, "only {seen} commands found");
+    assert!(missing.is_empty(), "no Examples section in the --help of: {missing:?}");
+}
