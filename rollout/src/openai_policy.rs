@@ -130,7 +130,7 @@ impl OpenAiPolicy {
     }
 
     /// Loads the PEFT adapter at `dir` as `name` on every server, with vLLM's dynamic LoRA API
-    /// (`POST /v1/load_lora_adapter`; vLLM runs with `--enable-lora`, `agentrt serve` always can). The
+    /// (`POST /v1/load_lora_adapter`; vLLM runs with `--enable-lora`, `agentrt serve` with `--allow-runtime-lora`). The
     /// servers read `dir` themselves: it must be a path they can see. With `replace`, an adapter a server
     /// already has under `name` is replaced (vLLM's `load_inplace`); without, that is the server's error.
     /// Stops at the first server that fails: the ones before it have the adapter.

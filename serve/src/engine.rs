@@ -13,7 +13,8 @@
 //! Every token goes to its job's channel as soon as it is picked; a closed channel (the client has gone)
 //! cancels the sequence at once, freeing its slot. The channel has no capacity to fill, so the engine never
 //! waits on a client: one that reads slowly or never costs memory, bounded by its request's `max_tokens`
-//! (see `http::stream_reply`), and never holds a slot past its sequences' own end, as in vLLM. An ended
+//! (see `http::stream_reply`), and never holds a slot past its sequences' own end, as in vLLM; a reply that
+//! waits past the write timeout closes its connection, and so its channel (`crate::write_timeout`). An ended
 //! request's keys and values stay in a bounded prefix cache, so a later prompt that starts alike (a shared
 //! system prompt, the next turn of a conversation) is read only past what they cover. Each request that ends is logged (id, model, tokens,
 //! time to first token, total time).
@@ -43,11 +44,34 @@ pub struct ServeConfig {
     /// prefix caching, as vLLM and llama-server do; the least recently used go first); 0 keeps none. Only
     /// the base model's requests use it: the cache is keyed by tokens, and an adapter's keys differ.
     pub prefix_cache_bytes: usize,
+    /// Whether `/v1/load_lora_adapter` and `/v1/unload_lora_adapter` may change the served adapters
+    /// (`--allow-runtime-lora`; vLLM's `VLLM_ALLOW_RUNTIME_LORA_UPDATING`). Off by default: a client that
+    /// may load a path may also learn what exists on the server's filesystem.
+    pub allow_runtime_lora: bool,
+    /// With runtime loading on, the directory a loaded `lora_path` must lie under once symlinks are resolved
+    /// (`--lora-root`; a relative `lora_path` is read under it); `None`: any path the server can read.
+    pub lora_root: Option<std::path::PathBuf>,
+    /// How long a reply may wait for its client to take its bytes (`--timeout-s`, as llama-server's
+    /// `--timeout`): a connection whose writes make no progress for this long is closed, which cancels its
+    /// sequences and frees what its reply held. `None`: no limit.
+    pub write_timeout: Option<std::time::Duration>,
 }
+
+/// The default of [`ServeConfig::write_timeout`], in seconds (llama-server's `--timeout`).
+pub const DEFAULT_WRITE_TIMEOUT_S: u64 = 600;
 
 impl Default for ServeConfig {
     fn default() -> Self {
-        ServeConfig { max_num_seqs: 16, max_num_batched_tokens: 256, max_model_len: None, api_key: None, prefix_cache_bytes: 512 << 20 }
+        ServeConfig {
+            max_num_seqs: 16,
+            max_num_batched_tokens: 256,
+            max_model_len: None,
+            api_key: None,
+            prefix_cache_bytes: 512 << 20,
+            allow_runtime_lora: false,
+            lora_root: None,
+            write_timeout: Some(std::time::Duration::from_secs(DEFAULT_WRITE_TIMEOUT_S)),
+        }
     }
 }
 

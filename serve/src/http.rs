@@ -4,6 +4,7 @@
 use crate::engine::{self, EngineStats, Event, Job, ServeConfig};
 use crate::protocol::{describe, finish_fields, logprob_entry, parse_chat_request, read_field, ApiError, ChatRequest};
 use crate::text_stream::{final_text, TextStream};
+use crate::write_timeout::WriteTimeoutListener;
 use crate::ServeError;
 use agentrt_openai::wire::{
     ChatCompletion, ChatCompletionChunk, Choice, ChoiceLogprobs, ChunkChoice, Delta, ReplyMessage, Usage, CHAT_COMPLETION_CHUNK_OBJECT, CHAT_COMPLETION_OBJECT,
@@ -22,7 +23,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -38,6 +39,14 @@ pub struct ServerState {
     max_model_len: usize,
     max_num_seqs: usize,
     api_key: Option<String>,
+    /// Whether the LoRA endpoints may load and unload adapters (`--allow-runtime-lora`).
+    allow_runtime_lora: bool,
+    /// The directory loaded adapters must lie under (`--lora-root`), canonical.
+    lora_root: Option<PathBuf>,
+    /// How long a reply may wait for its client to read (`--timeout-s`).
+    write_timeout: Option<std::time::Duration>,
+    /// Connections closed because their reply could not be written within `write_timeout`.
+    write_timeouts: Arc<AtomicU64>,
     /// When the server started: the `created` of the models it lists.
     started: u64,
     next_id: AtomicU64,
@@ -62,6 +71,16 @@ impl ServerState {
         if config.max_num_seqs == 0 || config.max_num_batched_tokens == 0 {
             return Err(ServeError::Config("--max-num-seqs and --max-num-batched-tokens must be at least 1".into()));
         }
+        let lora_root = match &config.lora_root {
+            Some(root) => Some(
+                root.canonicalize()
+                    .ok()
+                    .filter(|r| r.is_dir())
+                    .ok_or_else(|| ServeError::Config(format!("--lora-root {}: not a directory", root.display())))?,
+            ),
+            None => None,
+        };
+        let (allow_runtime_lora, write_timeout) = (config.allow_runtime_lora, config.write_timeout);
         let policy = Arc::new(policy);
         let stats = Arc::new(Mutex::new(EngineStats::default()));
         let (max_num_seqs, api_key) = (config.max_num_seqs, config.api_key.clone());
@@ -75,6 +94,10 @@ impl ServerState {
             max_model_len,
             max_num_seqs,
             api_key,
+            allow_runtime_lora,
+            lora_root,
+            write_timeout,
+            write_timeouts: Arc::new(AtomicU64::new(0)),
             started: unix_now(),
             next_id: AtomicU64::new(0),
         }))
@@ -108,6 +131,39 @@ impl ServerState {
         self.stats.lock().expect("stats lock").clone()
     }
 
+    /// Connections closed so far because a reply could not be written within `--timeout-s`.
+    pub fn write_timeouts(&self) -> u64 {
+        self.write_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Refuses a runtime change of the served adapters unless the server was started to allow it.
+    fn runtime_lora_allowed(&self) -> Result<(), ApiError> {
+        if self.allow_runtime_lora {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(
+            "Loading and unloading LoRA adapters at runtime is off on this server: start it with --allow-runtime-lora \
+             (or AGENTRT_ALLOW_RUNTIME_LORA=1), and --lora-root DIR to allow adapters under DIR only.",
+            None,
+        ))
+    }
+
+    /// The path a runtime load reads `given` from: under `--lora-root` when there is one (a relative path
+    /// is taken under it), once every symlink is resolved, including those of the adapter directory it
+    /// names; otherwise `given` as it is. Outside the root, or not there at all, is one refusal, so that it
+    /// says nothing about what exists outside.
+    fn lora_path(&self, given: &Path) -> Result<PathBuf, ApiError> {
+        let Some(root) = &self.lora_root else { return Ok(given.to_path_buf()) };
+        let under_root = |p: &Path| p.canonicalize().ok().filter(|c| c.starts_with(root));
+        let resolved = under_root(&root.join(given)).filter(|c| under_root(&agentrt_policy::adapter_io::adapters_dir(c)).is_some());
+        resolved.ok_or_else(|| {
+            ApiError::forbidden(
+                format!("`lora_path` {} is not an existing path under the server's adapter root {} (--lora-root).", given.display(), root.display()),
+                Some("lora_path"),
+            )
+        })
+    }
+
     fn adapter(&self, model: &str) -> Result<Option<Arc<AdapterSet>>, ApiError> {
         if model == self.base_name {
             return Ok(None);
@@ -133,6 +189,7 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn(log_rejections))
         .with_state(state)
 }
 
@@ -157,6 +214,25 @@ async fn wrong_method(method: Method, uri: Uri) -> Response {
     error_response(ApiError::method_not_allowed(format!("`{path}` does not take {method}: send {}.", takes.join(" or "))))
 }
 
+/// Why a request was refused: the error message, carried to [`log_rejections`] by the response.
+#[derive(Clone)]
+struct Refusal(Arc<str>);
+
+/// Logs every request answered with an error status (its method, path, status and the error's message),
+/// as the engine logs every request it answers: a 4xx at `warn`, a 5xx at `error`.
+async fn log_rejections(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let response = next.run(request).await;
+    let status = response.status();
+    let reason = response.extensions().get::<Refusal>().map_or("", |r| &*r.0);
+    if status.is_client_error() {
+        tracing::warn!(%method, %path, status = status.as_u16(), reason, "request rejected");
+    } else if status.is_server_error() {
+        tracing::error!(%method, %path, status = status.as_u16(), reason, "request failed");
+    }
+    response
+}
+
 /// Rewrites an error response that is not JSON (axum's own: a body over [`MAX_BODY_BYTES`] is a plain-text
 /// 413) into an OpenAI-shaped one with the same status and headers.
 async fn json_errors(response: Response) -> Response {
@@ -173,6 +249,7 @@ async fn json_errors(response: Response) -> Response {
         _ => text,
     };
     let error = ApiError { status: status.as_u16(), message, param: None };
+    parts.extensions.insert(Refusal(error.message.as_str().into()));
     parts.headers.remove(CONTENT_LENGTH);
     parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Response::from_parts(parts, Body::from(json_text(&error.body())))
@@ -197,8 +274,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// Serves `state` on `listener` until the process ends.
+/// Serves `state` on `listener` until the process ends, closing a connection whose reply cannot be written
+/// within the state's write timeout (see [`crate::write_timeout`]).
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<ServerState>) -> Result<(), ServeError> {
+    let listener = WriteTimeoutListener { inner: listener, timeout: state.write_timeout, timeouts: state.write_timeouts.clone() };
     axum::serve(listener, router(state)).await.map_err(ServeError::Serve)
 }
 
@@ -209,11 +288,13 @@ fn json_text(value: &impl serde::Serialize) -> String {
 }
 
 fn error_response(e: ApiError) -> Response {
-    (StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(e.body())).into_response()
+    let mut response = (StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(e.body())).into_response();
+    response.extensions_mut().insert(Refusal(e.message.into()));
+    response
 }
 
 async fn health(State(s): State<Arc<ServerState>>) -> Json<Value> {
-    Json(json!({"status": "ok", "engine": s.stats()}))
+    Json(json!({"status": "ok", "engine": s.stats(), "write_timeouts": s.write_timeouts()}))
 }
 
 async fn models(State(s): State<Arc<ServerState>>) -> Json<Value> {
@@ -246,9 +327,10 @@ fn field(body: &serde_json::Map<String, Value>, key: &str) -> Result<String, Api
 
 async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = async {
+        s.runtime_lora_allowed()?;
         let body = json_object(&body)?;
         let name = field(&body, "lora_name")?;
-        let path = std::path::PathBuf::from(field(&body, "lora_path")?);
+        let path = s.lora_path(Path::new(&field(&body, "lora_path")?))?;
         let replace = read_field::<bool>(&body, "load_inplace", "load_inplace", "true or false")?.unwrap_or(false);
         let state = s.clone();
         let n = name.clone();
@@ -272,6 +354,7 @@ async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Respons
 
 async fn unload_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = || {
+        s.runtime_lora_allowed()?;
         let body = json_object(&body)?;
         let name = field(&body, "lora_name")?;
         match s.adapters.write().expect("adapters lock").remove(&name) {
@@ -422,8 +505,9 @@ async fn whole_reply(s: &ServerState, mut q: Queued) -> Result<ChatCompletion, A
 /// `n × (max_tokens + 1)` events (a token, or one choice's end), `size_of::<Event>()` bytes each, plus each
 /// choice's [`Completion`] (its ids, log-probs and text), where `enqueue` has checked prompt plus
 /// `max_tokens` against `--max-model-len`. Past that, a connection holds hyper's buffers and the kernel's
-/// socket queues (`net.ipv4.tcp_wmem`, `tcp_rmem`), until the client reads or closes it
-/// (`serve/tests/hostile_load.rs` measures both). A client that goes away drops the body, which closes the
+/// socket queues (`net.ipv4.tcp_wmem`, `tcp_rmem`), until the client reads or closes it, or the write
+/// timeout passes with a write waiting ([`crate::write_timeout`]) (`serve/tests/hostile_load.rs` measures
+/// both). A client that goes away drops the body, which closes the
 /// job's channel, which cancels its rows in the engine at their next token.
 fn stream_reply(s: Arc<ServerState>, q: Queued) -> Sse<impl futures::Stream<Item = Result<SseEvent, Infallible>>> {
     let n = q.request.params.n;

@@ -7,7 +7,10 @@
 //!   events or not, with `logprobs`), `/v1/models`, and vLLM's dynamic LoRA endpoints
 //!   `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. A request is checked and rendered with the
 //!   model's own chat template before anything is queued; a bad one gets an OpenAI-shaped error (`400` with a
-//!   message naming the field, `404` for an unknown model), never a panic.
+//!   message naming the field, `404` for an unknown model), never a panic, and a log line. The LoRA
+//!   endpoints refuse (`403`) unless the server allows runtime loading ([`ServeConfig::allow_runtime_lora`],
+//!   within [`ServeConfig::lora_root`]). A connection whose reply waits past [`ServeConfig::write_timeout`]
+//!   for its client to read is closed ([`write_timeout`]).
 //! * **Who samples** ([`engine`]): one thread owns the model and runs every decoding step over one
 //!   [`agentrt_policy::ContinuousBatch`], as vLLM schedules: a request joins at the next step and leaves the
 //!   step it ends (`max_num_seqs` at once); a step reads at most `max_num_batched_tokens`, so long prompts are
@@ -25,8 +28,9 @@ pub mod engine;
 pub mod http;
 pub mod protocol;
 pub mod text_stream;
+pub mod write_timeout;
 
-pub use engine::{EngineStats, ServeConfig};
+pub use engine::{EngineStats, ServeConfig, DEFAULT_WRITE_TIMEOUT_S};
 pub use http::{router, ServerState};
 
 use std::path::PathBuf;

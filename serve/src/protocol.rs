@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 /// An error as OpenAI shapes it: an HTTP status and `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// The HTTP status: 400, 401, 404, 405, 413 or 500.
+    /// The HTTP status: 400, 401, 403, 404, 405, 413 or 500.
     pub status: u16,
     /// What is wrong, for the client to read.
     pub message: String,
@@ -55,11 +55,18 @@ impl ApiError {
         ApiError { status: 401, message: message.into(), param: None }
     }
 
+    /// `403`: the server does not allow this (a runtime adapter load it was not started to allow, a path
+    /// outside its adapter root), naming the field at fault when there is one.
+    pub fn forbidden(message: impl Into<String>, param: Option<&str>) -> ApiError {
+        ApiError { status: 403, message: message.into(), param: param.map(str::to_string) }
+    }
+
     /// The error's body.
     pub fn body(&self) -> ErrorResponse {
         let kind = match self.status {
             400 => "BadRequestError",
             401 => "AuthenticationError",
+            403 => "PermissionDeniedError",
             404 => "NotFoundError",
             405 => "MethodNotAllowedError",
             413 => "RequestTooLargeError",

@@ -11,7 +11,8 @@
 //! Then what a never-reading client costs the server: a few of them with replies far past what the kernel's
 //! socket buffers take, the server's heap they hold (by a counting allocator: what their connections'
 //! closing frees) against the bound `http::stream_reply` states. The numbers are printed
-//! (docs/reliability.md quotes them).
+//! (docs/reliability.md quotes them). And with `--timeout-s`, the server itself closes such a client's
+//! connection once its reply has waited that long, freeing its request.
 
 // A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
 #![allow(clippy::unwrap_used)]
@@ -25,7 +26,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// Counts the heap this process holds, in bytes: what a never-reading client costs the server is what
@@ -330,4 +331,44 @@ async fn a_client_that_never_reads_costs_the_server_its_tokens_not_its_text() {
         size_of::<Event>(),
         cost.kernel
     );
+}
+
+/// With a write timeout (`--timeout-s`), a client that never reads is cut off once its reply has waited that
+/// long for it: the server closes the connection (what the kernel held of the reply arrives, then the end,
+/// without `[DONE]`), its request is cancelled or freed, the closing is counted and logged, and the one slot
+/// of the server answers the next client.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_never_reads_is_cut_off_after_the_write_timeout() {
+    const MAX_TOKENS: usize = 6000;
+    let _serial = SERIAL.lock().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Wide enough that its greedy reply (1,414 tokens, then the end of turn) takes seconds: the reply is cut
+    // off while its sequence runs.
+    let wide = ModelConfig { hidden_size: 256, intermediate_size: 512, head_dim: 64, max_position_embeddings: 8192, ..tiny_config(Arch::Llama) };
+    let model = tiny_policy_with(wide, 2).unwrap();
+    let config = ServeConfig { max_num_seqs: 1, write_timeout: Some(Duration::from_secs(1)), ..ServeConfig::default() };
+    let state = ServerState::new(model, "tiny", config).unwrap();
+    let listener = listen(Some(4096));
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(agentrt_serve::http::serve(listener, state.clone()));
+    let sent = Instant::now();
+    let mut client = never_reading_client(addr, MAX_TOKENS).await;
+    eventually("the server never closed the never-reading client's connection", || state.write_timeouts() == 1).await;
+    assert!(sent.elapsed() >= Duration::from_secs(1), "closed before the timeout: {:?}", sent.elapsed());
+    eventually("the never-reading client's sequence never ended", || state.stats().running == 0).await;
+    let mut reply = Vec::new();
+    // The end of the stream (or a reset): a connection left open would keep this waiting.
+    let read = tokio::time::timeout(Duration::from_secs(30), client.read_to_end(&mut reply)).await;
+    assert!(read.is_ok(), "the connection stayed open after the write timeout");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 200") && reply.contains("data: "), "{reply}");
+    assert!(!reply.contains("[DONE]"), "the whole reply was written: {} bytes", reply.len());
+    // The one slot is free: the next client is answered.
+    let url = format!("http://{addr}/v1/chat/completions");
+    let r = reqwest::Client::new().post(&url).json(&request(0)).timeout(Duration::from_secs(60)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let stats = state.stats();
+    assert_eq!((stats.sequences, stats.running, stats.cancelled), (2, 0, 1), "the cut-off sequence was to be cancelled: {stats:?}");
+    assert!(stats.generated_tokens < MAX_TOKENS as u64, "{stats:?}");
+    println!("never-reading client cut off after {:?} ({} B of the reply reached it): {stats:?}", sent.elapsed(), reply.len());
 }

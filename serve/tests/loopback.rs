@@ -23,6 +23,11 @@ async fn start(policy: Policy, config: ServeConfig) -> (String, Arc<ServerState>
     (url, state)
 }
 
+/// A server that loads and unloads adapters at runtime (`--allow-runtime-lora`), from any path.
+fn runtime_lora() -> ServeConfig {
+    ServeConfig { allow_runtime_lora: true, ..ServeConfig::default() }
+}
+
 /// A tiny model wide enough that thousands of tokens take seconds, with a long context.
 fn wide() -> ModelConfig {
     ModelConfig { hidden_size: 256, intermediate_size: 512, head_dim: 64, max_position_embeddings: 8192, ..tiny_config(Arch::Llama) }
@@ -249,7 +254,7 @@ async fn requests_for_different_adapters_decode_in_one_step() {
         expected.push(greedy(&trained, 12));
     }
     assert_ne!(expected[0].token_ids, expected[1].token_ids, "the adapters must differ for this test to mean anything");
-    let (url, state) = start(tiny_policy_with(wide(), 2).unwrap(), ServeConfig::default()).await;
+    let (url, state) = start(tiny_policy_with(wide(), 2).unwrap(), runtime_lora()).await;
     for name in ["a", "b"] {
         let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": name, "lora_path": dir.path().join(name)})).await;
         assert_eq!(status, 200, "{v}");
@@ -331,7 +336,7 @@ async fn adapters_load_answer_and_unload_by_name() {
     let base = greedy(&tiny_policy(Arch::Llama, 3).unwrap(), 12);
     assert_ne!(with_adapter.logprobs, base.logprobs, "the adapter must change the model for this test to mean anything");
 
-    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), runtime_lora()).await;
     let load = json!({"lora_name": "step-1", "lora_path": dir.path().join("a")});
     let (status, v) = post(&url, "/load_lora_adapter", &load).await;
     assert_eq!(status, 200, "{v}");
@@ -370,7 +375,7 @@ async fn the_shared_client_loads_adapters_and_reads_exact_replies() {
     trained.save_adapters(&dir.path().join("a")).unwrap();
     let expected = greedy(&trained, 12);
 
-    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), runtime_lora()).await;
     let client = Client::new(ClientConfig { base_url: url.clone(), api_key: None, timeout: Duration::from_secs(60), retry: Retry::NEVER }).unwrap();
     client.load_lora_adapter(&LoadLoraAdapter { lora_name: "step-1".into(), lora_path: dir.path().join("a"), load_inplace: false }).await.unwrap();
     let messages = messages().into_iter().map(|m| ChatMessage::new(m.role, m.content)).collect();
@@ -440,7 +445,7 @@ fn assert_openai_error(status: u16, v: &Value, expected: u16) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_field_of_the_wrong_type_is_named_with_the_type_expected() {
-    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), runtime_lora()).await;
     let mut content = body("tiny", json!({}));
     content["messages"][1]["content"] = json!(5);
     let cases = [
@@ -519,5 +524,127 @@ async fn every_route_the_404_and_405_errors_name_is_served() {
         let r = reqwest::Client::new().request(method.clone(), format!("{root}{path}")).json(&json!({})).send().await.unwrap();
         let status = r.status().as_u16();
         assert!(status != 404 && status != 405, "{method} {path}: {status} {}", r.text().await.unwrap());
+    }
+}
+
+/// Runtime adapter loading is off unless the server was started with it (vLLM's
+/// `VLLM_ALLOW_RUNTIME_LORA_UPDATING`): a client could otherwise probe the filesystem through `lora_path`.
+/// With `--lora-root`, a path must lie under the root once its symlinks are resolved.
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_lora_loading_is_off_by_default_and_kept_under_its_root() {
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+    for (path, request) in [
+        ("/load_lora_adapter", json!({"lora_name": "probe", "lora_path": "/etc"})),
+        ("/load_lora_adapter", json!({"lora_name": "probe", "lora_path": "../../x"})),
+        ("/unload_lora_adapter", json!({"lora_name": "probe"})),
+    ] {
+        let (status, v) = post(&url, path, &request).await;
+        assert_openai_error(status, &v, 403);
+        assert_eq!(v["error"]["type"], "PermissionDeniedError", "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("--allow-runtime-lora"), "{v}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+    let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
+    trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
+    trained.save_adapters(&root.join("a")).unwrap();
+    trained.save_adapters(&outside.join("b")).unwrap();
+    std::os::unix::fs::symlink(outside.join("b"), root.join("link")).unwrap();
+    // A checkpoint-like directory inside the root whose `adapters/` points outside.
+    std::fs::create_dir(root.join("checkpoint")).unwrap();
+    std::os::unix::fs::symlink(outside.join("b"), root.join("checkpoint/adapters")).unwrap();
+    let config = ServeConfig { lora_root: Some(root.clone()), ..runtime_lora() };
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), config).await;
+    let refused = [
+        "../outside/b".to_string(),
+        root.join("../outside/b").display().to_string(),
+        outside.join("b").display().to_string(),
+        root.join("link").display().to_string(),
+        root.join("checkpoint").display().to_string(),
+        root.join("missing").display().to_string(),
+        "/etc".into(),
+    ];
+    for lora_path in refused {
+        let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": "x", "lora_path": lora_path})).await;
+        assert_openai_error(status, &v, 403);
+        assert_eq!(v["error"]["param"], "lora_path", "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("--lora-root"), "{lora_path}: {v}");
+    }
+    let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": "a", "lora_path": root.join("a")})).await;
+    assert_eq!(status, 200, "{v}");
+    // A relative path is read under the root.
+    let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": "a2", "lora_path": "a"})).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = post(&url, "/chat/completions", &body("a2", json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = post(&url, "/unload_lora_adapter", &json!({"lora_name": "a"})).await;
+    assert_eq!(status, 200, "{v}");
+}
+
+/// Everything the log writes while the test that installs [`capture_log`] runs, whichever test wrote it.
+static LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOG.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every request refused with an error status is logged with its method, path, status and reason, as the
+/// answered ones are.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_rejected_request_is_logged_with_its_reason() {
+    let subscriber = tracing_subscriber::fmt().with_writer(|| LogWriter).with_ansi(false).finish();
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let config = ServeConfig { api_key: Some("s3cret".into()), ..ServeConfig::default() };
+    let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), config).await;
+    let client = reqwest::Client::new();
+    let auth = |r: reqwest::RequestBuilder| r.header("authorization", "Bearer s3cret");
+    let base = url.trim_end_matches("/v1");
+    let cases = [
+        (client.post(format!("{url}/chat/completions")).json(&body("tiny", json!({}))), "POST", "/v1/chat/completions", 401, "Incorrect or missing API key"),
+        (
+            auth(client.post(format!("{url}/chat/completions"))).json(&body("tiny", json!({"temperature": "hot"}))),
+            "POST",
+            "/v1/chat/completions",
+            400,
+            "`temperature`",
+        ),
+        (auth(client.post(format!("{url}/chat/completions"))).json(&body("nobody", json!({}))), "POST", "/v1/chat/completions", 404, "`nobody` does not exist"),
+        (auth(client.get(format!("{base}/v1/rejected-route"))), "GET", "/v1/rejected-route", 404, "There is no route"),
+        (auth(client.get(format!("{url}/load_lora_adapter"))), "GET", "/v1/load_lora_adapter", 405, "does not take GET"),
+        (
+            auth(client.post(format!("{url}/unload_lora_adapter"))).json(&json!({"lora_name": "x"})),
+            "POST",
+            "/v1/unload_lora_adapter",
+            403,
+            "--allow-runtime-lora",
+        ),
+    ];
+    for (request, method, path, status, reason) in cases {
+        let r = request.send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{method} {path}: {}", r.text().await.unwrap());
+        let expected = [format!("method={method}"), format!("path={path}"), format!("status={status}")];
+        let mut line = None;
+        for _ in 0..100 {
+            let log = String::from_utf8_lossy(&LOG.lock().unwrap()).into_owned();
+            line = log
+                .lines()
+                .find(|l| l.contains("request rejected") && expected.iter().all(|e| l.contains(e.as_str())) && l.contains(reason))
+                .map(str::to_string);
+            if line.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let line = line.unwrap_or_else(|| panic!("no log line for {method} {path} {status} ({reason}) in:\n{}", String::from_utf8_lossy(&LOG.lock().unwrap())));
+        assert!(line.contains("WARN"), "{line}");
     }
 }

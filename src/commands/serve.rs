@@ -18,7 +18,8 @@ use std::path::PathBuf;
     agentrt eval --policy openai:smollm2-135m-wiki-read@http://127.0.0.1:8000/v1 --agent-settings models/smollm2-135m-wiki-read\n\n\
     A request's `model` picks the base model (--served-model-name) or an adapter by name, as vLLM names LoRA\n\
     modules. Routes: /v1/chat/completions (stream, logprobs, n, seed, stop, top_k), /v1/models,\n\
-    /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's dynamic LoRA API: {\"lora_name\", \"lora_path\"}),\n\
+    /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's dynamic LoRA API: {\"lora_name\", \"lora_path\"};\n\
+    only with --allow-runtime-lora, which `agentrt train` on servers needs),\n\
     /health (with the engine's counters). A request joins the running batch at the next decoding step and\n\
     leaves it when it ends; requests for different adapters decode together. Each request is logged when it\n\
     ends (id, model, tokens, time to first token, total). The server binds loopback unless --host says\n\
@@ -71,6 +72,22 @@ pub struct Args {
     /// log-probs match a trainer's to float rounding).
     #[arg(long, default_value = "int8")]
     pub decode_activations: agentrt_policy::DecodeActivations,
+    /// Let clients load and unload adapters by path (/v1/load_lora_adapter, /v1/unload_lora_adapter, vLLM's
+    /// dynamic LoRA API, which `agentrt train --set rollout.sampler=openai:...` uses), as vLLM's
+    /// VLLM_ALLOW_RUNTIME_LORA_UPDATING does. Off by default: those routes answer 403, since a client that
+    /// may load a path learns what exists on the server's filesystem. Also read from
+    /// $AGENTRT_ALLOW_RUNTIME_LORA (1 or true).
+    #[arg(long, env = "AGENTRT_ALLOW_RUNTIME_LORA", value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_runtime_lora: bool,
+    /// With --allow-runtime-lora: a loaded `lora_path` must lie under DIR once symlinks are resolved (a
+    /// relative one is read under DIR); others get a 403.
+    #[arg(long, value_name = "DIR", requires = "allow_runtime_lora")]
+    pub lora_root: Option<PathBuf>,
+    /// Seconds a reply may wait for its client to take its bytes, as llama-server's --timeout: a connection
+    /// whose writes make no progress for this long (a client that does not read) is closed, which cancels its
+    /// request and frees what it held. 0: no limit.
+    #[arg(long, default_value_t = agentrt_serve::DEFAULT_WRITE_TIMEOUT_S)]
+    pub timeout_s: u64,
 }
 
 /// `NAME=PATH` or `PATH` (named after the directory).
@@ -106,6 +123,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_model_len: args.max_model_len,
         api_key: args.api_key.clone(),
         prefix_cache_bytes: args.prefix_cache_mib << 20,
+        allow_runtime_lora: args.allow_runtime_lora,
+        lora_root: args.lora_root.clone(),
+        write_timeout: (args.timeout_s > 0).then(|| std::time::Duration::from_secs(args.timeout_s)),
     };
     let loopback = args.host == "127.0.0.1" || args.host == "localhost" || args.host == "::1";
     if !loopback && args.api_key.is_none() {

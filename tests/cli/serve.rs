@@ -20,6 +20,8 @@ impl Server {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut cmd = agentrt();
         cmd.args(["serve", "--model", model.to_str().unwrap(), "--served-model-name", "tiny", "--port", "0"]);
+        // Training loads each step's adapter at runtime, from the run it writes beside the model.
+        cmd.args(["--allow-runtime-lora", "--lora-root", model.parent().unwrap().to_str().unwrap()]);
         for a in adapters {
             cmd.args(["--adapter", a]);
         }
@@ -221,4 +223,49 @@ fn training_runs_again_on_the_same_server_and_a_failed_run_unloads_its_adapter()
     assert!(!failed.status.success(), "a run with a dead server succeeded:\n{stderr}");
     assert!(stderr.contains(&format!("{dead_url}/load_lora_adapter")), "the error does not name the dead server:\n{stderr}");
     assert_eq!(served_models(&server.url), ["tiny"], "the failed run left an adapter loaded:\n{stderr}");
+}
+
+/// Starts `agentrt serve` on the tiny model with `env` set, and returns it (stderr piped) with its URL.
+fn serve_with_env(model: &Path, env: &[(&str, &str)]) -> (Child, String) {
+    let mut cmd = agentrt();
+    cmd.args(["serve", "--model", model.to_str().unwrap(), "--served-model-name", "tiny", "--port", "0"]);
+    cmd.env_remove("AGENTRT_ALLOW_RUNTIME_LORA").env_remove("AGENTRT_LOG").envs(env.iter().copied());
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("http://127.0.0.1:"), "serve printed {line:?}");
+    (child, line.trim().to_string())
+}
+
+/// POSTs `body` to `url`, returning the status and the body.
+fn post_blocking(url: &str, body: serde_json::Value) -> (u16, String) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    })
+}
+
+#[test]
+fn a_default_server_refuses_runtime_lora_loading_and_logs_the_refusal() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let probe = serde_json::json!({"lora_name": "probe", "lora_path": "/etc"});
+    let (mut child, url) = serve_with_env(&model, &[]);
+    let (status, body) = post_blocking(&format!("{url}/load_lora_adapter"), probe.clone());
+    child.kill().unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("--allow-runtime-lora"), "{body}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let logged = stderr.lines().any(|l| l.contains("request rejected") && l.contains("path=/v1/load_lora_adapter") && l.contains("status=403"));
+    assert!(logged, "the refusal was not logged:\n{stderr}");
+
+    // $AGENTRT_ALLOW_RUNTIME_LORA=1 turns it on: the same request reaches the loader, which finds no adapter.
+    let (mut child, url) = serve_with_env(&model, &[("AGENTRT_ALLOW_RUNTIME_LORA", "1")]);
+    let (status, body) = post_blocking(&format!("{url}/load_lora_adapter"), probe);
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(status, 400, "{body}");
 }

@@ -3,7 +3,7 @@
 //!
 //! Before each step, [`AdapterPublisher::publish`] writes the adapters in PEFT form under the run's
 //! `served-adapters/step-N` and loads them on every server as `MODEL-step-N` (vLLM's
-//! `/v1/load_lora_adapter` with `load_inplace`, which `agentrt serve` implements), unloading the previous
+//! `/v1/load_lora_adapter` with `load_inplace`, which `agentrt serve --allow-runtime-lora` implements), unloading the previous
 //! step's. When the run ends, fails or is dropped, the publisher unloads what it loaded, so the servers are
 //! left as they were and the same training can run on them again (a run killed outright leaves its last
 //! adapter loaded, and the next run's `load_inplace` replaces it). The [`ExternalSampler`] then asks for
