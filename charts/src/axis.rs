@@ -41,52 +41,6 @@ pub(crate) fn bar_range(values: impl Iterator<Item = f64>, top_reserve: f64) -> 
     Some(lo..hi)
 }
 
-/// Tick positions for `range`: the multiples of a round step (1, 2 or 5 times a power of ten) inside it,
-/// about `max` of them at most; with `integer` (an axis of whole numbers, such as steps) the step is at least
-/// 1, so every tick is a whole number. Returns the ticks and the step.
-pub(crate) fn ticks(range: &Range<f64>, max: usize, integer: bool) -> (Vec<f64>, f64) {
-    let span = range.end - range.start;
-    if !(span.is_finite() && span > 0.0) {
-        return (vec![], 1.0);
-    }
-    let raw = span / max.max(1) as f64;
-    let magnitude = 10f64.powf(raw.log10().floor());
-    let step = magnitude
-        * match raw / magnitude {
-            n if n <= 1.0 => 1.0,
-            n if n <= 2.0 => 2.0,
-            n if n <= 5.0 => 5.0,
-            _ => 10.0,
-        };
-    let step = if integer { step.max(1.0).round() } else { step };
-    let (first, last) = ((range.start / step).ceil() as i64, (range.end / step).floor() as i64);
-    // Each tick is k x step, not a sum of steps, so no rounding accumulates.
-    ((first..=last).map(|k| k as f64 * step).collect(), step)
-}
-
-/// The label of the tick `value` on an axis whose ticks are `step` apart: as many decimals as the step needs
-/// (none for whole steps), never a "-0" (a value that rounds to zero is "0"), and in scientific notation when
-/// the step is below 1e-4 or the value is a million or more.
-pub(crate) fn tick_label(value: f64, step: f64) -> String {
-    if value.abs() < step.abs() * 1e-6 || value == 0.0 {
-        return "0".to_string();
-    }
-    if step.abs() < 1e-4 || value.abs() >= 1e6 {
-        return format!("{value:.1e}");
-    }
-    let decimals = (-step.abs().log10() - 1e-9).ceil().max(0.0) as usize;
-    let label = format!("{value:.decimals$}");
-    match label.strip_prefix('-') {
-        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
-        _ => label,
-    }
-}
-
-/// Whether every plottable value is a whole number (an axis of steps or counts).
-pub(crate) fn all_integers(mut values: impl Iterator<Item = f64>) -> bool {
-    values.all(|v| !plottable(v) || v.fract() == 0.0)
-}
-
 fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     values.filter(|v| plottable(*v)).fold(None, |acc, v| match acc {
         None => Some((v, v)),
@@ -138,46 +92,6 @@ mod tests {
         let r = padded_range([0.0, 10.0, f64::NAN, f64::INFINITY].into_iter()).unwrap();
         assert_eq!(r, -0.5..10.5);
         assert!(padded_range([f64::NAN, f64::NEG_INFINITY].into_iter()).is_none());
-    }
-
-    #[test]
-    fn integer_axes_get_whole_ticks() {
-        // Steps 1 to 3, padded: 1, 2, 3, not 1.0, 1.5, ... 3.0.
-        let r = padded_range([1.0, 2.0, 3.0].into_iter()).unwrap();
-        let (t, step) = ticks(&r, 6, true);
-        assert_eq!((t.clone(), step), (vec![1.0, 2.0, 3.0], 1.0));
-        assert_eq!(t.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>(), ["1", "2", "3"]);
-        // One step: its own tick.
-        let r = padded_range([1.0].into_iter()).unwrap();
-        assert_eq!(ticks(&r, 6, true).0, vec![1.0]);
-        // Many steps: round multiples.
-        let (t, step) = ticks(&(0.0..200.0), 6, true);
-        assert_eq!(step, 50.0);
-        assert_eq!(t, vec![0.0, 50.0, 100.0, 150.0, 200.0]);
-        assert!(all_integers([1.0, 2.0, f64::NAN].into_iter()) && !all_integers([1.0, 1.5].into_iter()));
-        // Not integer: fractional steps are allowed.
-        let (t, step) = ticks(&(0.0..1.0), 6, false);
-        assert_eq!(step, 0.2);
-        assert_eq!(t.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>(), ["0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
-    }
-
-    #[test]
-    fn tick_labels_never_say_minus_zero() {
-        // A range around 0 whose ticks are sums of a step that does not land on 0 exactly.
-        for range in [-0.5..0.5, -0.05..0.05, -1e-3..2e-3, -3.0..3.0] {
-            let (t, step) = ticks(&range, 6, false);
-            assert!(t.contains(&0.0), "{range:?}: {t:?}");
-            for v in t {
-                let label = tick_label(v, step);
-                assert!(label != "-0" && label != "-0.0" && label != "-0.00" && label != "-0.000", "{range:?}: {label}");
-            }
-        }
-        assert_eq!(tick_label(-0.0, 0.1), "0");
-        assert_eq!(tick_label(-1e-17, 0.1), "0");
-        assert_eq!(tick_label(-0.0004, 0.001), "0.000");
-        assert_eq!(tick_label(-0.2, 0.1), "-0.2");
-        assert_eq!(tick_label(2.5e-5, 1e-5), "2.5e-5");
-        assert_eq!(tick_label(3.0, 1.0), "3");
     }
 
     #[test]

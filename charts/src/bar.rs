@@ -147,7 +147,7 @@ fn draw_grouped(area: &Area<'_>, title: &str, y_label: &str, groups: &[String], 
         });
         ctx.draw_series(bars)?.label(name.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    style::draw_legend(&mut ctx, SeriesLabelPosition::UpperRight)
+    style::draw_legend(&mut ctx)
 }
 
 /// The plot of a bar chart, its axes drawn: one slot per label along x (the label under it, no vertical

@@ -61,13 +61,15 @@ pub(crate) fn draw_no_data(area: &Area<'_>, title: &str) -> Result<(), DrawError
     Ok(())
 }
 
-/// Draws the legend of the labelled series of `ctx` at `position` (a corner of the plot), on a light box
-/// that lets the plot show through.
-pub(crate) fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(
-    ctx: &mut ChartContext<'a, BitMapBackend<'b>, CT>,
-    position: SeriesLabelPosition,
-) -> Result<(), DrawError> {
-    ctx.configure_series_labels().position(position).background_style(WHITE.mix(0.85)).border_style(BLACK.mix(0.3)).label_font(label_font()).draw()?;
+/// Draws the legend of the labelled series of `ctx` in its upper right corner, on a light box that lets
+/// the plot show through.
+pub(crate) fn draw_legend<'a, 'b: 'a, CT: CoordTranslate>(ctx: &mut ChartContext<'a, BitMapBackend<'b>, CT>) -> Result<(), DrawError> {
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(label_font())
+        .draw()?;
     Ok(())
 }
 
