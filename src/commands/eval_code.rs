@@ -196,7 +196,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
     settings["limits"] = serde_json::to_value(environment.spec.limits())?;
     settings["max_tests_per_problem"] = env.max_tests_per_problem.into();
     settings["regraded_from"] = from.display().to_string().into();
-    prepare_output(dir, &settings, false)?;
+    prepare_output(dir, &settings, false, args.force)?;
     let questions: std::collections::HashMap<String, Question> = environment.questions("all")?.into_iter().map(|q| (q.id.clone(), q)).collect();
 
     runtime.block_on(async {
