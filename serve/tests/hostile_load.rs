@@ -335,8 +335,8 @@ async fn a_client_that_never_reads_costs_the_server_its_tokens_not_its_text() {
 
 /// With a write timeout (`--timeout-s`), a client that never reads is cut off once its reply has waited that
 /// long for it: the server closes the connection (what the kernel held of the reply arrives, then the end,
-/// without `[DONE]`), its request is cancelled or freed, the closing is counted and logged, and the one slot
-/// of the server answers the next client.
+/// without `[DONE]`), its request is cancelled if it still runs and its queued reply freed, the closing is
+/// counted and logged, and the one slot of the server answers the next client.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_never_reads_is_cut_off_after_the_write_timeout() {
     const MAX_TOKENS: usize = 6000;
@@ -368,7 +368,11 @@ async fn a_client_that_never_reads_is_cut_off_after_the_write_timeout() {
     let r = reqwest::Client::new().post(&url).json(&request(0)).timeout(Duration::from_secs(60)).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let stats = state.stats();
-    assert_eq!((stats.sequences, stats.running, stats.cancelled), (2, 0, 1), "the cut-off sequence was to be cancelled: {stats:?}");
+    // Whether the cut-off sequence was still decoding when its connection closed (then it is cancelled) or
+    // had already ended (its queued events go with the connection) depends on the machine's speed: on a
+    // busy machine it is cancelled mid-reply, on an idle one the tiny model may finish within the second.
+    assert_eq!((stats.sequences, stats.running), (2, 0), "the cut-off sequence was to end: {stats:?}");
+    assert!(stats.cancelled <= 1, "{stats:?}");
     assert!(stats.generated_tokens < MAX_TOKENS as u64, "{stats:?}");
     println!("never-reading client cut off after {:?} ({} B of the reply reached it): {stats:?}", sent.elapsed(), reply.len());
 }
