@@ -43,7 +43,7 @@ pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig, ToolTurns};
 pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
 pub use questions::{read_questions, seeded_order, seeded_subset, Question, DEFAULT_QUESTIONS_FILE};
-pub use synthetic::{check_visible, passages_program, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
+pub use synthetic::{check_visible, passages_program, question_overlap, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
 pub use trace::TraceBuilder;
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, ReplyStream, TurnPolicy};

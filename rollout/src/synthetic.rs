@@ -197,14 +197,12 @@ impl SynthesizingPolicy {
         let query = query?;
         let sections = self.tools.view_sections(&page).await.ok()?;
         // Sections that hold an answer as a whole word, the evidence first: most of the question's words.
-        let question_words: Vec<String> = content_words(&q.question).into_iter().map(|w| w.to_lowercase()).filter(|w| w.chars().count() >= 3).collect();
         let mut candidates = Vec::new();
         let mut listing_chars = 0;
         for (i, s) in sections.iter().enumerate() {
             listing_chars += format!("{} | {}\n", s.section_id, s.title).chars().count();
             let Ok(text) = self.tools.read_section(&s.section_id).await else { continue };
-            let lower = text.to_lowercase();
-            let overlap = question_words.iter().filter(|w| lower.contains(w.as_str())).count();
+            let overlap = question_overlap(&q.question, &text);
             for answer in &q.answers {
                 if let Some(at) = find_word_ci(&text, answer) {
                     candidates.push((overlap, i, listing_chars, at, answer.trim().chars().count(), text.clone()));
@@ -247,7 +245,7 @@ impl SynthesizingPolicy {
                     _ => give_up,
                 }
             }
-            [printed] => answer_tag(printed, &q.answers).unwrap_or(give_up),
+            [printed] => answer_tag(printed, &q.answers, &q.question).unwrap_or(give_up),
             _ => give_up,
         }
     }
@@ -258,11 +256,13 @@ impl SynthesizingPolicy {
     fn decide_read(q: &Question, seen: &[&str]) -> String {
         match seen {
             [] => read_program(&q.question),
-            [first] => match answer_tag(first, &q.answers) {
+            [first] => match answer_tag(first, &q.answers, &q.question) {
                 Some(answer) if !misses_key_word(first, &q.question) => answer,
                 _ => read_more_program(&q.question),
             },
-            [first, more] => answer_tag(first, &q.answers).or_else(|| answer_tag(more, &q.answers)).unwrap_or_else(|| "<answer></answer>".to_string()),
+            [first, more] => answer_tag(first, &q.answers, &q.question)
+                .or_else(|| answer_tag(more, &q.answers, &q.question))
+                .unwrap_or_else(|| "<answer></answer>".to_string()),
             _ => "<answer></answer>".to_string(),
         }
     }
@@ -344,11 +344,14 @@ fn py_str(s: &str) -> String {
 /// `<answer>…</answer>` with the shortest answer alias `printed` holds as a whole word, spelled as printed.
 /// Why the shortest: every alias is an annotator's span that the rule judge accepts by exact match, and a
 /// model taught the longest ones learns to overshoot (measured: RL with F1 credit drifted to longer spans,
-/// winning some questions and losing as many).
-fn answer_tag(printed: &str, answers: &[String]) -> Option<String> {
+/// winning some questions and losing as many). An alias the question itself holds comes last ("1973" for
+/// "When did the 1973 oil crisis begin?" repeats the question; the judge's gold span is elsewhere), except
+/// in a question that offers a choice ("compatible or incompatible?"), whose answer is one of its words.
+fn answer_tag(printed: &str, answers: &[String], question: &str) -> Option<String> {
     let mut found: Vec<String> =
         answers.iter().filter_map(|a| find_word_ci(printed, a).map(|at| printed.chars().skip(at).take(a.trim().chars().count()).collect())).collect();
-    found.sort_by_key(|a: &String| a.chars().count());
+    let offers_choice = words(question).iter().any(|w| w.eq_ignore_ascii_case("or"));
+    found.sort_by_key(|a: &String| (!offers_choice && find_word_ci(question, a).is_some(), a.chars().count()));
     found.first().map(|a| format!("<answer>{a}</answer>"))
 }
 
@@ -399,6 +402,14 @@ fn find_chars(hay: &str, needle: &str) -> Option<usize> {
 /// The question's words: runs of letters and digits, in order.
 fn words(text: &str) -> Vec<&str> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect()
+}
+
+/// How many of the question's content words (three letters or more, case folded) `text` holds: how a
+/// section that holds an answer is told to be the evidence, by the synthesiser and by the extraction
+/// probe alike.
+pub fn question_overlap(question: &str, text: &str) -> usize {
+    let lower = text.to_lowercase();
+    content_words(question).into_iter().map(|w| w.to_lowercase()).filter(|w| w.chars().count() >= 3).filter(|w| lower.contains(w.as_str())).count()
 }
 
 /// The question's words without stop words, each once, in order.
@@ -538,8 +549,16 @@ mod tests {
     #[test]
     fn answers_take_the_shortest_alias_and_the_key_word_is_a_name_or_the_longest_word() {
         let aliases = ["October 1973".to_string(), "1973".to_string(), "October".to_string()];
-        assert_eq!(answer_tag("It began in October 1973 with an embargo.", &aliases), Some("<answer>1973</answer>".into()));
-        assert_eq!(answer_tag("nothing here", &aliases), None);
+        assert_eq!(answer_tag("It began in October 1973 with an embargo.", &aliases, "When did it begin?"), Some("<answer>1973</answer>".into()));
+        assert_eq!(answer_tag("nothing here", &aliases, "When did it begin?"), None);
+        // The question's own words are no answer while another alias is printed.
+        let crisis = ["1973".to_string(), "October 1973".to_string()];
+        let asked = "When did the 1973 oil crisis begin?";
+        assert_eq!(answer_tag("The 1973 crisis began in October 1973.", &crisis, asked), Some("<answer>October 1973</answer>".into()));
+        assert_eq!(answer_tag("It began in 1973.", &crisis, asked), Some("<answer>1973</answer>".into()));
+        let choice = ["incompatible".to_string(), "had to be converted".to_string()];
+        let offered = "Was this footage compatible or incompatible with TV formats?";
+        assert_eq!(answer_tag("It was incompatible and had to be converted.", &choice, offered), Some("<answer>incompatible</answer>".into()));
         assert_eq!(key_word("What did Watt improve in 1765?").as_deref(), Some("Watt"));
         assert_eq!(key_word("When did the 1973 oil crisis begin?").as_deref(), Some("1973"));
         assert_eq!(key_word("What is the typical working fluid?").as_deref(), Some("typical"));

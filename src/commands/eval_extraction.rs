@@ -211,20 +211,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The section of `q`'s gold page holding a gold answer as a whole word with the most of the question's
-/// words (the first such section on a tie), with its text; `None` when no section of the page holds one
+/// content words ([`agentrt_rollout::question_overlap`], as the synthesiser picks its evidence; the first
+/// such section on a tie), with its text; `None` when no section of the page holds one
 /// or the question names no page.
 async fn gold_section(tools: &dyn ToolHost, q: &Question) -> anyhow::Result<Option<(String, String)>> {
     let Some(page) = &q.page else { return Ok(None) };
     let sections = tools.view_sections(page).await.map_err(|e| anyhow::anyhow!("view_sections({page:?}) for question {}: {e}", q.id))?;
-    let words: Vec<String> = q.question.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 4).map(|w| w.to_lowercase()).collect();
     let mut best: Option<(usize, String, String)> = None;
     for s in sections {
         let text = tools.read_section(&s.section_id).await.map_err(|e| anyhow::anyhow!("read_section({:?}): {e}", s.section_id))?;
         if !q.answered_in(&text) {
             continue;
         }
-        let lower = text.to_lowercase();
-        let overlap = words.iter().filter(|w| lower.contains(w.as_str())).count();
+        let overlap = agentrt_rollout::question_overlap(&q.question, &text);
         if best.as_ref().is_none_or(|(o, _, _)| overlap > *o) {
             best = Some((overlap, s.section_id, text));
         }
