@@ -64,7 +64,10 @@ impl ModelId {
 /// A loaded sentence embedder; `Send + Sync`, one per process is enough.
 pub struct Embedder {
     dir: PathBuf,
-    encoder: Int8Bert,
+    /// The full six-layer encoder of the sections, quantised on first use: a process that only
+    /// searches (`agentrt exec`, an episode) embeds queries on the distilled encoder and never pays the
+    /// full model's load and quantisation (most of a first search's latency when it was eager).
+    encoder: OnceLock<Result<Int8Bert, String>>,
     /// What [`Embedder::embed_query`] runs: the distilled encoder, or none for the full one.
     query_encoder: Option<Int8Bert>,
     tokenizer: Tokenizer,
@@ -93,22 +96,38 @@ impl Embedder {
     /// As [`Embedder::load`], with queries embedded by `queries` (the distilled encoder fits
     /// all-MiniLM-L6-v2 only: it reads its embeddings from that model's tensors).
     fn load_with(dir: &Path, queries: QueryEncoder) -> Result<Self, SearchError> {
-        let origin = dir.display().to_string();
-        let config = std::fs::read_to_string(dir.join("config.json")).map_err(|e| SearchError::Embedder(format!("{origin}: config.json: {e}")))?;
-        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
-            .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
+        let encoder = OnceLock::new();
         let query_encoder = match queries {
-            QueryEncoder::Distilled => Some(load_distilled(&tensors)?),
-            QueryEncoder::Full => None,
+            QueryEncoder::Distilled => {
+                // Only the embeddings are shared with the full model: read just those tensors.
+                let weights = dir.join("model.safetensors");
+                let bytes = std::fs::read(&weights).map_err(|e| SearchError::Embedder(format!("{}: {e}", weights.display())))?;
+                let embeddings =
+                    load_tensors(&bytes, |name| name.contains("embeddings.")).map_err(|e| SearchError::Embedder(format!("{}: {e}", weights.display())))?;
+                Some(load_distilled(&embeddings)?)
+            }
+            QueryEncoder::Full => {
+                // The query encoder is the full one: load it now, as every search needs it.
+                let _ = encoder.set(load_full(dir).map_err(|e| e.to_string()));
+                None
+            }
         };
-        let encoder = Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new())?;
         let path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&path).map_err(|e| SearchError::Embedder(format!("{}: {e}", path.display())))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
             .map_err(|e| SearchError::Embedder(format!("tokenizer truncation: {e}")))?;
-        Ok(Embedder { dir: dir.to_path_buf(), encoder, query_encoder, tokenizer, reference: OnceLock::new() })
+        let embedder = Embedder { dir: dir.to_path_buf(), encoder, query_encoder, tokenizer, reference: OnceLock::new() };
+        if queries == QueryEncoder::Full {
+            embedder.encoder()?;
+        }
+        Ok(embedder)
+    }
+
+    /// The full int8 encoder, loaded and quantised by the first call.
+    fn encoder(&self) -> Result<&Int8Bert, SearchError> {
+        self.encoder.get_or_init(|| load_full(&self.dir).map_err(|e| e.to_string())).as_ref().map_err(|e| SearchError::Embedder(e.clone()))
     }
 
     fn reference(&self) -> Result<&BertModel, SearchError> {
@@ -138,7 +157,10 @@ impl Embedder {
     /// loaded with ([`QueryEncoder`]), with a second core lent to it.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
-        encode(self.query_encoder.as_ref().unwrap_or(&self.encoder), &ids, true)
+        match &self.query_encoder {
+            Some(distilled) => encode(distilled, &ids, true),
+            None => encode(self.encoder()?, &ids, true),
+        }
     }
 
     /// The encoder [`Embedder::embed_query`] runs.
@@ -153,13 +175,13 @@ impl Embedder {
     /// One L2-normalised vector for one text on the full int8 [`Int8Bert`], the encoder of the sections.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
-        encode(&self.encoder, &ids, true)
+        encode(self.encoder()?, &ids, true)
     }
 
     /// As [`Embedder::embed_one`], on the kernels of `path` (tests hold every path to the same vector).
     pub fn embed_one_on(&self, path: agentrt_kernels::KernelPath, text: &str) -> Result<Vec<f32>, SearchError> {
         let ids = self.tokenize(text)?;
-        self.encoder.encode_on(path, &ids, &mut Scratch::default(), true)
+        self.encoder()?.encode_on(path, &ids, &mut Scratch::default(), true)
     }
 
     /// One L2-normalised vector for one text on candle's f32 BERT (the reference for the int8 vectors;
@@ -173,9 +195,10 @@ impl Embedder {
     /// L2-normalised vectors for many texts (sections), on every core; `progress(done)` after each
     /// `chunk` texts.
     pub fn embed_many(&self, texts: &[String], chunk: usize, progress: &mut dyn FnMut(usize)) -> Result<Vec<Vec<f32>>, SearchError> {
+        let encoder = self.encoder()?;
         let mut out = Vec::with_capacity(texts.len());
         for group in texts.chunks(chunk.max(1)) {
-            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| encode(&self.encoder, &self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
+            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| encode(encoder, &self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
             out.extend(vectors);
             progress(out.len());
         }
@@ -213,6 +236,25 @@ impl Embedder {
         let rows: Vec<Vec<f32>> = mean.to_vec2()?;
         Ok(rows.into_iter().map(normalise).collect())
     }
+}
+
+/// The full six-layer int8 encoder of the model in `dir` (config.json, model.safetensors).
+fn load_full(dir: &Path) -> Result<Int8Bert, SearchError> {
+    let origin = dir.display().to_string();
+    let config = std::fs::read_to_string(dir.join("config.json")).map_err(|e| SearchError::Embedder(format!("{origin}: config.json: {e}")))?;
+    let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
+        .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
+    Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new())
+}
+
+/// The tensors of a safetensors file's bytes whose names `keep` accepts (the others are not copied).
+fn load_tensors(bytes: &[u8], keep: impl Fn(&str) -> bool) -> candle_core::Result<HashMap<String, Tensor>> {
+    let file = candle_core::safetensors::SliceSafetensors::new(bytes)?;
+    file.tensors()
+        .into_iter()
+        .filter(|(name, _)| keep(name))
+        .map(|(name, view)| Ok((name.clone(), candle_core::safetensors::Load::load(&view, &Device::Cpu)?)))
+        .collect()
 }
 
 thread_local! {
