@@ -41,6 +41,29 @@ pub(crate) fn bar_range(values: impl Iterator<Item = f64>, top_reserve: f64) -> 
     Some(lo..hi)
 }
 
+/// How many ticks an axis of whole numbers over `range` gets: at most `max`, and no more than the whole
+/// numbers it spans, so the axis's "nice" steps are never fractions of one.
+pub(crate) fn integer_ticks(range: &Range<f64>, max: usize) -> usize {
+    let whole = (range.end.floor() - range.start.ceil()).max(0.0) as usize + 1;
+    whole.clamp(1, max.max(1))
+}
+
+/// A tick label at `value` on an axis whose ticks are about `step` apart: as many decimals as the step
+/// needs and no more, and never "-0" (a tick at zero computed as -1e-17 is zero).
+pub(crate) fn tick_label(value: f64, step: f64) -> String {
+    let step = step.abs();
+    if value.abs() >= 1e5 || (value != 0.0 && value.abs() < 1e-4 && step < 1e-4) {
+        return format!("{value:.1e}");
+    }
+    let decimals = if step > 0.0 && step.is_finite() { (-(step.log10().floor()) as i32).clamp(0, 6) as usize } else { 3 };
+    let text = format!("{value:.decimals$}");
+    if text.trim_start_matches('-').chars().all(|c| c == '0' || c == '.') {
+        text.trim_start_matches('-').to_string()
+    } else {
+        text
+    }
+}
+
 fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     values.filter(|v| plottable(*v)).fold(None, |acc, v| match acc {
         None => Some((v, v)),
@@ -82,6 +105,24 @@ pub(crate) fn category_label(labels: &[String], x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_have_the_decimals_of_their_step_and_no_negative_zero() {
+        assert_eq!(tick_label(-1e-17, 0.1), "0.0");
+        assert_eq!(tick_label(-0.0, 1.0), "0");
+        assert_eq!(tick_label(0.25, 0.05), "0.25");
+        assert_eq!(tick_label(12.0, 2.0), "12");
+        assert_eq!(tick_label(1500.0, 200.0), "1500");
+        assert_eq!(tick_label(-0.3, 0.1), "-0.3");
+        assert_eq!(tick_label(250000.0, 50000.0), "2.5e5");
+    }
+
+    #[test]
+    fn whole_number_axes_get_no_more_ticks_than_whole_numbers() {
+        assert_eq!(integer_ticks(&(0.95..2.05), 6), 2);
+        assert_eq!(integer_ticks(&(-0.5..100.5), 6), 6);
+        assert_eq!(integer_ticks(&(0.5..0.9), 6), 1);
+    }
 
     #[test]
     fn padded_range_widens_constant_and_single_values() {

@@ -65,6 +65,17 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
         return style::draw_no_data(area, &chart.title);
     };
 
+    // With a legend, the top of the plot (about 20 px a row of the panel's ~270 px of plot) is kept free
+    // of data, so no line runs under the legend's box.
+    let y_range = if chart.series.len() > 1 {
+        let reserve = ((chart.series.len() as f64 * 20.0 + 16.0) / 270.0).min(0.6);
+        y_range.start..y_range.start + (y_range.end - y_range.start) / (1.0 - reserve)
+    } else {
+        y_range
+    };
+    // Steps, epochs and counts are whole numbers: their axis gets whole-number ticks only.
+    let x_ticks = if all().all(|(x, _)| x.fract() == 0.0) { axis::integer_ticks(&x_range, 6) } else { 6 };
+    let (x_span, y_span) = (x_range.end - x_range.start, y_range.end - y_range.start);
     let mut ctx = ChartBuilder::on(area)
         .caption(&chart.title, style::title_font())
         .margin(10)
@@ -77,8 +88,10 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
         .light_line_style(TRANSPARENT)
         .label_style(style::label_font())
         .axis_desc_style(style::label_font())
-        .x_labels(6)
+        .x_labels(x_ticks)
         .y_labels(6)
+        .x_label_formatter(&|x| axis::tick_label(*x, x_span / x_ticks.max(1) as f64))
+        .y_label_formatter(&|y| axis::tick_label(*y, y_span / 6.0))
         .draw()?;
 
     for (i, series) in chart.series.iter().enumerate() {
