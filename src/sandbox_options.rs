@@ -15,8 +15,8 @@ pub struct SandboxOptions {
     /// Linear memory each program may use, in MiB.
     #[arg(long = "memory", value_name = "MIB", default_value_t = Limits::default().memory_bytes >> 20)]
     pub memory_mib: usize,
-    /// Wall time each program may take, in milliseconds (tool calls included).
-    #[arg(long = "timeout-ms", value_name = "MS", default_value_t = Limits::default().timeout.as_millis() as u64)]
+    /// Wall time each program may take, in milliseconds (tool calls included); at least 1.
+    #[arg(long = "timeout-ms", value_name = "MS", default_value_t = Limits::default().timeout.as_millis() as u64, value_parser = at_least_one_ms)]
     pub timeout_ms: u64,
     /// Bytes each program may print.
     #[arg(long, default_value_t = Limits::default().max_output_bytes)]
@@ -48,6 +48,16 @@ pub struct ToolOptions {
     /// half the work) or full (the 6-layer model that embedded the sections; a point more recall@10).
     #[arg(long, value_name = "ENCODER", env = "AGENTRT_QUERY_ENCODER", default_value_t = agentrt_search::QueryEncoder::default())]
     pub query_encoder: agentrt_search::QueryEncoder,
+}
+
+/// `--timeout-ms`: 0 would stop every program before its first instruction, so it is refused (there is no
+/// "no limit" value; give a large one).
+fn at_least_one_ms(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("0 ms cannot run anything: give at least 1 (there is no \"no limit\" value; give a large one)".into()),
+        Ok(ms) => Ok(ms),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl SandboxOptions {

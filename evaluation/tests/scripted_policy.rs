@@ -60,7 +60,7 @@ async fn scripted_episodes_give_exact_metrics() {
         vec![EpisodeOutcome::Correct, EpisodeOutcome::WrongAnswer, EpisodeOutcome::NoAnswer, EpisodeOutcome::MaxTurns]
     );
     assert!(e[0].turns[0].observation.as_deref().unwrap().contains("24-10"), "{:?}", e[0].turns[0]);
-    assert!(e[1].turns[0].observation.as_deref().unwrap().contains("unknown tool or name `undefined_name`"), "{:?}", e[1].turns[0]);
+    assert!(e[1].turns[0].observation.as_deref().unwrap().contains("NameError: name 'undefined_name' is not defined"), "{:?}", e[1].turns[0]);
 
     let m = Metrics::from_episodes(e);
     assert_eq!(m.num_questions, 4);

@@ -125,6 +125,9 @@ impl AdapterSet {
 
     /// Loads what [`AdapterSet::save_peft`] wrote (or any single PEFT LoRA adapter directory).
     pub fn load_peft(dir: &Path, model: &ModelConfig, device: &Device) -> Result<AdapterSet> {
+        if !dir.exists() {
+            return Err(PolicyError::AdapterMissing { path: dir.to_path_buf() });
+        }
         if dir.join(CONFIG).is_file() {
             let (retain, config) = load_adapter(dir, model, device)?;
             return Ok(AdapterSet { config, retain, forget: None, scales: (1.0, 1.0), routing: Default::default() });

@@ -67,6 +67,12 @@ pub enum PolicyError {
         /// What went wrong.
         what: String,
     },
+    /// The adapter directory asked for is not there (a mistyped path, a run not yet saved).
+    #[error("adapter directory {path} does not exist")]
+    AdapterMissing {
+        /// The directory asked for.
+        path: PathBuf,
+    },
     /// Fetching or checking a named model asset failed.
     #[error("model asset: {0}")]
     Asset(#[from] agentrt_assets::AssetError),

@@ -186,3 +186,15 @@ fn tokenizer_larger_than_the_model_vocabulary_is_refused_with_both_sizes() {
     let msg = Policy::from_parts(cfg, w, tok, tmpl, "x".into(), &candle_core::Device::Cpu).err().unwrap().to_string();
     assert!(msg.contains("259") && msg.contains("100"), "{msg}");
 }
+
+#[test]
+fn a_missing_adapter_directory_is_named_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = tiny_policy(Arch::Llama, 5).unwrap();
+    let nope = dir.path().join("models/nope");
+    let msg = p.load_adapters(&nope).err().unwrap().to_string();
+    assert_eq!(msg, format!("adapter directory {} does not exist", nope.display()));
+    // A directory that is there but holds no adapter still says what is missing in it.
+    let msg = p.load_adapters(dir.path()).err().unwrap().to_string();
+    assert!(msg.contains("neither adapter_config.json nor retain/adapter_config.json found"), "{msg}");
+}

@@ -87,6 +87,7 @@ impl ComponentCache {
     /// messages (a path, or "the built-in interpreter"). A compile says so on stderr, with its time:
     /// the first use of a large component is otherwise a silent pause of many seconds.
     pub fn load(&self, engine: &Engine, wasm: &[u8], origin: &str) -> Result<Component, SandboxError> {
+        check_header(wasm, origin)?;
         let path = self.dir.join(format!("{}.{ARTEFACT_EXTENSION}", cache_key(engine, wasm)));
         if path.is_file() {
             // SAFETY: files in this directory are written only by `store` below, from
@@ -165,6 +166,27 @@ impl ComponentCache {
     }
 }
 
+/// Refuses, before any compile, bytes that are not a component at all: with what they are instead, not
+/// the parser's byte arrays.
+fn check_header(wasm: &[u8], origin: &str) -> Result<(), SandboxError> {
+    const MAGIC: &[u8] = b"\0asm";
+    const COMPONENT: [u8; 4] = [0x0d, 0x00, 0x01, 0x00];
+    const MODULE: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
+    let reason = if wasm.is_empty() {
+        "the file is empty".to_string()
+    } else if !wasm.starts_with(MAGIC) {
+        let head: String = wasm.iter().take(8).flat_map(|b| std::ascii::escape_default(*b)).map(char::from).collect();
+        format!("it does not start with the WebAssembly magic bytes `\\0asm` (it starts with `{head}`)")
+    } else if wasm.get(4..8) == Some(&MODULE[..]) {
+        "it is a core WebAssembly module, not a component (make one from it with `wasm-tools component new`)".to_string()
+    } else if wasm.get(4..8) != Some(&COMPONENT[..]) {
+        "its version bytes are neither a component's (0d 00 01 00) nor a module's".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(SandboxError::InvalidComponent { origin: origin.to_string(), reason })
+}
+
 fn invalid_component(origin: &str, e: wasmtime::Error) -> SandboxError {
     SandboxError::InvalidComponent { origin: origin.to_string(), reason: format!("{e:#}") }
 }
@@ -219,6 +241,17 @@ mod tests {
         let file = std::fs::File::options().append(true).open(&path).unwrap();
         file.set_modified(SystemTime::now() - Duration::from_secs(age_s)).unwrap();
         path
+    }
+
+    #[test]
+    fn bytes_that_are_no_component_are_refused_by_their_header_without_byte_arrays() {
+        let message = |wasm: &[u8]| check_header(wasm, "x.wasm").unwrap_err().to_string();
+        let m = message(b"hello not wasm");
+        assert_eq!(m, "x.wasm is not a valid WebAssembly component: it does not start with the WebAssembly magic bytes `\\0asm` (it starts with `hello no`)");
+        assert!(message(b"\0asm\x01\0\0\0").contains("a core WebAssembly module, not a component"));
+        assert!(message(b"").contains("empty"));
+        assert!(message(b"\0asm\x02\0").contains("version bytes"));
+        assert!(check_header(b"\0asm\x0d\0\x01\0rest", "x.wasm").is_ok());
     }
 
     #[test]

@@ -181,8 +181,34 @@ impl plugins::Host for HostState {
         self.admit_call(&name)?;
         let started = Instant::now();
         let args = serde_json::from_str(&args_json).unwrap_or(serde_json::Value::String(args_json.clone()));
+        let args = named_args(args, self.plugins.signature(&name).map(|s| s.params));
         let result = self.plugins.call(&name, &args_json, self.limits).await;
         self.record(&name, args, started, &result, |_| Vec::new());
         Ok(result)
+    }
+}
+
+/// A plug-in call's arguments as the trace shows them: by parameter name, as the wiki tools' are, however
+/// the program passed them (the guest sends them in order). Left as they came when they do not match the
+/// parameters one to one.
+fn named_args(args: serde_json::Value, params: Option<Vec<String>>) -> serde_json::Value {
+    match (args, params) {
+        (serde_json::Value::Array(values), Some(params)) if values.len() == params.len() => serde_json::Value::Object(params.into_iter().zip(values).collect()),
+        (args, _) => args,
+    }
+}
+
+#[cfg(test)]
+mod named_args_tests {
+    use super::named_args;
+    use serde_json::json;
+
+    #[test]
+    fn plug_in_arguments_are_traced_by_parameter_name() {
+        let params = Some(vec!["text".to_string(), "top_n".to_string()]);
+        assert_eq!(named_args(json!(["a b", 3]), params.clone()), json!({"text": "a b", "top_n": 3}));
+        // Not one to one (the plug-in refuses such a call): as they came.
+        assert_eq!(named_args(json!(["a b"]), params), json!(["a b"]));
+        assert_eq!(named_args(json!(["a b"]), None), json!(["a b"]));
     }
 }

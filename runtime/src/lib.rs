@@ -33,7 +33,7 @@ mod tool_host;
 pub use component_cache::{CacheEntry, ComponentCache, CACHE_CAP_ENV, DEFAULT_CACHE_CAP_BYTES};
 pub use fixture::FixtureTools;
 pub use limits::Limits;
-pub use plugins::{components_in, InstanceReuse, PluginRegistry};
+pub use plugins::{components_in, exported_tool_names, InstanceReuse, PluginRegistry};
 pub use report::{HostCall, Limit, Outcome, ProgramError, RunReport, ToolErrorKind};
 pub use sandbox::{GuestComponent, Sandbox, SandboxConfig};
 pub use tool_host::{NoWikiTools, PageHit, SectionRef, ToolFailure, ToolHost};

@@ -21,7 +21,7 @@ pub fn to_val(value: &Value, ty: &Type) -> Result<Val, String> {
         Type::S32 => Val::S32(int(value, ty)?),
         Type::U32 => Val::U32(int(value, ty)?),
         Type::S64 => Val::S64(int(value, ty)?),
-        Type::U64 => Val::U64(value.as_u64().ok_or_else(mismatch)?),
+        Type::U64 => Val::U64(int(value, ty)?),
         Type::Float32 => Val::Float32(value.as_f64().ok_or_else(mismatch)? as f32),
         Type::Float64 => Val::Float64(value.as_f64().ok_or_else(mismatch)?),
         Type::Char => {
@@ -99,8 +99,44 @@ pub fn to_val(value: &Value, ty: &Type) -> Result<Val, String> {
     })
 }
 
-fn int<T: TryFrom<i64>>(value: &Value, ty: &Type) -> Result<T, String> {
-    value.as_i64().and_then(|i| T::try_from(i).ok()).ok_or_else(|| format!("expected {}, got {}", describe(ty), short(value)))
+/// An integer of the WIT type `ty`; a number out of its range says the range, with the WIT type's name.
+fn int<T: TryFrom<i128> + Into<i128> + Bounded>(value: &Value, ty: &Type) -> Result<T, String> {
+    let Some(i) = value.as_i64().map(i128::from).or_else(|| value.as_u64().map(i128::from)) else {
+        return Err(format!("expected {}, got {}", describe(ty), short(value)));
+    };
+    T::try_from(i).map_err(|_| {
+        let (min, max): (i128, i128) = (T::MIN.into(), T::MAX.into());
+        let name = wit_int_name(ty);
+        if i < 0 && min == 0 {
+            format!("expected a non-negative integer for {name} (got {i})")
+        } else {
+            format!("expected an integer from {min} to {max} for {name} (got {i})")
+        }
+    })
+}
+
+/// The bounds of an integer type.
+trait Bounded: Sized {
+    const MIN: Self;
+    const MAX: Self;
+}
+
+macro_rules! bounded {
+    ($($t:ty),*) => {$(impl Bounded for $t { const MIN: Self = <$t>::MIN; const MAX: Self = <$t>::MAX; })*};
+}
+bounded!(i8, u8, i16, u16, i32, u32, i64, u64);
+
+fn wit_int_name(ty: &Type) -> &'static str {
+    match ty {
+        Type::S8 => "s8",
+        Type::U8 => "u8",
+        Type::S16 => "s16",
+        Type::U16 => "u16",
+        Type::S32 => "s32",
+        Type::U32 => "u32",
+        Type::S64 => "s64",
+        _ => "u64",
+    }
 }
 
 /// Converts a component value to JSON: records become objects with snake_case keys.
@@ -173,9 +209,19 @@ mod tests {
     }
 
     #[test]
+    fn an_integer_out_of_range_says_the_range_and_the_wit_type() {
+        assert_eq!(to_val(&serde_json::json!(-3), &Type::U32).unwrap_err(), "expected a non-negative integer for u32 (got -3)");
+        assert_eq!(to_val(&serde_json::json!(-1), &Type::U64).unwrap_err(), "expected a non-negative integer for u64 (got -1)");
+        assert_eq!(to_val(&serde_json::json!(300), &Type::S8).unwrap_err(), "expected an integer from -128 to 127 for s8 (got 300)");
+        assert_eq!(to_val(&serde_json::json!(70000), &Type::U16).unwrap_err(), "expected an integer from 0 to 65535 for u16 (got 70000)");
+        assert_eq!(to_val(&serde_json::json!(u64::MAX), &Type::U64).unwrap(), Val::U64(u64::MAX));
+        assert_eq!(to_val(&serde_json::json!(-5), &Type::S64).unwrap(), Val::S64(-5));
+    }
+
+    #[test]
     fn scalars_round_trip() {
         assert_eq!(to_val(&serde_json::json!(7), &Type::U32).unwrap(), Val::U32(7));
-        assert!(to_val(&serde_json::json!(-1), &Type::U32).unwrap_err().contains("expected int"));
+        assert!(to_val(&serde_json::json!("x"), &Type::U32).unwrap_err().contains("expected int"));
         assert!(to_val(&serde_json::json!("x"), &Type::S64).is_err());
         assert_eq!(to_json(&Val::String("a".into())), serde_json::json!("a"));
         assert_eq!(to_json(&Val::Record(vec![("word-count".into(), Val::U32(3))])), serde_json::json!({"word_count": 3}));

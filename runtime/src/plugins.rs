@@ -90,6 +90,36 @@ impl WasiView for PluginState {
     }
 }
 
+/// Who owns the wiki tools' names, in a name clash's message.
+const WIKI_OWNER: &str = "the built-in wiki tools";
+
+/// Who already has the tool name `name`: the wiki tools, or the plug-in file `owners` gives.
+fn name_owner(owners: &BTreeMap<String, String>, name: &str) -> Option<String> {
+    if WIKI_TOOL_NAMES.contains(&name) {
+        Some(WIKI_OWNER.to_string())
+    } else {
+        owners.get(name).cloned()
+    }
+}
+
+/// The tool names (snake_case) a plug-in's bytes export, read from the WIT its component encodes, without
+/// compiling it: the functions of every exported interface but `metadata`, as [`PluginRegistry::load`]
+/// registers them. Empty when the bytes do not decode (the compile then says why).
+pub fn exported_tool_names(wasm: &[u8]) -> Vec<String> {
+    let Ok(wit_parser::decoding::DecodedWasm::Component(resolve, world)) = wit_parser::decoding::decode(wasm) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    for key in resolve.worlds[world].exports.keys() {
+        let wit_parser::WorldKey::Interface(id) = key else { continue };
+        if resolve.interfaces[*id].package.is_none() || resolve.id_of(*id).is_some_and(|name| name == METADATA_INTERFACE) {
+            continue;
+        }
+        names.extend(resolve.interfaces[*id].functions.keys().map(|f| snake_case(f)));
+    }
+    names
+}
+
 /// The `.wasm` files of a tools directory, sorted by name.
 pub fn components_in(dir: &Path) -> Result<Vec<PathBuf>, SandboxError> {
     let entries = std::fs::read_dir(dir).map_err(|e| SandboxError::Io { path: dir.to_path_buf(), source: e })?;
@@ -107,10 +137,30 @@ impl PluginRegistry {
         let mut linker = Linker::<PluginState>::new(engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let mut registry = Self::default();
+        // Each file once (the same file given twice, by `--tool` and by its directory, is one plug-in), and
+        // the tool names its WIT exports checked against the wiki tools' and each other's before anything
+        // is compiled: a compile can take many seconds, and a clash refuses the whole set anyway.
+        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut owners: BTreeMap<String, String> = BTreeMap::new();
         for path in paths {
+            if !seen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone())) {
+                tracing::warn!("plug-in {} is given twice; loading it once", path.display());
+                continue;
+            }
             let origin = path.display().to_string();
             let wasm = std::fs::read(path).map_err(|e| SandboxError::Io { path: path.clone(), source: e })?;
-            let component = cache.load(engine, &wasm, &origin)?;
+            for name in exported_tool_names(&wasm) {
+                if let Some(owner) = name_owner(&owners, &name) {
+                    return Err(SandboxError::ToolNameTaken { name, owner, origin });
+                }
+                owners.insert(name, origin.clone());
+            }
+            files.push((path.clone(), wasm));
+        }
+        for (path, wasm) in &files {
+            let origin = path.display().to_string();
+            let component = cache.load(engine, wasm, &origin)?;
             let pre = linker.instantiate_pre(&component).map_err(|e| SandboxError::unsatisfied_import(&origin, e))?;
             let (docs, stateless) = describe(path, &pre).await?;
             let loaded = Arc::new(LoadedPlugin {
@@ -158,7 +208,7 @@ impl PluginRegistry {
             for (_, tool) in exported {
                 let name = tool.signature.name.clone();
                 let taken_by = if WIKI_TOOL_NAMES.contains(&name.as_str()) {
-                    Some("the built-in wiki tools".to_string())
+                    Some(WIKI_OWNER.to_string())
                 } else {
                     registry.tools.get(&name).map(|existing| existing.component.path.display().to_string())
                 };

@@ -66,10 +66,15 @@ pub enum ProgramError {
         column: u32,
     },
     /// The program called a name that is neither defined nor a tool.
-    #[error("unknown tool or name `{name}`")]
+    #[error("unknown tool or name `{name}`{}", at_line(*line))]
     UnknownTool {
         /// The name called.
         name: String,
+        /// The 1-based line where the program used it; 0 when unknown.
+        line: u32,
+        /// The traceback as CPython formats it (`NameError: name 'x' is not defined`); what the model
+        /// sees when it is not empty.
+        traceback: String,
     },
     /// A tool call failed and the program did not catch it.
     #[error("tool `{tool}` failed ({tool_error:?}): {message}")]
@@ -194,7 +199,9 @@ impl RunReport {
                     text.push('\n');
                 }
                 match error {
-                    ProgramError::Exception { traceback, .. } if !traceback.is_empty() => text.push_str(traceback),
+                    ProgramError::Exception { traceback, .. } | ProgramError::UnknownTool { traceback, .. } if !traceback.is_empty() => {
+                        text.push_str(traceback)
+                    }
                     other => text.push_str(&format!("Error: {other}")),
                 }
             }
@@ -203,6 +210,36 @@ impl RunReport {
     }
 }
 
+fn at_line(line: u32) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(" at line {line}")
+    }
+}
+
 fn micros<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_micros() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_name_says_its_line_and_the_model_reads_its_traceback() {
+        let traceback = "Traceback (most recent call last):\n  File \"program.py\", line 5, in <module>\n    bst[\"section_id\"]\n    ~~~\nNameError: name 'bst' is not defined";
+        let error = ProgramError::UnknownTool { name: "bst".into(), line: 5, traceback: traceback.into() };
+        assert_eq!(error.to_string(), "unknown tool or name `bst` at line 5");
+        assert_eq!(ProgramError::UnknownTool { name: "x".into(), line: 0, traceback: String::new() }.to_string(), "unknown tool or name `x`");
+        let report = RunReport {
+            result: Err(error),
+            stdout: "hi".into(),
+            host_calls: Vec::new(),
+            fuel_used: 0,
+            peak_memory_bytes: 0,
+            wall_time: Duration::ZERO,
+        };
+        assert_eq!(report.observation(), format!("hi\n{traceback}"));
+    }
 }

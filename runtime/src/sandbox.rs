@@ -177,7 +177,7 @@ fn classify_trap(error: wasmtime::Error, state: &HostState, stdout: &CappedOutpu
 fn program_error(error: wit::ProgramError) -> ProgramError {
     match error {
         wit::ProgramError::Syntax(e) => ProgramError::Syntax { message: e.message, line: e.line, column: e.column },
-        wit::ProgramError::UnknownTool(name) => ProgramError::UnknownTool { name },
+        wit::ProgramError::UnknownTool(e) => ProgramError::UnknownTool { name: e.name, line: e.line, traceback: e.traceback },
         wit::ProgramError::ToolFailed(e) => ProgramError::ToolFailed {
             tool: e.tool,
             tool_error: match e.kind {

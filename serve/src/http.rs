@@ -409,7 +409,8 @@ fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
                 prompt.len(),
                 request.params.max_tokens
             ),
-            Some("messages"),
+            // The messages alone fill the context, or they fit and `max_tokens` asks for more than is left.
+            Some(if prompt.len() >= context { "messages" } else { "max_tokens" }),
         ));
     }
     let seed = request.seed.unwrap_or_else(|| agentrt_policy::rand::rng().random());

@@ -146,6 +146,11 @@ async fn bad_requests_get_openai_shaped_errors_and_the_server_goes_on() {
     let (status, v) = post(&url, "/chat/completions", &long).await;
     assert_eq!(status, 400);
     assert!(v["error"]["message"].as_str().unwrap().contains("maximum context length is 256 tokens"), "{v}");
+    // The messages alone are too long: theirs is the param; they fit but `max_tokens` is too large: its.
+    assert_eq!(v["error"]["param"], "messages", "{v}");
+    let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 1000}))).await;
+    assert_eq!((status, v["error"]["param"].as_str()), (400, Some("max_tokens")), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("maximum context length is 256 tokens"), "{v}");
     let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"messages": [{"role": "user"}]}))).await;
     assert_eq!((status, v["error"]["param"].as_str()), (400, Some("messages[0]")), "{v}");
     let (status, _) = post(&url, "/chat/completions", &body("tiny", json!({}))).await;

@@ -20,9 +20,9 @@ Examples:
 
 Exit status: 0 when the program completed, 1 when it failed (a typed error is printed),
 2 when the sandbox could not be set up (a malformed component, a missing index).")]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["program", "source"])))]
 pub struct Args {
     /// The program: a `.py` file (Python subset), or a `.wasm` component of the tool-code world.
-    #[arg(required_unless_present = "source")]
     pub program: Option<PathBuf>,
     /// Run this Python source instead of a file.
     #[arg(long, id = "source", conflicts_with = "program")]
@@ -56,7 +56,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (None, None) => unreachable!("clap requires a program or --code"),
         };
         anyhow::Ok(report)
-    })?;
+    });
+    let report = match report {
+        Ok(report) => report,
+        // With --json, a run that could not start is one JSON object too (and the message on stderr).
+        Err(error) if args.json => {
+            let mut object = serde_json::json!({"error": "setup", "message": crate::causes_once(&error)});
+            if let Some(e) = error.downcast_ref::<NotUtf8>() {
+                object["error"] = "not-utf8".into();
+                object["path"] = e.path.display().to_string().into();
+                object["byte_offset"] = e.offset.into();
+            }
+            println!("{}", serde_json::to_string_pretty(&object)?);
+            return Err(error);
+        }
+        Err(error) => return Err(error),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -68,8 +83,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// A program or input file that is not UTF-8 text, with where its first invalid byte is.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: not UTF-8 text: the byte at offset {offset} (0x{byte:02x}) is not valid UTF-8", .path.display())]
+struct NotUtf8 {
+    path: PathBuf,
+    /// The 0-based offset of the first invalid byte.
+    offset: usize,
+    byte: u8,
+}
+
 fn read(path: &std::path::Path) -> anyhow::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let offset = e.utf8_error().valid_up_to();
+        NotUtf8 { path: path.to_path_buf(), offset, byte: e.as_bytes()[offset] }.into()
+    })
 }
 
 fn print_human(report: &RunReport) {
@@ -100,6 +129,7 @@ fn print_human(report: &RunReport) {
             println!("── error: {} ──", error.kind_name());
             match error {
                 agentrt_runtime::ProgramError::Exception { traceback, .. } => println!("{traceback}"),
+                agentrt_runtime::ProgramError::UnknownTool { traceback, .. } if !traceback.is_empty() => println!("{traceback}"),
                 other => println!("{other}"),
             }
         }

@@ -101,3 +101,60 @@ fn a_hit_names_its_best_section() {
     assert!(stdout.contains("oxygen oxygen:discovery\n"), "{stdout}\n{stderr}");
     assert!(stdout.contains("── host calls (2) ──"), "{stdout}");
 }
+
+/// A misspelled name is reported like any other exception: CPython's `NameError`, with the line that
+/// used it and a caret, in the report and in what the model sees.
+#[test]
+fn a_misspelled_name_says_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = write(dir.path(), "typo.py", b"hits = search_pages(\"oxygen\")\nbest = hits[0]\nx = 1\ny = 2\nprint(bst[\"section_id\"])\n");
+    let output = agentrt(&["exec", &program, "--fixture"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("── error: unknown-tool"), "{stdout}");
+    assert!(stdout.contains("line 5") && stdout.contains("NameError: name 'bst' is not defined") && stdout.contains('^'), "{stdout}");
+
+    let output = agentrt(&["exec", &program, "--fixture", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints one JSON object");
+    let error = &report["result"]["Err"];
+    assert_eq!(error["error"], "unknown-tool", "{report}");
+    assert_eq!(error["name"], "bst", "{report}");
+    assert_eq!(error["line"], 5, "{report}");
+    assert!(error["traceback"].as_str().unwrap().contains("NameError: name 'bst' is not defined"), "{report}");
+}
+
+/// What a user trips on first: a file that is not wasm at all, a program that is not UTF-8, a zero
+/// timeout, no program. Each says what is wrong, where, in words.
+#[test]
+fn unusable_inputs_are_refused_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.wasm", b"hello, not wasm at all");
+    let output = agentrt(&["exec", &bad, "--fixture"]);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.wasm is not a valid WebAssembly component: it does not start with the WebAssembly magic bytes"), "{stderr}");
+    assert!(!stderr.contains("0x61") && !stderr.contains("expected=["), "no byte arrays: {stderr}");
+    let module = write(dir.path(), "module.wasm", &wat::parse_str("(module)").unwrap());
+    let (_, stderr) = text(&agentrt(&["exec", &module, "--fixture"]));
+    assert!(stderr.contains("module.wasm is not a valid WebAssembly component: it is a core WebAssembly module"), "{stderr}");
+
+    let latin1 = write(dir.path(), "latin1.py", b"print('caf\xe9')\n");
+    let output = agentrt(&["exec", &latin1, "--fixture", "--json"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
+    let error: serde_json::Value = serde_json::from_str(&stdout).expect("--json prints one JSON object, even for a setup error");
+    assert_eq!(error["error"], "not-utf8", "{error}");
+    assert_eq!(error["byte_offset"], 10, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("latin1.py: not UTF-8 text: the byte at offset 10 (0xe9)"), "{error}");
+    assert!(stderr.contains("offset 10"), "{stderr}");
+
+    let output = agentrt(&["exec", "--fixture", "--timeout-ms", "0", "--code", "print(1)"]);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--timeout-ms") && stderr.contains("0 ms cannot run anything"), "{stderr}");
+
+    let output = agentrt(&["exec"]);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--code"), "{stderr}");
+}

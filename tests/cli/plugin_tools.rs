@@ -167,3 +167,55 @@ async fn a_plugin_whose_describe_lists_no_tool_or_one_it_does_not_export_is_refu
         }
     }
 }
+
+/// A negative number for a `u32` parameter says what the parameter takes and what it got.
+#[tokio::test]
+async fn a_negative_number_for_an_unsigned_parameter_says_so() {
+    let sandbox = sandbox_with_word_stats().await;
+    let (tool, message) = uncaught(&sandbox, "top_words('a b', -3)").await;
+    assert_eq!(tool, "top_words");
+    assert!(message.contains("expected a non-negative integer for u32 (got -3)"), "{message}");
+}
+
+/// A plug-in call is traced by parameter name, however the program passed its arguments.
+#[tokio::test]
+async fn plugin_calls_are_traced_with_their_parameter_names() {
+    let sandbox = sandbox_with_word_stats().await;
+    let report = sandbox.run("top_words('a b a', n=1)\ntop_words(text='a b', n=2)\nword_count('x y')\n").await;
+    assert!(report.is_ok(), "{:?}", report.result);
+    let args: Vec<&serde_json::Value> = report.host_calls.iter().map(|c| &c.args).collect();
+    assert_eq!(args, [&serde_json::json!({"text": "a b a", "n": 1}), &serde_json::json!({"text": "a b", "n": 2}), &serde_json::json!({"text": "x y"})]);
+}
+
+/// The same file given twice (by `--tool` and by its directory) is one plug-in, not a clash with itself.
+#[tokio::test]
+async fn the_same_plugin_file_given_twice_loads_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("word_stats.wasm");
+    std::os::unix::fs::symlink(std::fs::canonicalize(EXAMPLE_PLUGIN_WASM).unwrap(), &link).unwrap();
+    let config = SandboxConfig { plugins: vec![PathBuf::from(EXAMPLE_PLUGIN_WASM), PathBuf::from(EXAMPLE_PLUGIN_WASM), link], ..SandboxConfig::default() };
+    let sandbox = Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("one plug-in given three times loads");
+    let names: Vec<String> = sandbox.plugins().signatures().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["summarize", "top_words", "word_count"]);
+}
+
+/// Two plug-ins exporting one tool name are refused from their WIT exports, before either is compiled:
+/// nothing reaches a fresh component cache.
+#[tokio::test]
+async fn a_tool_name_clash_is_refused_before_any_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("word_stats_copy.wasm");
+    std::fs::copy(EXAMPLE_PLUGIN_WASM, &copy).unwrap();
+    let cache = dir.path().join("cache");
+    let config = SandboxConfig { plugins: vec![PathBuf::from(EXAMPLE_PLUGIN_WASM), copy], cache_dir: Some(cache.clone()), ..SandboxConfig::default() };
+    let error = match Sandbox::new(config, Arc::new(FixtureTools::default())).await {
+        Ok(_) => panic!("two plug-ins exporting the same tools loaded"),
+        Err(error) => error,
+    };
+    assert!(matches!(&error, SandboxError::ToolNameTaken { .. }), "{error:?}");
+    let compiled = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(compiled, 0, "a component was compiled before the clash was found");
+    let mut names = agentrt_runtime::exported_tool_names(&std::fs::read(EXAMPLE_PLUGIN_WASM).unwrap());
+    names.sort();
+    assert_eq!(names, ["summarize", "top_words", "word_count"]);
+}

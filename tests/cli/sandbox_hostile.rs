@@ -66,7 +66,7 @@ async fn hostile_programs_end_typed_and_the_sandbox_survives() {
         (
             "an unknown tool",
             "delete_everything()\n",
-            Box::new(|e| assert!(matches!(e, ProgramError::UnknownTool { name } if name == "delete_everything"), "{e:?}")),
+            Box::new(|e| assert!(matches!(e, ProgramError::UnknownTool { name, .. } if name == "delete_everything"), "{e:?}")),
         ),
     ];
     for (name, program, check) in &cases {

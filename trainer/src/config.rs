@@ -408,7 +408,7 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     /// `section.key=value` override (the value parsed as TOML, else taken as a string); then checked.
     fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
         let config: Self = layered(Self::DEFAULTS, Self::DEFAULTS_NAME, file, overrides)?;
-        config.validate()?;
+        config.validate().map_err(|e| located(e, file, overrides))?;
         Ok(config)
     }
 
@@ -420,7 +420,7 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
         let old: Self = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
         let new: Self = layered(&text, &saved.display().to_string(), file, overrides)?;
         check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
-        new.validate()?;
+        new.validate().map_err(|e| located(e, file, overrides))?;
         Ok(new)
     }
 
@@ -453,7 +453,7 @@ pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
         let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        merge(&mut value, user, path.display().to_string(), |section, key, value| {
+        merge(&mut value, user, path.display().to_string(), &text, |section, key, value| {
             typed(value).map(drop).map_err(|e| {
                 let line = key_line(&text, section, key).map(|l| format!(":{l}")).unwrap_or_default();
                 TrainError::Config(format!("{}{line}: {section}.{key}: {}", path.display(), type_error(&e)))
@@ -465,6 +465,79 @@ pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str
         typed(&value).map_err(|e| TrainError::Config(format!("--set {o}: {}", type_error(&e))))?;
     }
     typed(&value).map_err(|e| TrainError::Config(format!("{e}")))
+}
+
+/// A range or combination error of `validate` (`section.key: why`, or `section.a / b: why`), prefixed
+/// with where its key was given: the last `--set` that names it, else the file and line. Unchanged when
+/// the key came from the defaults.
+fn located(e: TrainError, file: Option<&Path>, overrides: &[String]) -> TrainError {
+    let TrainError::Config(message) = e else { return e };
+    let Some((names, _)) = message.split_once(": ") else { return TrainError::Config(message) };
+    let Some((section, _)) = names.split_once('.') else { return TrainError::Config(message) };
+    let keys: Vec<&str> = names.split(" / ").map(|k| k.trim().strip_prefix(section).and_then(|k| k.strip_prefix('.')).unwrap_or(k.trim())).collect();
+    let given = |o: &String| o.split_once('=').is_some_and(|(path, _)| keys.iter().any(|k| path.trim() == format!("{section}.{k}")));
+    if let Some(o) = overrides.iter().rev().find(|o| given(o)) {
+        return TrainError::Config(format!("--set {o}: {message}"));
+    }
+    if let Some(path) = file {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Some(line) = keys.iter().find_map(|k| key_line(&text, section, k)) {
+                return TrainError::Config(format!("{}:{line}: {message}", path.display()));
+            }
+        }
+    }
+    TrainError::Config(message)
+}
+
+/// ` (did you mean `x`?)` for the candidate closest to `name` by edit distance, when one is close enough
+/// to be a typo (at most a third of the name's letters, and at least one, differ).
+fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    let limit = (name.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|&(d, _)| d <= limit)
+        .min()
+        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance: the fewest insertions, deletions and substitutions from `a` to `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The sections of `base` that have `key`, as `[a], [b]`.
+fn sections_with(base: &toml::Table, key: &str) -> Vec<String> {
+    base.iter().filter(|(_, v)| v.as_table().is_some_and(|t| t.contains_key(key))).map(|(s, _)| format!("[{s}]")).collect()
+}
+
+/// The 1-based line of a top-level `key = ...` (before any `[section]`) or of the header `[key]`.
+fn top_line(text: &str, key: &str) -> Option<usize> {
+    let mut in_section = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
+            if header.trim() == key {
+                return Some(i + 1);
+            }
+            in_section = true;
+        } else if !in_section && line.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=') || rest.starts_with('.')) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// A deserialisation error's message without the `in `section.key`` suffix its caller already names.
@@ -515,25 +588,37 @@ pub(crate) fn check_resumable<T: Serialize>(saved: &T, resumed: &T, changeable: 
     }
 }
 
-/// Lays `user`'s keys over `base` (`origin` names where they come from in errors), each checked by
-/// `check` once it is in place, so the first bad key is the one reported.
+/// Lays `user`'s keys over `base` (`origin` names where they come from in errors, `text` is what was
+/// parsed, for line numbers), each checked by `check` once it is in place, so the first bad key is the
+/// one reported.
 pub(crate) fn merge(
     base: &mut toml::Table,
     user: toml::Table,
     origin: String,
+    text: &str,
     mut check: impl FnMut(&str, &str, &toml::Table) -> Result<(), TrainError>,
 ) -> Result<(), TrainError> {
     for (section, v) in user {
-        if !base.get(&section).is_some_and(toml::Value::is_table) {
-            return Err(TrainError::Config(format!("{origin}: unknown section [{section}]")));
-        }
         let toml::Value::Table(v) = v else {
-            return Err(TrainError::Config(format!("{origin}: `{section}` must be a [section]")));
+            let at = top_line(text, &section).map(|l| format!(":{l}")).unwrap_or_default();
+            if base.get(&section).is_some_and(toml::Value::is_table) {
+                return Err(TrainError::Config(format!("{origin}{at}: `{section}` must be a [section]")));
+            }
+            let home = sections_with(base, &section);
+            let hint = if home.is_empty() { String::new() } else { format!(": put it under {}", home.join(" or ")) };
+            return Err(TrainError::Config(format!("{origin}{at}: `{section}` is outside any [section] (top-level keys are not allowed){hint}")));
         };
+        if !base.get(&section).is_some_and(toml::Value::is_table) {
+            let at = top_line(text, &section).map(|l| format!(":{l}")).unwrap_or_default();
+            let hint = did_you_mean(&section, base.iter().filter(|(_, v)| v.is_table()).map(|(s, _)| s.as_str()));
+            return Err(TrainError::Config(format!("{origin}{at}: unknown section [{section}]{hint}")));
+        }
         for (key, value) in v {
             let target = base.get_mut(&section).and_then(|t| t.as_table_mut()).expect("a table, checked above");
             if !target.contains_key(&key) {
-                return Err(TrainError::Config(format!("{origin}: unknown key {section}.{key}")));
+                let at = key_line(text, &section, &key).map(|l| format!(":{l}")).unwrap_or_default();
+                let hint = did_you_mean(&key, target.keys().map(String::as_str));
+                return Err(TrainError::Config(format!("{origin}{at}: unknown key {section}.{key}{hint}")));
             }
             target.insert(key.clone(), value);
             check(&section, &key, base)?;
@@ -546,9 +631,13 @@ pub(crate) fn merge(
 pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
     let (path, raw) = assignment.split_once('=').ok_or_else(|| TrainError::Config(format!("`{assignment}`: expected section.key=value")))?;
     let (section, key) = path.trim().split_once('.').ok_or_else(|| TrainError::Config(format!("`{path}`: expected section.key")))?;
-    let table =
-        base.get_mut(section).and_then(|t| t.as_table_mut()).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{section}]")))?;
-    let old = table.get(key).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown key {section}.{key}")))?;
+    let sections = did_you_mean(section, base.iter().filter(|(_, v)| v.is_table()).map(|(s, _)| s.as_str()));
+    let table = base
+        .get_mut(section)
+        .and_then(|t| t.as_table_mut())
+        .ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{section}]{sections}")))?;
+    let keys = did_you_mean(key, table.keys().map(String::as_str));
+    let old = table.get(key).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown key {section}.{key}{keys}")))?;
     let raw = raw.trim();
     let parsed: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
         Ok(mut t) => t.remove("v").expect("just parsed"),
@@ -631,6 +720,51 @@ mod tests {
         assert!(e.contains("--set rollout.batch_size=two: invalid type"), "{e}");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n").unwrap();
         assert_eq!(TrainConfig::from_layers(Some(&p), &[]).unwrap().algorithm.lr, 0.001);
+    }
+
+    #[test]
+    fn an_unknown_key_names_its_line_and_the_key_it_resembles() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[algorithm]\nlr = 0.001\n\n[rollout]\nnum_rolouts = 4\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:5: unknown key rollout.num_rolouts (did you mean `num_rollouts`?)", p.display())), "{e}");
+        let e = TrainConfig::from_layers(None, &["rollout.num_rolouts=4".into()]).unwrap_err().to_string();
+        assert!(e.contains("unknown key rollout.num_rolouts (did you mean `num_rollouts`?)"), "{e}");
+        let e = TrainConfig::from_layers(None, &["rolout.num_rollouts=4".into()]).unwrap_err().to_string();
+        assert!(e.contains("unknown section [rolout] (did you mean `rollout`?)"), "{e}");
+        std::fs::write(&p, "[algorithm]\nlr = 0.001\n[algorythm]\nbeta = 0\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:3: unknown section [algorythm] (did you mean `algorithm`?)", p.display())), "{e}");
+        // Nothing close: no guess.
+        let e = TrainConfig::from_layers(None, &["algorithm.zzzzzz=1".into()]).unwrap_err().to_string();
+        assert!(e.contains("unknown key algorithm.zzzzzz") && !e.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn an_out_of_range_value_names_the_file_and_line_or_the_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "# mine\n[algorithm]\nbeta = 0.01\nlr = -1\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:4: algorithm.lr: must be in (0, 1)", p.display())), "{e}");
+        // The --set that gave it wins over the file.
+        let e = TrainConfig::from_layers(Some(&p), &["algorithm.lr=2".into()]).unwrap_err().to_string();
+        assert!(e.contains("--set algorithm.lr=2: algorithm.lr: must be in (0, 1)"), "{e}");
+        // A key of a combined check (`beta / max_grad_norm / weight_decay`) is found too.
+        std::fs::write(&p, "[algorithm]\nweight_decay = -0.5\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:2: algorithm.beta / max_grad_norm / weight_decay", p.display())), "{e}");
+    }
+
+    #[test]
+    fn a_key_outside_any_section_says_so_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "# mine\nmax_steps = 10\n[run]\nseed = 1\n").unwrap();
+        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        assert!(e.contains(&format!("{}:2: `max_steps` is outside any [section] (top-level keys are not allowed): put it under [run]", p.display())), "{e}");
+        assert!(!e.contains("unknown section"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Turns monty's exceptions into the typed `program-error` of the WIT contract.
 
-use crate::bindings::agentrt::tools::types::{Limit, ProgramError, SyntaxError, ToolErrorKind, UncaughtException};
+use crate::bindings::agentrt::tools::types::{Limit, ProgramError, SyntaxError, ToolErrorKind, UncaughtException, UnknownName};
 use crate::tools;
 use monty_types::{ExcType, MontyException};
 
@@ -18,7 +18,7 @@ pub fn from_exception(exc: MontyException) -> ProgramError {
 pub fn from_uncaught(exc: MontyException, unknown_names: &[String]) -> ProgramError {
     if let Some(tool_error) = tools::take_raised_tool_error(&exc) {
         return match tool_error.kind {
-            ToolErrorKind::UnknownTool => ProgramError::UnknownTool(tool_error.tool),
+            ToolErrorKind::UnknownTool => unknown_name(tool_error.tool, &exc),
             _ => ProgramError::ToolFailed(tool_error),
         };
     }
@@ -28,11 +28,19 @@ pub fn from_uncaught(exc: MontyException, unknown_names: &[String]) -> ProgramEr
         ExcType::MemoryError => ProgramError::LimitExceeded(Limit::Memory),
         ExcType::ModuleNotFoundError | ExcType::ImportError => ProgramError::Forbidden(exc.message().unwrap_or("import refused").to_string()),
         ExcType::NameError => match unknown_names.iter().find(|n| exc.message().is_some_and(|m| m.contains(n.as_str()))) {
-            Some(name) => ProgramError::UnknownTool(name.clone()),
+            Some(name) => unknown_name(name.clone(), &exc),
             None => uncaught(exc),
         },
         _ => uncaught(exc),
     }
+}
+
+/// An unknown name, with the line that used it and a traceback like any other exception's: CPython's
+/// `NameError: name 'x' is not defined`.
+fn unknown_name(name: String, exc: &MontyException) -> ProgramError {
+    let line = exc.traceback().last().map(|f| f.start.line).unwrap_or(0);
+    let traceback = MontyException::with_traceback(ExcType::NameError, Some(format!("name '{name}' is not defined")), exc.traceback().to_vec()).to_string();
+    ProgramError::UnknownTool(UnknownName { name, line, traceback })
 }
 
 fn uncaught(exc: MontyException) -> ProgramError {
