@@ -10,7 +10,7 @@
 //! is encoded alone (and the f32 reference pads a batch to its own longest member).
 
 use crate::error::SearchError;
-use crate::int8_bert::{Int8Bert, Scratch};
+use crate::int8_bert::{Int8Bert, Scratch, WordRows};
 use crate::query_encoder::{load_distilled, QueryEncoder};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -99,12 +99,12 @@ impl Embedder {
         let encoder = OnceLock::new();
         let query_encoder = match queries {
             QueryEncoder::Distilled => {
-                // Only the embeddings are shared with the full model: read just those tensors.
-                let weights = dir.join("model.safetensors");
-                let bytes = std::fs::read(&weights).map_err(|e| SearchError::Embedder(format!("{}: {e}", weights.display())))?;
-                let embeddings =
-                    load_tensors(&bytes, |name| name.contains("embeddings.")).map_err(|e| SearchError::Embedder(format!("{}: {e}", weights.display())))?;
-                Some(load_distilled(&embeddings)?)
+                // Only the embeddings are shared with the full model: read just those, and of the word
+                // table only the rows a query's tokens name.
+                let (words, embeddings) = WordRows::open(&dir.join("model.safetensors"), WORD_EMBEDDINGS, |name| {
+                    name.starts_with("embeddings.") && (name.ends_with(".weight") || name.ends_with(".bias"))
+                })?;
+                Some(load_distilled(&embeddings, words)?)
             }
             QueryEncoder::Full => {
                 // The query encoder is the full one: load it now, as every search needs it.
@@ -247,15 +247,8 @@ fn load_full(dir: &Path) -> Result<Int8Bert, SearchError> {
     Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new())
 }
 
-/// The tensors of a safetensors file's bytes whose names `keep` accepts (the others are not copied).
-fn load_tensors(bytes: &[u8], keep: impl Fn(&str) -> bool) -> candle_core::Result<HashMap<String, Tensor>> {
-    let file = candle_core::safetensors::SliceSafetensors::new(bytes)?;
-    file.tensors()
-        .into_iter()
-        .filter(|(name, _)| keep(name))
-        .map(|(name, view)| Ok((name.clone(), candle_core::safetensors::Load::load(&view, &Device::Cpu)?)))
-        .collect()
-}
+/// The word-embedding table's name in all-MiniLM-L6-v2's model.safetensors.
+const WORD_EMBEDDINGS: &str = "embeddings.word_embeddings.weight";
 
 thread_local! {
     // Buffers reused across texts on a thread: fresh ones cost page faults on every query.

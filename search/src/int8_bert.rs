@@ -21,6 +21,10 @@ use agentrt_kernels::int8::Int8Kernel;
 use agentrt_kernels::KernelPath;
 use candle_core::Tensor;
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// The architecture numbers this encoder reads from config.json (BERT, absolute positions, GELU).
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -62,7 +66,7 @@ pub struct Int8Bert {
     hidden: usize,
     heads: usize,
     max_positions: usize,
-    word_embeddings: Vec<f32>,
+    word_embeddings: WordEmbeddings,
     position_embeddings: Vec<f32>,
     /// Token type 0's embedding: a query is one segment.
     type_embedding: Vec<f32>,
@@ -70,9 +74,89 @@ pub struct Int8Bert {
     layers: Vec<EncoderLayer>,
 }
 
+/// The word-embedding table: in memory, or rows of an f32 safetensors file read per token. A query
+/// encoder reads a dozen rows of the 30,522 a search, so a process that only searches never loads the
+/// 47 MB table (most of a first search's latency when it did).
+enum WordEmbeddings {
+    Dense(Vec<f32>),
+    OnDisk(WordRows),
+}
+
+/// Rows of an f32 `[vocab, hidden]` table stored at `start` in `file` (see [`WordRows::open`]).
+pub struct WordRows {
+    file: Mutex<File>,
+    path: PathBuf,
+    start: u64,
+    vocab: usize,
+    hidden: usize,
+}
+
+impl WordRows {
+    /// The `[vocab, hidden]` f32 table named `name` in the safetensors file `path`, with every tensor
+    /// of that file whose name `keep` accepts read into memory (the table's companions, e.g. the
+    /// position embeddings). Only the file's header and those tensors are read.
+    pub fn open(path: &Path, name: &str, keep: impl Fn(&str) -> bool) -> Result<(WordRows, HashMap<String, Tensor>), SearchError> {
+        let err = |what: String| SearchError::Embedder(format!("{}: {what}", path.display()));
+        let mut file = File::open(path).map_err(|e| err(e.to_string()))?;
+        let file_len = file.metadata().map_err(|e| err(e.to_string()))?.len();
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len).map_err(|e| err(format!("header length: {e}")))?;
+        let header_len = u64::from_le_bytes(len);
+        if header_len > 100 << 20 || 8 + header_len > file_len {
+            return Err(err(format!("header of {header_len} bytes in a file of {file_len}: not a safetensors file")));
+        }
+        let mut header = vec![0u8; header_len as usize];
+        file.read_exact(&mut header).map_err(|e| err(format!("header: {e}")))?;
+        let header: HashMap<String, serde_json::Value> = serde_json::from_slice(&header).map_err(|e| err(format!("header: {e}")))?;
+        let data_start = 8 + header_len;
+        // (dtype, shape, byte range in the file) of a tensor the header lists, checked against the file.
+        let entry = |tensor: &str| -> Result<(String, Vec<usize>, u64, u64), SearchError> {
+            let e = header.get(tensor).ok_or_else(|| err(format!("{tensor}: missing")))?;
+            let dtype = e["dtype"].as_str().ok_or_else(|| err(format!("{tensor}: no dtype")))?.to_string();
+            let shape: Vec<usize> = e["shape"]
+                .as_array()
+                .and_then(|a| a.iter().map(|d| d.as_u64().map(|d| d as usize)).collect())
+                .ok_or_else(|| err(format!("{tensor}: bad shape")))?;
+            let range: Vec<u64> =
+                e["data_offsets"].as_array().and_then(|a| a.iter().map(|d| d.as_u64()).collect()).ok_or_else(|| err(format!("{tensor}: bad data_offsets")))?;
+            let [from, to] = range[..] else { return Err(err(format!("{tensor}: bad data_offsets"))) };
+            let bytes = shape.iter().product::<usize>() as u64 * 4;
+            if dtype != "F32" || to < from || to - from != bytes || data_start + to > file_len {
+                return Err(err(format!("{tensor}: {dtype} {shape:?} at bytes {from}..{to} of {}: expected F32 data inside the file", file_len - data_start)));
+            }
+            Ok((dtype, shape, data_start + from, data_start + to))
+        };
+        let mut tensors = HashMap::new();
+        for tensor in header.keys().filter(|k| k.as_str() != name && k.as_str() != "__metadata__" && keep(k)) {
+            let (_, shape, from, to) = entry(tensor)?;
+            let mut bytes = vec![0u8; (to - from) as usize];
+            file.seek(SeekFrom::Start(from)).and_then(|_| file.read_exact(&mut bytes)).map_err(|e| err(format!("{tensor}: {e}")))?;
+            let values: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            tensors.insert(tensor.clone(), Tensor::from_vec(values, shape, &candle_core::Device::Cpu).map_err(|e| err(format!("{tensor}: {e}")))?);
+        }
+        let (_, shape, start, _) = entry(name)?;
+        let [vocab, hidden] = shape[..] else { return Err(err(format!("{name}: shape {shape:?}, expected [vocab, hidden]"))) };
+        Ok((WordRows { file: Mutex::new(file), path: path.to_path_buf(), start, vocab, hidden }, tensors))
+    }
+
+    /// Append row `id` to `out`.
+    fn append_row(&self, id: usize, bytes: &mut Vec<u8>, out: &mut Vec<f32>) -> Result<(), SearchError> {
+        bytes.resize(self.hidden * 4, 0);
+        let at = self.start + (id * self.hidden * 4) as u64;
+        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.seek(SeekFrom::Start(at))
+            .and_then(|_| file.read_exact(bytes))
+            .map_err(|e| SearchError::Embedder(format!("{}: word embedding {id}: {e}", self.path.display())))?;
+        out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+        Ok(())
+    }
+}
+
 /// Buffers one encoding needs, kept between calls by the caller.
 #[derive(Default)]
 pub struct Scratch {
+    word: Vec<f32>,
+    word_bytes: Vec<u8>,
     x: Vec<f32>,
     wide: Vec<f32>,
     attended: Vec<f32>,
@@ -87,6 +171,28 @@ impl Int8Bert {
     /// `tensors` is taken from `base` (a distilled query encoder ships its layers only and shares the
     /// embeddings of the model it was distilled from). `origin` names the weights in errors.
     pub fn from_tensors(origin: &str, config: &str, tensors: HashMap<String, Tensor>, base: HashMap<String, Tensor>) -> Result<Self, SearchError> {
+        Self::build(origin, config, tensors, base, None)
+    }
+
+    /// As [`Int8Bert::from_tensors`], with the word embeddings read per token from `words` (neither
+    /// `tensors` nor `base` holds them).
+    pub fn from_tensors_and_rows(
+        origin: &str,
+        config: &str,
+        tensors: HashMap<String, Tensor>,
+        base: HashMap<String, Tensor>,
+        words: WordRows,
+    ) -> Result<Self, SearchError> {
+        Self::build(origin, config, tensors, base, Some(words))
+    }
+
+    fn build(
+        origin: &str,
+        config: &str,
+        tensors: HashMap<String, Tensor>,
+        base: HashMap<String, Tensor>,
+        words: Option<WordRows>,
+    ) -> Result<Self, SearchError> {
         let err = |what: String| SearchError::Embedder(format!("{origin}: {what}"));
         let shape: BertShape = serde_json::from_str(config).map_err(|e| err(format!("config.json: {e}")))?;
         if shape.hidden_act != "gelu" || shape.position_embedding_type != "absolute" {
@@ -109,7 +215,11 @@ impl Int8Bert {
         }
         let (h, ffn) = (shape.hidden_size, shape.intermediate_size);
         let eps = shape.layer_norm_eps as f32;
-        let word_embeddings = weights.matrix("embeddings.word_embeddings.weight", None, h)?;
+        let word_embeddings = match words {
+            None => WordEmbeddings::Dense(weights.matrix("embeddings.word_embeddings.weight", None, h)?),
+            Some(rows) if rows.hidden == h => WordEmbeddings::OnDisk(rows),
+            Some(rows) => return Err(err(format!("word embeddings {} wide in {}, expected {h}", rows.hidden, rows.path.display()))),
+        };
         let position_embeddings = weights.matrix("embeddings.position_embeddings.weight", Some(shape.max_position_embeddings), h)?;
         let types = weights.matrix("embeddings.token_type_embeddings.weight", None, h)?;
         let embedding_norm = weights.layer_norm("embeddings.LayerNorm", h, eps)?;
@@ -198,15 +308,25 @@ impl Int8Bert {
         if t == 0 || t > self.max_positions {
             return Err(SearchError::Embedder(format!("int8 encoder: {t} word pieces (expected 1 to {})", self.max_positions)));
         }
-        let vocab = self.word_embeddings.len() / h;
-        let Scratch { x, wide, attended, projected, attention, quantized, sums } = scratch;
+        let vocab = match &self.word_embeddings {
+            WordEmbeddings::Dense(table) => table.len() / h,
+            WordEmbeddings::OnDisk(rows) => rows.vocab,
+        };
+        let Scratch { word: word_row, word_bytes, x, wide, attended, projected, attention, quantized, sums } = scratch;
         x.clear();
         for (pos, &id) in ids.iter().enumerate() {
             let id = id as usize;
             if id >= vocab {
                 return Err(SearchError::Embedder(format!("int8 encoder: token id {id} outside the vocabulary of {vocab}")));
             }
-            let word = &self.word_embeddings[id * h..(id + 1) * h];
+            let word = match &self.word_embeddings {
+                WordEmbeddings::Dense(table) => &table[id * h..(id + 1) * h],
+                WordEmbeddings::OnDisk(rows) => {
+                    word_row.clear();
+                    rows.append_row(id, word_bytes, word_row)?;
+                    &word_row[..]
+                }
+            };
             let position = &self.position_embeddings[pos * h..(pos + 1) * h];
             x.extend(word.iter().zip(position).zip(&self.type_embedding).map(|((w, p), y)| w + p + y));
         }

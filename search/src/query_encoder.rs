@@ -8,7 +8,7 @@
 //! model's tokenizer and embeddings, which are read from the fetched all-MiniLM-L6-v2.
 
 use crate::error::SearchError;
-use crate::int8_bert::Int8Bert;
+use crate::int8_bert::{Int8Bert, WordRows};
 use candle_core::Tensor;
 use std::collections::HashMap;
 
@@ -48,8 +48,9 @@ const DISTILLED_NAME: &str = "minilm-l6-v2-queries-l3";
 const DISTILLED_CONFIG: &str = include_str!("../../models/minilm-l6-v2-queries-l3/config.json");
 const DISTILLED_LAYERS: &[u8] = include_bytes!("../../models/minilm-l6-v2-queries-l3/model.safetensors");
 
-/// The distilled query encoder, over the embeddings among `base`, the tensors of all-MiniLM-L6-v2.
-pub(crate) fn load_distilled(base: &HashMap<String, Tensor>) -> Result<Int8Bert, SearchError> {
+/// The distilled query encoder over all-MiniLM-L6-v2's embeddings: its word table read per token from
+/// `words`, the other embedding tensors from `base`.
+pub(crate) fn load_distilled(base: &HashMap<String, Tensor>, words: WordRows) -> Result<Int8Bert, SearchError> {
     let origin = format!("{DISTILLED_NAME} (built in)");
     let layers = candle_core::safetensors::load_buffer(DISTILLED_LAYERS, &candle_core::Device::Cpu)
         .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
@@ -57,7 +58,7 @@ pub(crate) fn load_distilled(base: &HashMap<String, Tensor>) -> Result<Int8Bert,
         return Err(SearchError::Embedder(format!("{origin}: carries embeddings; it must share the base model's")));
     }
     let embeddings = base.iter().filter(|(k, _)| k.contains("embeddings.")).map(|(k, t)| (k.clone(), t.clone())).collect();
-    Int8Bert::from_tensors(&origin, DISTILLED_CONFIG, layers, embeddings)
+    Int8Bert::from_tensors_and_rows(&origin, DISTILLED_CONFIG, layers, embeddings, words)
 }
 
 #[cfg(test)]
@@ -72,6 +73,34 @@ mod tests {
         assert_eq!(QueryEncoder::default(), QueryEncoder::Distilled);
         let err = "fast".parse::<QueryEncoder>().unwrap_err().to_string();
         assert!(err.contains("\"fast\"") && err.contains("distilled") && err.contains("full"), "{err}");
+    }
+
+    #[test]
+    fn word_rows_read_from_the_file_encode_as_the_table_in_memory() {
+        use crate::int8_bert::{Int8Bert, Scratch, WordRows};
+        let dir = agentrt_assets::fetch(&agentrt_assets::ALL_MINILM_L6_V2).unwrap();
+        let path = dir.join("model.safetensors");
+        let keep = |n: &str| n.starts_with("embeddings.") && (n.ends_with(".weight") || n.ends_with(".bias"));
+        let (rows, small) = WordRows::open(&path, "embeddings.word_embeddings.weight", keep).unwrap();
+        assert!(!small.contains_key("embeddings.word_embeddings.weight") && small.contains_key("embeddings.position_embeddings.weight"));
+        let on_disk = super::load_distilled(&small, rows).unwrap();
+        let all = candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap();
+        let embeddings = all.into_iter().filter(|(k, _)| keep(k)).collect();
+        let layers = candle_core::safetensors::load_buffer(super::DISTILLED_LAYERS, &candle_core::Device::Cpu).unwrap();
+        let in_memory = Int8Bert::from_tensors("test", super::DISTILLED_CONFIG, layers, embeddings).unwrap();
+        for ids in [vec![101u32, 2054, 2003, 1996, 3007, 1997, 2605, 102], vec![101, 30521, 102]] {
+            let a = on_disk.encode(&ids, &mut Scratch::default(), false).unwrap();
+            let b = in_memory.encode(&ids, &mut Scratch::default(), false).unwrap();
+            assert_eq!(a, b, "{ids:?}");
+        }
+        let err = on_disk.encode(&[101, 30522, 102], &mut Scratch::default(), false).unwrap_err().to_string();
+        assert!(err.contains("30522") && err.contains("vocabulary"), "{err}");
+        // A file that is no safetensors is named.
+        let bad = std::env::temp_dir().join(format!("agentrt-not-safetensors-{}", std::process::id()));
+        std::fs::write(&bad, b"\xff\xff\xff\xff\xff\xff\xff\xffjunk").unwrap();
+        let err = WordRows::open(&bad, "x", keep).err().unwrap().to_string();
+        std::fs::remove_file(&bad).unwrap();
+        assert!(err.contains("not a safetensors file") && err.contains("agentrt-not-safetensors"), "{err}");
     }
 
     #[test]
