@@ -53,6 +53,8 @@ pub struct EpisodeSpec {
 
 impl Default for EpisodeSpec {
     fn default() -> Self {
+        // The sandbox's bounds have one home, the runtime's `Limits`: `exec` and an episode run alike.
+        let sandbox = Limits::default();
         EpisodeSpec {
             max_turns: 3,
             max_new_tokens: 160,
@@ -63,10 +65,10 @@ impl Default for EpisodeSpec {
             system_prompt: "short".into(),
             demonstration: true,
             judge: "rule".into(),
-            fuel: 200_000_000,
-            memory_mib: 64,
-            timeout_ms: 2000,
-            max_host_calls: 32,
+            fuel: sandbox.fuel,
+            memory_mib: sandbox.memory_bytes >> 20,
+            timeout_ms: sandbox.timeout.as_millis() as u64,
+            max_host_calls: sandbox.max_host_calls,
         }
     }
 }
@@ -167,6 +169,13 @@ impl EpisodeSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_episode_runs_under_the_sandbox_s_own_default_limits() {
+        // `agentrt exec` runs under `Limits::default()`; training's default.toml keys are held equal to
+        // these by the trainer's key-by-key test.
+        assert_eq!(EpisodeSpec::default().limits(), Limits::default());
+    }
 
     #[test]
     fn agent_file_round_trips_and_bad_files_name_themselves() {

@@ -21,9 +21,11 @@ pub struct Limits {
 
 impl Default for Limits {
     /// Generous for a program that searches, lists and reads a few sections (a 3-call program uses
-    /// about 1% of the fuel), tight enough that a runaway program ends well within a second.
+    /// about 1% of the fuel), tight enough that a runaway program ends well within a second. These are
+    /// the one set of defaults: `agentrt exec`'s flags, an episode's (`EpisodeSpec` in the rollout
+    /// crate) and `default.toml`'s `[rollout]` keys all read them (a test holds the three equal).
     fn default() -> Self {
-        Self { fuel: 200_000_000, memory_bytes: 64 << 20, timeout: Duration::from_secs(2), max_output_bytes: 64 << 10, max_host_calls: 64 }
+        Self { fuel: 200_000_000, memory_bytes: 64 << 20, timeout: Duration::from_secs(2), max_output_bytes: 64 << 10, max_host_calls: 32 }
     }
 }
 
