@@ -15,7 +15,7 @@ use crate::run_loop::{Plan, RunStart, RunStep};
 use agentrt_environments::Environment;
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{read_questions, seeded_order, Episode, EpisodeRunner, EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
+use agentrt_rollout::{seeded_order, Episode, EpisodeRunner, EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
 use agentrt_runtime::Sandbox;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -88,20 +88,22 @@ pub fn learner_config(config: &TrainConfig) -> LearnerConfig {
 }
 
 /// The held-out slice a config evaluates during training (`run.eval_*`): `eval_questions` questions of
-/// `data.questions`' `eval_split` after the first `eval_skip` of its seed-0 order ([`seeded_order`], the
+/// the environment's `eval_split` after the first `eval_skip` of its seed-0 order ([`seeded_order`], the
 /// order `agentrt eval --num-samples N --seed 0` takes its first N from). Empty when `run.eval_steps` is 0.
-pub fn eval_slice(config: &TrainConfig) -> Result<Vec<Question>, TrainError> {
+pub fn eval_slice(config: &TrainConfig, env: &Environment) -> Result<Vec<Question>, TrainError> {
     let r = &config.run;
     if r.eval_steps == 0 {
         return Ok(vec![]);
     }
-    let split = read_questions(Path::new(&config.data.questions), Some(&r.eval_split))?;
+    let split = env.questions(&r.eval_split)?;
     let n = split.len();
     let slice: Vec<Question> = seeded_order(split, 0).into_iter().skip(r.eval_skip).take(r.eval_questions).collect();
     if slice.is_empty() {
         return Err(TrainError::Config(format!(
-            "run.eval_steps: the slice is empty: {} has {n} questions of split `{}`, and run.eval_skip skips {}",
-            config.data.questions, r.eval_split, r.eval_skip
+            "run.eval_steps: the slice is empty: the {} environment has {n} questions of split `{}`, and run.eval_skip skips {}",
+            env.name.as_str(),
+            r.eval_split,
+            r.eval_skip
         )));
     }
     Ok(slice)
@@ -139,11 +141,13 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let start = RunStart::open(&run_dir, &config, resume)?;
     let seed = config.run.seed;
 
-    let questions = training_questions(&config)?;
+    // The environment is built once: its questions (the code tasks read once) serve training, the
+    // held-out slice and the routing evaluation alike.
+    let env = environment(&config, sandbox.clone())?;
+    let questions = env.questions(training_split(&config))?;
     let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
-        let dev = read_questions(Path::new(&config.data.questions), Some("dev"))?;
-        let pool = if dev.is_empty() { &questions } else { &dev };
-        pool.iter().take(config.routing.eval_questions).cloned().collect()
+        // The routing evaluation plays held-out questions (run.eval_split's, in file order).
+        env.questions(&config.run.eval_split)?.into_iter().take(config.routing.eval_questions).collect()
     } else {
         vec![]
     };
@@ -176,7 +180,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let run_loop = start.into_loop(learner, at, plan)?;
 
     let detector = Detector::parse(&config.routing.detector)?;
-    let runner = environment(&config, sandbox.clone())?.runner(sandbox);
+    let dev_slice = eval_slice(&config, &env)?;
+    let runner = env.runner(sandbox);
     let remote = match config.rollout.sampler.as_str() {
         "local" => None,
         s if s.starts_with("openai:") => {
@@ -208,7 +213,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         order: DataOrder::new(questions.len(), seed),
         questions,
         eval_questions,
-        dev_slice: eval_slice(&config)?,
+        dev_slice,
         fresh,
         detector,
         runner,

@@ -47,3 +47,33 @@ fn the_code_environment_reads_its_tasks_once_and_evaluates_from_them() {
         assert_eq!(passed, [2, 0]);
     });
 }
+
+#[test]
+fn the_held_out_slice_comes_from_the_environment_played() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks.jsonl");
+    std::fs::write(&tasks, TASKS).unwrap();
+    let layers = |split: &str| {
+        vec![
+            "env.name=code".to_string(),
+            format!("env.tasks={:?}", tasks.display().to_string()),
+            "run.eval_steps=5".to_string(),
+            format!("run.eval_split={split:?}"),
+            "run.eval_skip=0".to_string(),
+        ]
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), Arc::new(NoWikiTools)).await.unwrap());
+        // The code tasks' held-out split (T/0 by HumanEval's documented split), not the wiki's questions.
+        let config = TrainConfig::from_layers(None, &layers("test")).unwrap();
+        let environment = agentrt_trainer::environment(&config, sandbox.clone()).unwrap();
+        let slice = agentrt_trainer::eval_slice(&config, &environment).unwrap();
+        assert_eq!(slice.iter().map(|q| q.id.as_str()).collect::<Vec<_>>(), ["T/0"]);
+        // The wiki's split name is refused by the code environment, naming the split and the tasks file.
+        let config = TrainConfig::from_layers(None, &layers("dev")).unwrap();
+        let environment = agentrt_trainer::environment(&config, sandbox).unwrap();
+        let e = agentrt_trainer::eval_slice(&config, &environment).unwrap_err().to_string();
+        assert!(e.contains("split `dev`") && e.contains("tasks.jsonl"), "{e}");
+    });
+}
