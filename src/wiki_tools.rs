@@ -23,7 +23,7 @@ pub fn open(dir: &Path, queries: QueryEncoder) -> anyhow::Result<Arc<dyn ToolHos
     if !dir.exists() {
         anyhow::bail!("no search index at {}: build it with `agentrt index` (about two minutes on the bundled corpus)", dir.display());
     }
-    Ok(Arc::new(IndexTools::new(Arc::new(WikiIndex::open(dir)?.with_query_encoder(queries)))))
+    Ok(Arc::new(IndexTools::new(Arc::new(WikiIndex::open_with(dir, queries)?))))
 }
 
 fn failure(error: SearchError) -> ToolFailure {

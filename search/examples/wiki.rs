@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("search") => {
             let t = Instant::now();
-            let index = WikiIndex::open(&dir)?.with_query_encoder(query_encoder);
+            let index = WikiIndex::open_with(&dir, query_encoder)?;
             let open_ms = t.elapsed().as_secs_f64() * 1e3;
             let mode: SearchMode = arg(&args, "--mode").unwrap_or_else(|| "hybrid".into()).parse()?;
             let file = arg(&args, "--queries").ok_or("--queries FILE")?;
@@ -120,7 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Some("eval") => {
-            let index = WikiIndex::open(&dir)?.with_query_encoder(query_encoder);
+            let index = WikiIndex::open_with(&dir, query_encoder)?;
             let split = arg(&args, "--split").unwrap_or_else(|| "dev".into());
             let qs = read_questions(std::path::Path::new(agentrt_search::DEFAULT_QUESTIONS_FILE), Some(&split))?;
             let r = evaluate(&index, &qs, &mut |_| {})?;

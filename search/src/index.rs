@@ -154,20 +154,39 @@ fn generation_dir(dir: &Path) -> Result<PathBuf, SearchError> {
 }
 
 impl WikiIndex {
-    /// Open the index in `dir` (as written by [`build_index`]), checking manifest and checksums.
+    /// Open the index in `dir` (as written by [`build_index`]), checking manifest and checksums; queries
+    /// go through the default [`QueryEncoder`].
     pub fn open(dir: &Path) -> Result<Self, SearchError> {
+        Self::open_with(dir, QueryEncoder::default())
+    }
+
+    /// As [`WikiIndex::open`], queries embedded by `queries`. The catalog, the vectors and the query
+    /// encoder load on threads of their own (they are independent, and a process that searches once,
+    /// like `agentrt exec`, waits for all three before its first result). The encoder's failure (say, a
+    /// model that cannot be fetched) is kept and reported by the first vector search, as before.
+    pub fn open_with(dir: &Path, queries: QueryEncoder) -> Result<Self, SearchError> {
         let gen = generation_dir(dir)?;
         let manifest = Manifest::read(&gen)?;
         let bad = |reason: String| SearchError::bad_index(dir, reason);
         let read = |name: &str| -> Result<Vec<u8>, SearchError> { std::fs::read(gen.join(name)).map_err(|e| bad(format!("cannot read {name}: {e}"))) };
-        let cat_bytes = read(CATALOG_FILE)?;
-        manifest.check_file(dir, CATALOG_FILE, &cat_bytes)?;
-        let catalog = Catalog::from_json(&cat_bytes).map_err(|e| bad(format!("{CATALOG_FILE}: {e}")))?;
-        drop(cat_bytes);
-        let vec_bytes = read(VECTORS_FILE)?;
-        manifest.check_file(dir, VECTORS_FILE, &vec_bytes)?;
-        let vectors =
-            VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes).ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows")))?;
+        let (catalog, vectors, embedder) = std::thread::scope(|scope| {
+            let embedder = scope.spawn(|| Embedder::minilm_with(queries).map(Arc::new).map_err(|e| e.to_string()));
+            let vectors = scope.spawn(|| {
+                let vec_bytes = read(VECTORS_FILE)?;
+                manifest.check_file(dir, VECTORS_FILE, &vec_bytes)?;
+                VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes).ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows")))
+            });
+            let catalog = (|| {
+                let cat_bytes = read(CATALOG_FILE)?;
+                manifest.check_file(dir, CATALOG_FILE, &cat_bytes)?;
+                Catalog::from_json(&cat_bytes).map_err(|e| bad(format!("{CATALOG_FILE}: {e}")))
+            })();
+            let joined = |what: &str| SearchError::bad_index(dir, format!("loading {what} panicked"));
+            let vectors = vectors.join().map_err(|_| joined(VECTORS_FILE)).and_then(|v| v);
+            let embedder = embedder.join().unwrap_or_else(|_| Err("loading the query encoder panicked".to_string()));
+            (catalog, vectors, embedder)
+        });
+        let (catalog, vectors) = (catalog?, vectors?);
         if vectors.len() != catalog.sections.len() || manifest.sections != catalog.sections.len() {
             return Err(bad(format!("{} vectors for {} sections (manifest: {})", vectors.len(), catalog.sections.len(), manifest.sections)));
         }
@@ -189,8 +208,8 @@ impl WikiIndex {
             catalog,
             vectors,
             bm25,
-            embedder: OnceLock::new(),
-            query_encoder: QueryEncoder::default(),
+            embedder: OnceLock::from(embedder),
+            query_encoder: queries,
             query_cache: Default::default(),
         })
     }

@@ -324,7 +324,7 @@ fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -> anyhow::R
 
 fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
     let dir = args.index_dir.unwrap_or_else(agentrt_search::default_index_dir);
-    let index = WikiIndex::open(&dir)?.with_query_encoder(args.query_encoder);
+    let index = WikiIndex::open_with(&dir, args.query_encoder)?;
     let split = if args.split == "all" { None } else { Some(args.split.as_str()) };
     let mut qs = read_questions(&args.questions, split)?;
     if let Some(n) = args.limit {

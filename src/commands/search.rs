@@ -45,7 +45,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let dir = args.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir);
     let t = Instant::now();
-    let index = WikiIndex::open(&dir)?.with_query_encoder(args.query_encoder);
+    let index = WikiIndex::open_with(&dir, args.query_encoder)?;
     let open_ms = t.elapsed().as_secs_f64() * 1e3;
     let queries: Vec<String> = match (&args.query, &args.queries) {
         (Some(q), _) => vec![q.clone()],
