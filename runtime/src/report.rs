@@ -232,14 +232,8 @@ mod tests {
         let error = ProgramError::UnknownTool { name: "bst".into(), line: 5, traceback: traceback.into() };
         assert_eq!(error.to_string(), "unknown tool or name `bst` at line 5");
         assert_eq!(ProgramError::UnknownTool { name: "x".into(), line: 0, traceback: String::new() }.to_string(), "unknown tool or name `x`");
-        let report = RunReport {
-            result: Err(error),
-            stdout: "hi".into(),
-            host_calls: Vec::new(),
-            fuel_used: 0,
-            peak_memory_bytes: 0,
-            wall_time: Duration::ZERO,
-        };
+        let report =
+            RunReport { result: Err(error), stdout: "hi".into(), host_calls: Vec::new(), fuel_used: 0, peak_memory_bytes: 0, wall_time: Duration::ZERO };
         assert_eq!(report.observation(), format!("hi\n{traceback}"));
     }
 }
