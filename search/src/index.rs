@@ -174,7 +174,8 @@ impl WikiIndex {
             let vectors = scope.spawn(|| {
                 let vec_bytes = read(VECTORS_FILE)?;
                 manifest.check_file(dir, VECTORS_FILE, &vec_bytes)?;
-                VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes).ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows")))
+                VectorStore::from_bytes(manifest.inputs.model.dim, &vec_bytes)
+                    .ok_or_else(|| bad(format!("{VECTORS_FILE} is not a whole number of rows of finite values")))
             });
             let catalog = (|| {
                 let cat_bytes = read(CATALOG_FILE)?;
@@ -455,11 +456,11 @@ pub fn build_index(pages: &Path, dir: &Path, opts: &BuildOptions, progress: &mut
     let total = texts.len();
     progress(Progress::Embedding { done: 0, total });
     let rows = embedder.embed_many(&texts, opts.batch_size, &mut |done| progress(Progress::Embedding { done, total }))?;
-    let vectors = VectorStore::from_rows(DIM, &rows);
 
     progress(Progress::Stage("writing".to_string()));
     let cat_bytes = serde_json::to_vec(&catalog).map_err(|e| SearchError::write(&building, e.into()))?;
-    let vec_bytes = vectors.to_bytes();
+    assert!(rows.iter().all(|r| r.len() == DIM), "the embedder returned a vector that is not {DIM} wide");
+    let vec_bytes = crate::vectors::file_bytes(&rows);
     let mut files = BTreeMap::new();
     files.insert(CATALOG_FILE.to_string(), FileSum::of(&cat_bytes));
     files.insert(VECTORS_FILE.to_string(), FileSum::of(&vec_bytes));

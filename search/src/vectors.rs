@@ -22,12 +22,12 @@ use agentrt_kernels::int8::{dots, row_offsets, Int8Kernel};
 /// The vectors file's name inside a generation directory.
 pub const VECTORS_FILE: &str = "vectors.f32";
 
-/// Unit vectors, row-major, kept in memory (for writing them out), with the sign bits and the int8
-/// copy that searches read.
+/// Unit vectors as searches read them: the sign bits and the int8 copy of each row (the f32 rows are
+/// not kept: nothing reads them after open, and not holding them spares a 20 MB copy at every open).
 #[derive(Debug, Clone)]
 pub struct VectorStore {
     dim: usize,
-    data: Vec<f32>,
+    rows: usize,
     codes: Vec<i8>,
     /// Per row: `v ≈ scale · code`.
     scale: Vec<f32>,
@@ -38,69 +38,70 @@ pub struct VectorStore {
     signs: Vec<u64>,
 }
 
+/// The vectors file's bytes for `rows`.
+pub fn file_bytes(rows: &[Vec<f32>]) -> Vec<u8> {
+    rows.iter().flatten().flat_map(|x| x.to_le_bytes()).collect()
+}
+
 impl VectorStore {
     /// Wrap rows of width `dim`.
     pub fn from_rows(dim: usize, rows: &[Vec<f32>]) -> Self {
-        let mut data = Vec::with_capacity(rows.len() * dim);
         for r in rows {
             assert_eq!(r.len(), dim, "VectorStore: a row of {} values in a store of width {dim}", r.len());
-            data.extend_from_slice(r);
         }
-        Self::with_codes(dim, data)
+        Self::build(dim, rows.len(), |r, out| out.copy_from_slice(&rows[r])).expect("rows of the right width")
     }
 
-    fn with_codes(dim: usize, data: Vec<f32>) -> Self {
-        let n = data.len() / dim;
-        let mut codes = vec![0i8; data.len()];
-        let mut scale = Vec::with_capacity(n);
-        for (row, c) in data.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
-            scale.push(quantize_i8(row, c));
-        }
-        let offsets = row_offsets(&codes, dim);
-        let mut mean = vec![0f32; dim];
-        for row in data.chunks_exact(dim) {
-            for (m, v) in mean.iter_mut().zip(row) {
-                *m += v;
-            }
-        }
-        mean.iter_mut().for_each(|m| *m /= n.max(1) as f32);
-        let words = dim.div_ceil(64);
-        let mut signs = vec![0u64; n * words];
-        for (row, bits) in data.chunks_exact(dim).zip(signs.chunks_exact_mut(words)) {
-            sign_bits(row, &mean, bits);
-        }
-        VectorStore { dim, data, codes, scale, offsets, mean, signs }
-    }
-
-    /// Decode the file's bytes; None when the length is not a whole number of rows.
+    /// Decode the file's bytes; None when the length is not a whole number of rows or a value is not
+    /// finite.
     pub fn from_bytes(dim: usize, bytes: &[u8]) -> Option<Self> {
         if dim == 0 || !bytes.len().is_multiple_of(4 * dim) {
             return None;
         }
-        let data: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        if data.iter().any(|v| !v.is_finite()) {
-            return None;
-        }
-        Some(Self::with_codes(dim, data))
+        Self::build(dim, bytes.len() / (4 * dim), |r, out| {
+            for (x, b) in out.iter_mut().zip(bytes[r * 4 * dim..(r + 1) * 4 * dim].chunks_exact(4)) {
+                *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            }
+        })
     }
 
-    /// The file's bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.data.len() * 4);
-        for x in &self.data {
-            out.extend_from_slice(&x.to_le_bytes());
+    /// The store of `n` rows of width `dim`, `row(r, out)` writing row `r` into `out` (called twice a
+    /// row: once for the codes and the mean, once for the signs against the mean). None when a value is
+    /// not finite.
+    fn build(dim: usize, n: usize, row: impl Fn(usize, &mut [f32])) -> Option<Self> {
+        let mut buf = vec![0f32; dim];
+        let mut codes = vec![0i8; n * dim];
+        let mut scale = Vec::with_capacity(n);
+        let mut mean = vec![0f32; dim];
+        for (r, c) in codes.chunks_exact_mut(dim).enumerate() {
+            row(r, &mut buf);
+            if buf.iter().any(|v| !v.is_finite()) {
+                return None;
+            }
+            scale.push(quantize_i8(&buf, c));
+            for (m, v) in mean.iter_mut().zip(&buf) {
+                *m += v;
+            }
         }
-        out
+        let offsets = row_offsets(&codes, dim);
+        mean.iter_mut().for_each(|m| *m /= n.max(1) as f32);
+        let words = dim.div_ceil(64);
+        let mut signs = vec![0u64; n * words];
+        for (r, bits) in signs.chunks_exact_mut(words).enumerate() {
+            row(r, &mut buf);
+            sign_bits(&buf, &mean, bits);
+        }
+        Some(VectorStore { dim, rows: n, codes, scale, offsets, mean, signs })
     }
 
     /// Number of rows.
     pub fn len(&self) -> usize {
-        self.data.len() / self.dim
+        self.rows
     }
 
     /// True when there are no rows.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.rows == 0
     }
 
     /// The `k` rows most similar to `query` (a unit vector), best first: (row, cosine).
@@ -148,11 +149,9 @@ const SHORTLIST_MIN: usize = 1024;
 
 /// Bit `i` of `bits` is set when `v[i] > mean[i]`.
 fn sign_bits(v: &[f32], mean: &[f32], bits: &mut [u64]) {
-    bits.fill(0);
-    for (i, (x, m)) in v.iter().zip(mean).enumerate() {
-        if x > m {
-            bits[i / 64] |= 1 << (i % 64);
-        }
+    // 64 values a word, each word built without branches (the loop vectorises).
+    for ((word, v), mean) in bits.iter_mut().zip(v.chunks(64)).zip(mean.chunks(64)) {
+        *word = v.iter().zip(mean).enumerate().fold(0u64, |w, (i, (x, m))| w | (u64::from(x > m) << i));
     }
 }
 
@@ -200,12 +199,14 @@ mod tests {
     fn round_trip_and_top_k() {
         let rows = vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![0.6, 0.8]];
         let store = VectorStore::from_rows(2, &rows);
-        let back = VectorStore::from_bytes(2, &store.to_bytes()).unwrap();
+        let back = VectorStore::from_bytes(2, &file_bytes(&rows)).unwrap();
+        assert_eq!((back.codes.clone(), back.scale.clone(), back.signs.clone()), (store.codes.clone(), store.scale.clone(), store.signs.clone()));
         assert_eq!(back.len(), 3);
         let top = back.top_k(&[1.0, 0.0], 2);
         assert_eq!(top[0].0, 0);
         assert_eq!(top[1].0, 2);
-        assert!(VectorStore::from_bytes(2, &store.to_bytes()[..7]).is_none());
+        assert!(VectorStore::from_bytes(2, &file_bytes(&rows)[..7]).is_none());
+        assert!(VectorStore::from_bytes(2, &file_bytes(&[vec![1.0, f32::NAN]])).is_none());
     }
 
     /// The int8 scan's scores are the cosines to within 0.01, and where the best rows stand apart (as a

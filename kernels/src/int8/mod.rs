@@ -134,10 +134,12 @@ impl Int8Weights {
         );
         let groups = in_dim / GROUP_IN;
         let mut packed = vec![0i8; out_dim * in_dim];
-        for o in 0..out_dim {
+        // A group's GROUP_IN inputs stay together: copy them as one piece.
+        for (o, row) in q.chunks_exact(in_dim).enumerate() {
             let (block, lane) = (o / BLOCK_OUT, o % BLOCK_OUT);
-            for k in 0..in_dim {
-                packed[((block * groups + k / GROUP_IN) * BLOCK_OUT + lane) * GROUP_IN + k % GROUP_IN] = q[o * in_dim + k];
+            for (g, group) in row.chunks_exact(GROUP_IN).enumerate() {
+                let at = ((block * groups + g) * BLOCK_OUT + lane) * GROUP_IN;
+                packed[at..at + GROUP_IN].copy_from_slice(group);
             }
         }
         let offsets = q.chunks_exact(in_dim).map(|row| 128 * row.iter().map(|&w| w as i32).sum::<i32>()).collect();
