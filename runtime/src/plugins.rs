@@ -104,8 +104,13 @@ fn name_owner(owners: &BTreeMap<String, String>, name: &str) -> Option<String> {
 
 /// The tool names (snake_case) a plug-in's bytes export, read from the WIT its component encodes, without
 /// compiling it: the functions of every exported interface but `metadata`, as [`PluginRegistry::load`]
-/// registers them. Empty when the bytes do not decode (the compile then says why).
+/// registers them. Empty when the bytes are not a valid component (the compile then says why).
 pub fn exported_tool_names(wasm: &[u8]) -> Vec<String> {
+    // Validated first: the WIT decoder trusts sizes a mutated file can inflate (the sandbox fuzzer saw
+    // the process reach 1.6 GB decoding one), where the validator is built for untrusted bytes.
+    if wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all()).validate_all(wasm).is_err() {
+        return Vec::new();
+    }
     let Ok(wit_parser::decoding::DecodedWasm::Component(resolve, world)) = wit_parser::decoding::decode(wasm) else {
         return Vec::new();
     };
