@@ -103,7 +103,7 @@ fn a_hit_names_its_best_section() {
 }
 
 /// A misspelled name is reported like any other exception: CPython's `NameError`, with the line that
-/// used it and a caret, in the report and in what the model sees.
+/// used it and the name marked under it, in the report and in what the model sees.
 #[test]
 fn a_misspelled_name_says_its_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,7 +112,9 @@ fn a_misspelled_name_says_its_line() {
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("── error: unknown-tool"), "{stdout}");
-    assert!(stdout.contains("line 5") && stdout.contains("NameError: name 'bst' is not defined") && stdout.contains('^'), "{stdout}");
+    assert!(stdout.contains("line 5") && stdout.contains("NameError: name 'bst' is not defined"), "{stdout}");
+    // The source line, with the name marked under it as other exceptions' tracebacks mark theirs.
+    assert!(stdout.contains("    print(bst[\"section_id\"])\n          ~~~\n"), "{stdout}");
 
     let output = agentrt(&["exec", &program, "--fixture", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("--json prints one JSON object");
