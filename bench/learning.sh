@@ -15,6 +15,9 @@
 #                                                  checkpoint RL starts from (the last one is evaluated too)
 #        RL_STEPS=20 GRPO steps  RL_LR=3e-5        RL_STEP=last   the RL checkpoint evaluated
 #        N_ZERO_SHOT=100 zero-shot questions (the first of the N_DEV)
+#        SFT_WARMUP=20  SFT_EVAL_STEPS=90  SFT_SAVE_STEPS=90   MODEL=smollm2-135m (the base: qwen2.5-coder-0.5b
+#        for the Qwen recipe: MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4 SFT_MAX_STEPS=150 SFT_STEP=150
+#        SFT_WARMUP=10 SFT_EVAL_STEPS=50 SFT_SAVE_STEPS=10 WORK=bench/learning/qwen-read)
 #        WORK=bench/learning/read-on (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
@@ -30,6 +33,10 @@ SFT_BATCH=${SFT_BATCH:-8}
 SFT_LR=${SFT_LR:-3e-4}
 SFT_STEP=${SFT_STEP:-270}
 SFT_MAX_STEPS=${SFT_MAX_STEPS:-360}
+SFT_WARMUP=${SFT_WARMUP:-20}
+SFT_EVAL_STEPS=${SFT_EVAL_STEPS:-90}
+SFT_SAVE_STEPS=${SFT_SAVE_STEPS:-90}
+MODEL=${MODEL:-smollm2-135m}
 RL_STEPS=${RL_STEPS:-20}
 RL_LR=${RL_LR:-3e-5}
 RL_STEP=${RL_STEP:-last}
@@ -74,8 +81,8 @@ stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style rea
 # a gold answer (the synthesiser answers exactly when they do), and its tool calls.
 stage ceiling-dev "$WORK/synth-dev.jsonl" "$AGENTRT" trajectories synth --style read --split dev --system-prompt "$PROMPT" --out "$WORK/synth-dev.jsonl"
 stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --max-steps $SFT_MAX_STEPS --no-progress; else \
-  '$AGENTRT' sft --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=20 \
-  --set data.val_examples=100 --set sft.eval_steps=90 --set run.save_steps=90 --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
+  '$AGENTRT' sft --model $MODEL --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=$SFT_WARMUP \
+  --set data.val_examples=100 --set sft.eval_steps=$SFT_EVAL_STEPS --set run.save_steps=$SFT_SAVE_STEPS --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
   && touch '$WORK/sft/DONE'"
 SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
 
