@@ -341,17 +341,20 @@ fn py_str(s: &str) -> String {
     out
 }
 
-/// `<answer>…</answer>` with the shortest answer alias `printed` holds as a whole word, spelled as printed.
-/// Why the shortest: every alias is an annotator's span that the rule judge accepts by exact match, and a
-/// model taught the longest ones learns to overshoot (measured: RL with F1 credit drifted to longer spans,
-/// winning some questions and losing as many). An alias the question itself holds comes last ("1973" for
-/// "When did the 1973 oil crisis begin?" repeats the question; the judge's gold span is elsewhere), except
-/// in a question that offers a choice ("compatible or incompatible?"), whose answer is one of its words.
+/// `<answer>…</answer>` with the first answer alias (in the question's order: SQuAD's first annotation
+/// first) that `printed` holds as a whole word, spelled as printed. Why the first: every alias is an
+/// annotator's span that the rule judge accepts, and the typical one is the length to teach. The longest
+/// taught SmolLM2 to overshoot (RL with F1 credit drifted to longer spans); the shortest taught
+/// Qwen2.5-Coder one-word answers ("removed" for "removed in a condenser"; bench/learning.md). An alias the
+/// question itself holds comes last ("1973" for "When did the 1973 oil crisis begin?" repeats the
+/// question; the judge's gold span is elsewhere), except in a question that offers a choice ("compatible
+/// or incompatible?"), whose answer is one of its words.
 fn answer_tag(printed: &str, answers: &[String], question: &str) -> Option<String> {
     let mut found: Vec<String> =
         answers.iter().filter_map(|a| find_word_ci(printed, a).map(|at| printed.chars().skip(at).take(a.trim().chars().count()).collect())).collect();
     let offers_choice = words(question).iter().any(|w| w.eq_ignore_ascii_case("or"));
-    found.sort_by_key(|a: &String| (!offers_choice && find_word_ci(question, a).is_some(), a.chars().count()));
+    // A stable sort: the annotators' order stands among the aliases the question does not hold.
+    found.sort_by_key(|a: &String| !offers_choice && find_word_ci(question, a).is_some());
     found.first().map(|a| format!("<answer>{a}</answer>"))
 }
 
@@ -547,9 +550,10 @@ mod tests {
     }
 
     #[test]
-    fn answers_take_the_shortest_alias_and_the_key_word_is_a_name_or_the_longest_word() {
+    fn answers_take_the_first_printed_alias_and_the_key_word_is_a_name_or_the_longest_word() {
         let aliases = ["October 1973".to_string(), "1973".to_string(), "October".to_string()];
-        assert_eq!(answer_tag("It began in October 1973 with an embargo.", &aliases, "When did it begin?"), Some("<answer>1973</answer>".into()));
+        assert_eq!(answer_tag("It began in October 1973 with an embargo.", &aliases, "When did it begin?"), Some("<answer>October 1973</answer>".into()));
+        assert_eq!(answer_tag("It began in 1973 with an embargo.", &aliases, "When did it begin?"), Some("<answer>1973</answer>".into()));
         assert_eq!(answer_tag("nothing here", &aliases, "When did it begin?"), None);
         // The question's own words are no answer while another alias is printed.
         let crisis = ["1973".to_string(), "October 1973".to_string()];
