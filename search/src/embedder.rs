@@ -96,7 +96,6 @@ impl Embedder {
     /// As [`Embedder::load`], with queries embedded by `queries` (the distilled encoder fits
     /// all-MiniLM-L6-v2 only: it reads its embeddings from that model's tensors).
     fn load_with(dir: &Path, queries: QueryEncoder) -> Result<Self, SearchError> {
-        let encoder = OnceLock::new();
         let query_encoder = match queries {
             QueryEncoder::Distilled => {
                 // Only the embeddings are shared with the full model: read just those, and of the word
@@ -106,11 +105,7 @@ impl Embedder {
                 })?;
                 Some(load_distilled(&embeddings, words)?)
             }
-            QueryEncoder::Full => {
-                // The query encoder is the full one: load it now, as every search needs it.
-                let _ = encoder.set(load_full(dir).map_err(|e| e.to_string()));
-                None
-            }
+            QueryEncoder::Full => None,
         };
         let path = dir.join("tokenizer.json");
         let mut tokenizer = Tokenizer::from_file(&path).map_err(|e| SearchError::Embedder(format!("{}: {e}", path.display())))?;
@@ -118,7 +113,8 @@ impl Embedder {
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
             .map_err(|e| SearchError::Embedder(format!("tokenizer truncation: {e}")))?;
-        let embedder = Embedder { dir: dir.to_path_buf(), encoder, query_encoder, tokenizer, reference: OnceLock::new() };
+        let embedder = Embedder { dir: dir.to_path_buf(), encoder: OnceLock::new(), query_encoder, tokenizer, reference: OnceLock::new() };
+        // Queries on the full encoder need it for every search: load it now, its errors with the load's.
         if queries == QueryEncoder::Full {
             embedder.encoder()?;
         }

@@ -215,16 +215,6 @@ impl WikiIndex {
         })
     }
 
-    /// Embed queries with `encoder` rather than the default ([`QueryEncoder`]).
-    pub fn with_query_encoder(mut self, encoder: QueryEncoder) -> Self {
-        if encoder != self.query_encoder {
-            self.query_encoder = encoder;
-            self.embedder = OnceLock::new();
-            self.clear_query_cache();
-        }
-        self
-    }
-
     /// The manifest the index was built with.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest

@@ -109,8 +109,8 @@ impl WordRows {
         file.read_exact(&mut header).map_err(|e| err(format!("header: {e}")))?;
         let header: HashMap<String, serde_json::Value> = serde_json::from_slice(&header).map_err(|e| err(format!("header: {e}")))?;
         let data_start = 8 + header_len;
-        // (dtype, shape, byte range in the file) of a tensor the header lists, checked against the file.
-        let entry = |tensor: &str| -> Result<(String, Vec<usize>, u64, u64), SearchError> {
+        // (shape, byte range in the file) of an f32 tensor the header lists, checked against the file.
+        let entry = |tensor: &str| -> Result<(Vec<usize>, u64, u64), SearchError> {
             let e = header.get(tensor).ok_or_else(|| err(format!("{tensor}: missing")))?;
             let dtype = e["dtype"].as_str().ok_or_else(|| err(format!("{tensor}: no dtype")))?.to_string();
             let shape: Vec<usize> = e["shape"]
@@ -124,17 +124,17 @@ impl WordRows {
             if dtype != "F32" || to < from || to - from != bytes || data_start + to > file_len {
                 return Err(err(format!("{tensor}: {dtype} {shape:?} at bytes {from}..{to} of {}: expected F32 data inside the file", file_len - data_start)));
             }
-            Ok((dtype, shape, data_start + from, data_start + to))
+            Ok((shape, data_start + from, data_start + to))
         };
         let mut tensors = HashMap::new();
         for tensor in header.keys().filter(|k| k.as_str() != name && k.as_str() != "__metadata__" && keep(k)) {
-            let (_, shape, from, to) = entry(tensor)?;
+            let (shape, from, to) = entry(tensor)?;
             let mut bytes = vec![0u8; (to - from) as usize];
             file.seek(SeekFrom::Start(from)).and_then(|_| file.read_exact(&mut bytes)).map_err(|e| err(format!("{tensor}: {e}")))?;
-            let values: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            let values: Vec<f32> = crate::vectors::le_f32s(&bytes).collect();
             tensors.insert(tensor.clone(), Tensor::from_vec(values, shape, &candle_core::Device::Cpu).map_err(|e| err(format!("{tensor}: {e}")))?);
         }
-        let (_, shape, start, _) = entry(name)?;
+        let (shape, start, _) = entry(name)?;
         let [vocab, hidden] = shape[..] else { return Err(err(format!("{name}: shape {shape:?}, expected [vocab, hidden]"))) };
         Ok((WordRows { file: Mutex::new(file), path: path.to_path_buf(), start, vocab, hidden }, tensors))
     }
@@ -147,7 +147,7 @@ impl WordRows {
         file.seek(SeekFrom::Start(at))
             .and_then(|_| file.read_exact(bytes))
             .map_err(|e| SearchError::Embedder(format!("{}: word embedding {id}: {e}", self.path.display())))?;
-        out.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+        out.extend(crate::vectors::le_f32s(bytes));
         Ok(())
     }
 }

@@ -38,6 +38,11 @@ pub struct VectorStore {
     signs: Vec<u64>,
 }
 
+/// The little-endian f32 values of `bytes` (as the vectors file and safetensors store them).
+pub(crate) fn le_f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// The vectors file's bytes for `rows`.
 pub fn file_bytes(rows: &[Vec<f32>]) -> Vec<u8> {
     rows.iter().flatten().flat_map(|x| x.to_le_bytes()).collect()
@@ -49,7 +54,7 @@ impl VectorStore {
         for r in rows {
             assert_eq!(r.len(), dim, "VectorStore: a row of {} values in a store of width {dim}", r.len());
         }
-        Self::build(dim, rows.len(), |r, out| out.copy_from_slice(&rows[r])).expect("rows of the right width")
+        Self::build(dim, rows.len(), |r, out| out.copy_from_slice(&rows[r])).expect("VectorStore: a row holds a non-finite value")
     }
 
     /// Decode the file's bytes; None when the length is not a whole number of rows or a value is not
@@ -59,8 +64,8 @@ impl VectorStore {
             return None;
         }
         Self::build(dim, bytes.len() / (4 * dim), |r, out| {
-            for (x, b) in out.iter_mut().zip(bytes[r * 4 * dim..(r + 1) * 4 * dim].chunks_exact(4)) {
-                *x = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            for (x, v) in out.iter_mut().zip(le_f32s(&bytes[r * 4 * dim..(r + 1) * 4 * dim])) {
+                *x = v;
             }
         })
     }
