@@ -32,7 +32,7 @@ pub mod tokenizer;
 pub use chat_template::{ChatTemplate, Message};
 pub use continuous_batch::ContinuousBatch;
 pub use error::{PolicyError, Result};
-pub use fused::DecodeActivations;
+pub use fused::{Batching, DecodeActivations};
 pub use lora::{AdapterSet, LoraConfig, LoraFactors, Routing, Target, Which};
 pub use model::{Arch, Decoder, ModelConfig, ModelWeights};
 pub use optim::{AdamW, AdamWConfig};

@@ -72,6 +72,13 @@ pub struct Args {
     /// log-probs match a trainer's to float rounding).
     #[arg(long, default_value = "int8")]
     pub decode_activations: agentrt_policy::DecodeActivations,
+    /// `invariant`: a request's arithmetic is its own, so its tokens and log-probs at temperature 0 (or with
+    /// a seed) do not depend on the other requests it is batched with, on how its prompt is cut into steps
+    /// or on the prefix cache. `fastest`: long prompts by the general matrix product, and requests that share
+    /// a cached prefix read it once between them; replies then change with the batch by float rounding.
+    /// bench/serve_results.md measures the difference.
+    #[arg(long, default_value = "invariant")]
+    pub batching: agentrt_policy::Batching,
     /// Let clients load and unload adapters by path (/v1/load_lora_adapter, /v1/unload_lora_adapter, vLLM's
     /// dynamic LoRA API, which `agentrt train --set rollout.sampler=openai:...` uses), as vLLM's
     /// VLLM_ALLOW_RUNTIME_LORA_UPDATING does. Off by default: those routes answer 403, since a client that
@@ -116,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let device = agentrt_policy::parse_device(&args.device)?;
     let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
     policy.decoder.decode_activations = args.decode_activations;
+    policy.decoder.batching = args.batching;
     let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
     let config = ServeConfig {
         max_num_seqs: args.max_num_seqs,

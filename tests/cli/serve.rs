@@ -269,3 +269,47 @@ fn a_default_server_refuses_runtime_lora_loading_and_logs_the_refusal() {
     let _ = child.wait();
     assert_eq!(status, 400, "{body}");
 }
+
+/// Starts `agentrt serve` on the default model with `args` added, and returns it with its URL.
+fn serve_default(args: &[&str]) -> (Child, String) {
+    let mut cmd = agentrt();
+    cmd.args(["serve", "--port", "0"]).args(args);
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("http://127.0.0.1:"), "serve printed {line:?}");
+    (child, line.trim().to_string())
+}
+
+/// The greedy reply of the server at `url` to one user message, and its tokens' log-probs.
+fn greedy_reply(url: &str, message: &str) -> (String, Vec<f64>) {
+    let body = serde_json::json!({"model": agentrt_policy::DEFAULT_MODEL_NAME, "messages": [{"role": "user", "content": message}], "temperature": 0, "max_tokens": 40, "logprobs": true});
+    let (status, text) = post_blocking(&format!("{url}/chat/completions"), body);
+    assert_eq!(status, 200, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let choice = &v["choices"][0];
+    let logprobs = choice["logprobs"]["content"].as_array().unwrap().iter().map(|e| e["logprob"].as_f64().unwrap()).collect();
+    (choice["message"]["content"].as_str().unwrap().to_string(), logprobs)
+}
+
+/// Issue 48's sequence on a fresh default server: a question about owls, then the same request for colours
+/// three times. The owls prompt leaves its keys and values in the prefix cache, and the colours prompts read
+/// the chat template's opening from there (then their own, from the first colours reply on), yet every
+/// colours reply is the one a server without a prefix cache gives, to the log-prob's last bit.
+#[test]
+fn temperature_0_replies_do_not_depend_on_the_prefix_cache_or_earlier_requests() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (mut cached, url) = serve_default(&[]);
+    greedy_reply(&url, "Tell me a fact about owls.");
+    let replies: Vec<(String, Vec<f64>)> = (0..3).map(|_| greedy_reply(&url, "Name three colours please.")).collect();
+    cached.kill().unwrap();
+    cached.wait().unwrap();
+    let (mut plain, url) = serve_default(&["--prefix-cache-mib", "0"]);
+    let want = greedy_reply(&url, "Name three colours please.");
+    plain.kill().unwrap();
+    plain.wait().unwrap();
+    assert!(want.0.len() > 20, "a reply of several tokens: {:?}", want.0);
+    for (i, got) in replies.iter().enumerate() {
+        assert_eq!(got, &want, "colours reply {i} after the owls request differs from the uncached server's");
+    }
+}

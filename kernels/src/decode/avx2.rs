@@ -202,47 +202,50 @@ unsafe fn q8_one_row<const F: u8>(x: &Q8Rows, row: &[u8]) -> f32 {
     sum_lanes(_mm256_add_ps(a0, a1)) + (o0 + o1)
 }
 
-/// Quantised input rows `b0 .. b0 + G` against one row of blocks, their accumulators in registers.
+/// Quantised input rows `b0 .. b0 + G` against one row of blocks, unpacking each sub-block once for all of
+/// them. Each row's arithmetic is [`q8_one_row`]'s, operation for operation (even and odd sub-blocks into
+/// two accumulators, Q6_K's scales as `madd` factors, the offsets' products in two sums), so a row's
+/// product does not depend on how many rows share the call: decoding is batch-invariant (a sequence's
+/// tokens and log-probs are the same alone and beside others).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut [f32], b0: usize) {
     let format = BlockFormat::from_id(F);
-    let (k, subs) = (x.k, format.block_weights() / BLOCK);
+    let (k, subs, bb) = (x.k, format.block_weights() / BLOCK, format.block_bytes());
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); G];
-    // The offsets' products (`offset · Σ x`), one lane per row.
-    let mut offsets = _mm256_setzero_ps();
+    // Per row, the even and the odd sub-blocks' sums.
+    let mut acc = [[_mm256_setzero_ps(); 2]; G];
+    // The offsets' products (`offset · Σ x`), one lane per row, even and odd sub-blocks apart.
+    let mut offsets = [_mm256_setzero_ps(); 2];
     let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let rows_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(G as i32), lanes);
     let unsigned = unsigned_weights(format);
     let xblocks = k / BLOCK;
     let (xq, xscale) = (x.q.as_ptr().add(b0 * k), x.scale.as_ptr().add(b0 * k / BLOCK));
-    for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-        for s in 0..subs {
-            let (w, [s0, s1], offset) = unpack_unsigned::<F>(block.as_ptr(), s);
-            // Lanes 0..4 hold the sums of weights 0..16, lanes 4..8 those of 16..32.
-            let scales = if format == BlockFormat::Q6K { _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1) } else { _mm256_set1_ps(s0) };
-            let xb = bi * subs + s;
-            // maddubs multiplies unsigned bytes by signed ones: signed weights lend their sign to x.
-            let abs_w = if unsigned { w } else { _mm256_sign_epi8(w, w) };
-            if unsigned {
-                let sums = _mm256_maskload_ps(x.scaled_sum_by_run.as_ptr().add(xb * x.m + b0), rows_mask);
-                offsets = _mm256_fmadd_ps(_mm256_set1_ps(offset), sums, offsets);
-            }
-            for (b, a) in acc.iter_mut().enumerate() {
-                let at = b * xblocks + xb;
-                let q = _mm256_loadu_si256(xq.add(at * BLOCK) as *const __m256i);
-                let q = if unsigned { q } else { _mm256_sign_epi8(q, w) };
-                let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, q), ones);
-                let xs = *xscale.add(at);
-                *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(scales, _mm256_set1_ps(xs)), *a);
-            }
+    for xb in 0..row.len() / bb * subs {
+        let (block, s, parity) = (row.as_ptr().add(xb / subs * bb), xb % subs, xb % 2);
+        let (w, [s0, _], offset) = unpack_unsigned::<F>(block, s);
+        // Q6_K weighs the pairs' sums by its two 8-bit scales as integers, leaving one float scale, `d`.
+        let (factors, w_scale) = if format == BlockFormat::Q6K { (q6k_scales_i16(block, s), f16_le(block.add(208))) } else { (ones, s0) };
+        // maddubs multiplies unsigned bytes by signed ones: signed weights lend their sign to x.
+        let abs_w = if unsigned { w } else { _mm256_sign_epi8(w, w) };
+        if unsigned {
+            let sums = _mm256_maskload_ps(x.scaled_sum_by_run.as_ptr().add(xb * x.m + b0), rows_mask);
+            offsets[parity] = _mm256_fmadd_ps(_mm256_set1_ps(offset), sums, offsets[parity]);
+        }
+        for (b, a) in acc.iter_mut().enumerate() {
+            let at = b * xblocks + xb;
+            let q = _mm256_loadu_si256(xq.add(at * BLOCK) as *const __m256i);
+            let q = if unsigned { q } else { _mm256_sign_epi8(q, w) };
+            let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, q), factors);
+            a[parity] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(w_scale * *xscale.add(at)), a[parity]);
         }
     }
-    let mut offsets_by_row = [0f32; 8];
-    _mm256_storeu_ps(offsets_by_row.as_mut_ptr(), offsets);
-    for (b, a) in acc.iter().enumerate() {
-        o[b0 + b] = sum_lanes(*a) + offsets_by_row[b];
+    let mut by_row = [[0f32; 8]; 2];
+    _mm256_storeu_ps(by_row[0].as_mut_ptr(), offsets[0]);
+    _mm256_storeu_ps(by_row[1].as_mut_ptr(), offsets[1]);
+    for (b, [a0, a1]) in acc.iter().enumerate() {
+        o[b0 + b] = sum_lanes(_mm256_add_ps(*a0, *a1)) + (by_row[0][b] + by_row[1][b]);
     }
 }
 

@@ -328,6 +328,42 @@ mod tests {
         }
     }
 
+    /// Batch invariance: on every path, a row's product is the same bits whether the row is multiplied
+    /// alone or among up to [`MAX_ROWS`] others (at any place among them), for f32 weights, every block
+    /// format with f32 activations and with 8-bit ones. Decoding relies on it: a sequence's logits must not
+    /// depend on what else shares its step.
+    #[test]
+    fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
+        use BlockFormat::*;
+        let (n, k) = (5, 512);
+        let x = values(MAX_ROWS * k, 11);
+        let wf = values(n * k, 12);
+        for path in KernelPath::supported() {
+            let alone = |row: usize, f: &dyn Fn(&[f32], &mut [f32], usize)| {
+                let mut out = vec![0f32; n];
+                f(&x[row * k..(row + 1) * k], &mut out, 1);
+                out
+            };
+            let check = |what: &str, f: &dyn Fn(&[f32], &mut [f32], usize)| {
+                for m in 2..=MAX_ROWS {
+                    let mut out = vec![0f32; n * m];
+                    f(&x[..m * k], &mut out, m);
+                    for b in 0..m {
+                        let together: Vec<u32> = (0..n).map(|j| out[j * m + b].to_bits()).collect();
+                        let one: Vec<u32> = alone(b, f).iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(together, one, "{} {what}: row {b} of {m} differs from the row alone", path.name());
+                    }
+                }
+            };
+            check("f32", &|x, out, m| rows_f32(path, x, &wf, out, m, k));
+            for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
+                let packed = blocks(format, n * k / format.block_weights(), 13);
+                check(&format!("{format:?}"), &|x, out, m| rows_blocks(path, format, x, &packed, out, m, k));
+                check(&format!("{format:?} 8-bit"), &|x, out, m| rows_blocks_q8(path, format, &Q8Rows::quantize(x, m, k), &packed, out));
+            }
+        }
+    }
+
     #[test]
     #[should_panic(expected = "at most 16")]
     fn too_many_rows_for_the_block_kernel_are_refused() {

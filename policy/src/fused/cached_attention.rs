@@ -15,7 +15,7 @@
 //! into each sequence's own). Sequences are ragged: each has its own number of new positions and of cached
 //! ones, and no padding. No backward: sampling only.
 
-use super::gemm::matmul_strided;
+use super::decode_linear::Batching;
 use super::Shared;
 use candle_core::{CpuStorage, DType, Storage, Tensor};
 use rayon::prelude::*;
@@ -57,7 +57,11 @@ fn f32_data<'a>(s: &'a Storage, what: &str) -> candle_core::Result<&'a [f32]> {
 /// positions, one after the other) and each sequence's segments: new position `i` of a sequence with
 /// `L` keys sees keys `..= L - new + i`. Returns `(heads, N, hd)`. Streamed on f32 CPU tensors; the composed
 /// candle ops elsewhere.
-pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> candle_core::Result<Tensor> {
+///
+/// Under [`Batching::Invariant`] no cascade is formed, so a row's arithmetic is its own whatever else is
+/// decoded beside it: the scores by the decode kernels (a fixed order per row), the softmax's sums and the
+/// values' weighted sum key after key ([`add_weighted_values`]).
+pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64, batching: Batching) -> candle_core::Result<Tensor> {
     let (nh, n, hd) = q.dims3()?;
     let mut covered = 0;
     for s in seqs {
@@ -80,14 +84,36 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
         return q.zeros_like();
     };
     let rep = nh / nkv;
-    let rows_contiguous = |x: &Tensor| x.stride()[3] == 1 && x.stride()[2] == hd;
-    let on_cpu_f32 = q.device().is_cpu()
-        && q.dtype() == DType::F32
-        && seqs.iter().flat_map(|s| &s.segments).all(|(k, v)| k.dtype() == DType::F32 && rows_contiguous(k) && rows_contiguous(v));
+    let on_cpu_f32 = q.device().is_cpu() && q.dtype() == DType::F32 && seqs.iter().flat_map(|s| &s.segments).all(|(k, v)| k.dtype() == DType::F32 && v.dtype() == DType::F32);
     if !on_cpu_f32 {
         let outs = seqs.iter().map(|s| composed_one(q, s, scale)).collect::<candle_core::Result<Vec<_>>>()?;
         return Tensor::cat(&outs, 1);
     }
+    // The tasks read each kv head's positions as rows of hd. A segment of one position may carry any stride
+    // for it (a decoding step's values, transposed from token-major, keep the token-major one), and is such
+    // rows all the same; any other layout is copied into them here rather than read by a slower path with
+    // other arithmetic (which would make a sequence's output depend on how its cache is laid out).
+    let rows_contiguous = |x: &Tensor| x.stride()[3] == 1 && (x.dim(2).is_ok_and(|p| p <= 1) || x.stride()[2] == hd);
+    let relaid: Vec<CachedSequence>;
+    let seqs = if seqs.iter().flat_map(|s| &s.segments).all(|(k, v)| rows_contiguous(k) && rows_contiguous(v)) {
+        seqs
+    } else {
+        let row_major = |x: &Tensor| -> candle_core::Result<Tensor> {
+            let x = if rows_contiguous(x) { x.clone() } else { x.copy()?.contiguous()? };
+            if !rows_contiguous(&x) {
+                candle_core::bail!("cached-attention: a segment {:?} with strides {:?} could not be laid out as rows", x.dims(), x.stride());
+            }
+            Ok(x)
+        };
+        relaid = seqs
+            .iter()
+            .map(|s| {
+                let segments = s.segments.iter().map(|(k, v)| Ok((row_major(k)?, row_major(v)?))).collect::<candle_core::Result<Vec<_>>>()?;
+                Ok(CachedSequence { segments, ..s.clone() })
+            })
+            .collect::<candle_core::Result<_>>()?;
+        &relaid[..]
+    };
     let q = q.contiguous()?;
     let mut out = vec![0f32; nh * n * hd];
     // Tasks of at most MAX_QUERY_ROWS query rows a group: a prefill's new positions are cut into chunks,
@@ -110,7 +136,8 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
     let mut slot_of: Vec<Option<usize>> = vec![None; seqs.len()];
     {
         let mut by_prefix: Vec<(candle_core::TensorId, Vec<usize>)> = Vec::new();
-        for (si, s) in seqs.iter().enumerate().filter(|(_, s)| s.new == 1 && s.segments.len() > 1) {
+        let cascading = batching == Batching::Fastest;
+        for (si, s) in seqs.iter().enumerate().filter(|(_, s)| cascading && s.new == 1 && s.segments.len() > 1) {
             let id = s.segments[0].0.id();
             match by_prefix.iter_mut().find(|(i, _)| *i == id) {
                 Some((_, members)) => members.push(si),
@@ -174,8 +201,7 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
             // of one new position).
             let (max, sum) = softmax_key_major(&mut p, rows, 1, scale as f32);
             let mut og = vec![0f32; rows * hd];
-            // SAFETY: p is (rows, m) through strides (rows, 1); the values are m rows of hd at g·vst.
-            unsafe { matmul_strided((rows, hd, m), og.as_mut_ptr(), hd, false, p.as_ptr(), (rows, 1), vs[g * vst..].as_ptr(), (1, hd)) };
+            add_weighted_values(&mut og, &p, rows, 0, &vs[g * vst..][..m * hd], &vec![m; rows]);
             for (j, &si) in members.iter().enumerate() {
                 let at = (slot_of[si].expect("a cascade member has a slot") * nkv + g) * rep;
                 // SAFETY: each (slot, group) is written by this task alone, and read only after all end.
@@ -214,13 +240,11 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64) -> cand
             }
             let (max, sum) = softmax_key_major(&mut p, rows, t, scale as f32);
             let mut og = vec![0f32; rows * hd];
+            // Row r (new position r % t) sees the keys before `len - t + r % t + 1`.
+            let sees: Vec<usize> = (0..rows).map(|r| len - t + r % t + 1).collect();
             let mut from = 0;
-            for (x, &(_, vs, m, _, vst)) in parts.iter().enumerate() {
-                // SAFETY: p's rows `from..from + m` of `len` read through strides (rows, 1); the segment's
-                // values are m rows of hd at g·vst; og is this task's own.
-                unsafe {
-                    matmul_strided((rows, hd, m), og.as_mut_ptr(), hd, x > 0, p[from * rows..].as_ptr(), (rows, 1), vs[g * vst..].as_ptr(), (1, hd));
-                }
+            for &(_, vs, m, _, vst) in &parts {
+                add_weighted_values(&mut og, &p, rows, from, &vs[g * vst..][..m * hd], &sees);
                 from += m;
             }
             for (r, o) in og.chunks_exact_mut(hd).enumerate() {
@@ -288,6 +312,23 @@ fn softmax_key_major(p: &mut [f32], rows: usize, t: usize, scale: f32) -> (Vec<f
     (max, sum)
 }
 
+/// `og[r] += Σ_j p[(from + j)·rows + r] · v[j]` over the keys `j` of one segment (its value rows of `hd`
+/// in `v`), key after key, each row `r` skipping the keys it does not see (those at or past `sees[r]` in
+/// the sequence). One sum a row, in key order across segments: the same bits however the sequence's keys
+/// are split into segments (a cached prefix, its own cache) and its positions into chunks, where a general
+/// matrix product over each segment sums in blocks that depend on the shapes.
+fn add_weighted_values(og: &mut [f32], p: &[f32], rows: usize, from: usize, v: &[f32], sees: &[usize]) {
+    let hd = og.len() / rows;
+    for (j, vj) in v.chunks_exact(hd).enumerate() {
+        let pj = &p[(from + j) * rows..][..rows];
+        for ((o, &w), &seen) in og.chunks_exact_mut(hd).zip(pj).zip(sees) {
+            if from + j < seen {
+                o.iter_mut().zip(vj).for_each(|(o, v)| *o += w * v);
+            }
+        }
+    }
+}
+
 /// One sequence's attention from candle ops (the reference, and the path where streaming does not apply):
 /// `(heads, new, hd)`.
 pub fn composed_one(q: &Tensor, s: &CachedSequence, scale: f64) -> candle_core::Result<Tensor> {
@@ -340,12 +381,58 @@ mod tests {
             start += 1;
         }
         let q = Tensor::randn(0f32, 1.0, (nh, start, hd), &dev).unwrap();
-        let got = cached_attention(&q, &seqs, 0.25).unwrap();
-        for s in &seqs {
-            let want = composed_one(&q, s, 0.25).unwrap();
-            let d = (got.narrow(1, s.start, s.new).unwrap() - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-            assert!(d < 1e-5, "{} new positions over {} segments: differs by {d}", s.new, s.segments.len());
+        for batching in [Batching::Invariant, Batching::Fastest] {
+            let got = cached_attention(&q, &seqs, 0.25, batching).unwrap();
+            for s in &seqs {
+                let want = composed_one(&q, s, 0.25).unwrap();
+                let d = (got.narrow(1, s.start, s.new).unwrap() - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert!(d < 1e-5, "{batching:?}: {} new positions over {} segments: differs by {d}", s.new, s.segments.len());
+            }
         }
+    }
+
+    /// Under [`Batching::Invariant`], a position's attention is the same bits whether its sequence's
+    /// prompt is read whole, or after a cached prefix in another chunking, or the position is decoded
+    /// beside other sequences that start with the same cached prefix.
+    #[test]
+    fn invariant_attention_does_not_depend_on_segments_chunks_or_neighbours() {
+        let dev = Device::Cpu;
+        let (nh, nkv, hd, len, cut) = (6, 2, 16, 40, 25);
+        let k = Tensor::randn(0f32, 1.0, (1, nkv, len, hd), &dev).unwrap();
+        let v = Tensor::randn(0f32, 1.0, (1, nkv, len, hd), &dev).unwrap();
+        let q = Tensor::randn(0f32, 1.0, (nh, len, hd), &dev).unwrap();
+        let bits = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        let whole = cached_attention(&q, &[CachedSequence { start: 0, new: len, segments: vec![(k.clone(), v.clone())] }], 0.25, Batching::Invariant).unwrap();
+        // The prefix as its own segment (as the prefix cache hands it), the rest read as new positions.
+        // A view of a buffer with room to grow, as a sequence's own cache leaves it to the prefix cache.
+        let roomy = |t: &Tensor| Tensor::cat(&[t.clone(), Tensor::randn(0f32, 1.0, (1, nkv, 30, hd), &dev).unwrap()], 2).unwrap().narrow(2, 0, cut).unwrap();
+        let prefix = (roomy(&k), roomy(&v));
+        let own = |from: usize, to: usize| (k.narrow(2, from, to - from).unwrap().contiguous().unwrap(), v.narrow(2, from, to - from).unwrap().contiguous().unwrap());
+        let rest = cached_attention(
+            &q.narrow(1, cut, len - cut).unwrap(),
+            &[CachedSequence { start: 0, new: len - cut, segments: vec![prefix.clone(), own(cut, len)] }],
+            0.25,
+            Batching::Invariant,
+        )
+        .unwrap();
+        assert_eq!(bits(&rest), bits(&whole.narrow(1, cut, len - cut).unwrap()), "after a cached prefix");
+        // The last position decoded beside two sequences with the same first segment (a cascade's case).
+        let mut qs = vec![q.narrow(1, len - 1, 1).unwrap()];
+        let mut seqs = vec![CachedSequence { start: 0, new: 1, segments: vec![prefix.clone(), own(cut, len)] }];
+        for (i, own_len) in [3, 9].into_iter().enumerate() {
+            qs.push(Tensor::randn(0f32, 1.0, (nh, 1, hd), &dev).unwrap());
+            seqs.push(CachedSequence { start: i + 1, new: 1, segments: vec![prefix.clone(), own(cut, cut + own_len)] });
+        }
+        let beside = cached_attention(&Tensor::cat(&qs, 1).unwrap(), &seqs, 0.25, Batching::Invariant).unwrap();
+        assert_eq!(bits(&beside.narrow(1, 0, 1).unwrap()), bits(&whole.narrow(1, len - 1, 1).unwrap()), "decoded beside others");
+        // The last position as a decoding step appends it: its own segment of one position, its values
+        // transposed from token-major `(1, kv, hd)` (a stride of kv·hd on the dimension of one position).
+        let token_major = |t: &Tensor| t.narrow(2, len - 1, 1).unwrap().squeeze(0).unwrap().transpose(0, 1).unwrap().contiguous().unwrap().transpose(0, 1).unwrap().unsqueeze(0).unwrap();
+        let last = (token_major(&k), token_major(&v));
+        assert_ne!(last.1.stride()[2], hd, "the test's one-position segment has the odd stride");
+        let before = (k.narrow(2, 0, len - 1).unwrap(), v.narrow(2, 0, len - 1).unwrap());
+        let decoded = cached_attention(&q.narrow(1, len - 1, 1).unwrap(), &[CachedSequence { start: 0, new: 1, segments: vec![before, last] }], 0.25, Batching::Invariant).unwrap();
+        assert_eq!(bits(&decoded), bits(&whole.narrow(1, len - 1, 1).unwrap()), "a decoding step's own one-position segment");
     }
 
     #[test]
@@ -354,8 +441,8 @@ mod tests {
         let kv = Tensor::zeros((1, 1, 4, 8), DType::F32, &dev).unwrap();
         let q = Tensor::zeros((2, 3, 8), DType::F32, &dev).unwrap();
         let seq = |start, new| CachedSequence { start, new, segments: vec![(kv.clone(), kv.clone())] };
-        assert!(cached_attention(&q, &[seq(0, 1), seq(2, 1)], 1.0).unwrap_err().to_string().contains("does not follow"));
-        assert!(cached_attention(&q, &[seq(0, 1)], 1.0).unwrap_err().to_string().contains("cover 1 of 3"));
-        assert!(cached_attention(&q, &[seq(0, 3)], 1.0).is_ok());
+        assert!(cached_attention(&q, &[seq(0, 1), seq(2, 1)], 1.0, Batching::Invariant).unwrap_err().to_string().contains("does not follow"));
+        assert!(cached_attention(&q, &[seq(0, 1)], 1.0, Batching::Invariant).unwrap_err().to_string().contains("cover 1 of 3"));
+        assert!(cached_attention(&q, &[seq(0, 3)], 1.0, Batching::Invariant).is_ok());
     }
 }

@@ -68,16 +68,82 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
     }
 }
 
-/// `out (m×n) = x (m×k) · wᵀ` with `w` `(n×k)`, all row-major, on the selected kernel path.
-pub fn few_rows_a_bt(x: &[f32], w: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
-    assert_eq!(x.len(), m * k, "input is not {m}x{k}");
-    let path = agentrt_kernels::selected();
-    by_weight_rows(w, k, (m, n), out, |wc, oc| agentrt_kernels::decode::rows_f32(path, x, wc, oc, m, k));
+/// [`by_weight_rows`] for any number of input rows `m`: inside each task of weight rows the inputs go
+/// through in runs of at most [`MAX_ROWS`] (`run((start, rows), weight_rows, out)` writes the task's
+/// `(task rows × rows)` transposed product of run `start..start + rows`), so a task's weights are read from
+/// memory once and serve every run from the cache (a run after run over the whole matrix read
+/// Qwen2.5-Coder-0.5B's 400 MB of blocks 32 times for a 512-token prompt), in one parallel section, and
+/// every input row meets the very kernel a decoding step's row does.
+pub(super) fn by_weight_rows_in_runs<T: Sync>(weights: &[T], per_row: usize, (m, n): (usize, usize), out: &mut [f32], run: impl Fn((usize, usize), &[T], &mut [f32]) + Sync) {
+    if m <= MAX_ROWS {
+        return by_weight_rows(weights, per_row, (m, n), out, |wc, oc| run((0, m), wc, oc));
+    }
+    let runs: Vec<(usize, usize)> = (0..m).step_by(MAX_ROWS).map(|s| (s, MAX_ROWS.min(m - s))).collect();
+    by_weight_rows(weights, per_row, (m, n), out, |wc, oc| {
+        // The task's output is one row of `m` per weight row; a run writes its `r` columns of them.
+        let task_rows = wc.len() / per_row;
+        let mut scratch = vec![0f32; task_rows * MAX_ROWS];
+        for &(s, r) in &runs {
+            let scratch = &mut scratch[..task_rows * r];
+            run((s, r), wc, scratch);
+            for (o, v) in oc.chunks_exact_mut(m).zip(scratch.chunks_exact(r)) {
+                o[s..s + r].copy_from_slice(v);
+            }
+        }
+    });
 }
 
-/// `x · wᵀ` for `x: (.., k)` and a frozen `w: (n, k)`, no gradient; the streaming kernel for up to
-/// [`MAX_ROWS`] f32 CPU rows, candle's matmul otherwise.
-pub fn decode_linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
+/// `out (m×n) = x (m×k) · wᵀ` with `w` `(n×k)`, all row-major, on the selected kernel path, for any
+/// number of rows ([`by_weight_rows_in_runs`]): each row's product is the same bits whatever rows share
+/// the call.
+pub fn streamed_a_bt(x: &[f32], w: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
+    assert_eq!(x.len(), m * k, "input is not {m}x{k}");
+    let path = agentrt_kernels::selected();
+    by_weight_rows_in_runs(w, k, (m, n), out, |(s, r), wc, oc| agentrt_kernels::decode::rows_f32(path, &x[s * k..(s + r) * k], wc, oc, r, k));
+}
+
+/// How sampling's products and attention treat the rows of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Batching {
+    /// Every row through the same per-row kernels, every sum in a fixed order per row: a sequence's
+    /// logits (so its greedy tokens and their log-probs) are the same bits alone, beside any other
+    /// sequences, in any chunking of its prompt and after any cached prefix ("Defeating Nondeterminism in
+    /// LLM Inference", as vLLM's batch-invariant mode). Its cost is measured in bench/serve_results.md.
+    #[default]
+    Invariant,
+    /// The fastest arithmetic for each shape: a prompt's many rows by the general matrix product, and
+    /// decoding sequences that start with the same cached prefix read it once between them (a cascade).
+    /// A sequence's logits then change with its batch by float rounding, which greedy decoding can follow
+    /// into other tokens.
+    Fastest,
+}
+
+impl Batching {
+    /// The name `FromStr` reads (and `agentrt serve --batching` takes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Batching::Invariant => "invariant",
+            Batching::Fastest => "fastest",
+        }
+    }
+}
+
+impl std::str::FromStr for Batching {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "invariant" => Ok(Batching::Invariant),
+            "fastest" => Ok(Batching::Fastest),
+            other => Err(format!("{other:?}: expected invariant or fastest")),
+        }
+    }
+}
+
+/// `x · wᵀ` for `x: (.., k)` and a frozen `w: (n, k)`, no gradient: the streaming kernel for f32 CPU
+/// rows (up to [`MAX_ROWS`] of them, or any number under [`Batching::Invariant`]), candle's matmul
+/// otherwise.
+pub fn decode_linear(x: &Tensor, w: &Tensor, batching: Batching) -> candle_core::Result<Tensor> {
     let dims = x.dims().to_vec();
     let k = *dims.last().unwrap_or(&0);
     let m = x.elem_count() / k.max(1);
@@ -87,13 +153,14 @@ pub fn decode_linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
     }
     let mut out_dims = dims;
     *out_dims.last_mut().expect("a matmul input has at least one dimension") = n;
-    if m > MAX_ROWS || !x.device().is_cpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32 {
+    let many = m > MAX_ROWS && batching == Batching::Fastest;
+    if many || !x.device().is_cpu() || x.dtype() != DType::F32 || w.dtype() != DType::F32 {
         return x.reshape((m, k))?.matmul(&w.t()?)?.reshape(out_dims);
     }
     let x = x.contiguous()?;
     let w = w.contiguous()?;
     let mut out = vec![0f32; m * n];
-    with_f32_slice(&x, "decode-linear: input", |xs| with_f32_slice(&w, "decode-linear: weight", |ws| few_rows_a_bt(xs, ws, &mut out, m, n, k)))??;
+    with_f32_slice(&x, "decode-linear: input", |xs| with_f32_slice(&w, "decode-linear: weight", |ws| streamed_a_bt(xs, ws, &mut out, m, n, k)))??;
     Tensor::from_vec(out, out_dims, x.device())
 }
 
@@ -103,17 +170,33 @@ mod tests {
     use candle_core::Device;
 
     #[test]
-    fn matches_candles_matmul_for_every_small_row_count() {
+    fn matches_candles_matmul_for_every_row_count() {
         let dev = Device::Cpu;
         // 200 weight rows (several tasks and a partial one), width 150 (a remainder after 64-lane chunks).
         let w = Tensor::randn(0f32, 1.0, (200, 150), &dev).unwrap();
-        for m in [1, 2, 7, 16, 17] {
+        for (m, batching) in [(1, Batching::Fastest), (2, Batching::Fastest), (7, Batching::Fastest), (16, Batching::Fastest), (17, Batching::Fastest), (40, Batching::Invariant)] {
             let x = Tensor::randn(0f32, 1.0, (1, m, 150), &dev).unwrap();
-            let y = decode_linear(&x, &w).unwrap();
+            let y = decode_linear(&x, &w, batching).unwrap();
             assert_eq!(y.dims(), &[1, m, 200]);
             let y_ref = x.broadcast_matmul(&w.t().unwrap()).unwrap();
             let d = (y - y_ref).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             assert!(d < 1e-4, "{m} rows: differs by {d}");
+        }
+    }
+
+    /// Under [`Batching::Invariant`] a row's product is the same bits in a call of 1, 5 or 40 rows (runs
+    /// of [`MAX_ROWS`] and a partial one).
+    #[test]
+    fn invariant_rows_do_not_depend_on_the_rows_beside_them() {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (70, 96), &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (40, 96), &dev).unwrap();
+        let all = decode_linear(&x, &w, Batching::Invariant).unwrap().to_vec2::<f32>().unwrap();
+        for (from, rows) in [(0, 1), (33, 1), (3, 5), (20, 20)] {
+            let some = decode_linear(&x.narrow(0, from, rows).unwrap(), &w, Batching::Invariant).unwrap().to_vec2::<f32>().unwrap();
+            for (i, row) in some.iter().enumerate() {
+                assert!(row.iter().zip(&all[from + i]).all(|(a, b)| a.to_bits() == b.to_bits()), "row {} alone differs", from + i);
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ pub mod silu_mul;
 
 pub use attention::{causal_attention, AttentionShape};
 pub use cached_attention::{cached_attention, CachedSequence};
-pub use decode_linear::{decode_linear, MAX_ROWS};
+pub use decode_linear::{decode_linear, Batching, MAX_ROWS};
 pub use log_prob_head::head_log_probs;
 pub use packed_rows::{packed_linear, packed_linear_each, packed_linear_rows, DecodeActivations, PackedRows};
 pub use projection::{add_lora_delta, projection};

@@ -7,7 +7,7 @@
 //! f32 copy stays for training; a test holds the two to bit equality. The block kernels, one per
 //! instruction set, are `agentrt_kernels::decode`.
 
-use super::decode_linear::MAX_ROWS;
+use super::decode_linear::{by_weight_rows_in_runs, Batching, MAX_ROWS};
 use super::with_f32_slice;
 pub use agentrt_kernels::decode::BlockFormat;
 use agentrt_kernels::decode::{unpack_block, Q8Rows};
@@ -134,42 +134,27 @@ impl PackedRows {
     }
 
     /// `out (m×rows) = x (m×cols) · Wᵀ` on the selected kernel path, with `x` as `activations` says. The
-    /// kernels take up to [`MAX_ROWS`] input rows. A prompt long enough (`gemm_rows`: 128 rows with 8-bit
-    /// activations, 17 with f32) is an f32 gemm on tiles of the weights (`a_bt_by_tiles`);
-    /// one shorter goes through in runs of [`MAX_ROWS`], all inside each task of weight rows, so a task's
-    /// blocks are read from memory once and serve every run from the cache (a run after run over the
-    /// whole matrix read Qwen2.5-Coder-0.5B's 400 MB of blocks 32 times for a 512-token prompt), in one
-    /// parallel section instead of one a run.
-    pub fn a_bt(&self, x: &[f32], out: &mut [f32], m: usize, activations: DecodeActivations) {
+    /// kernels take up to [`MAX_ROWS`] input rows; more go through in runs of [`MAX_ROWS`] inside each task
+    /// of weight rows (`by_weight_rows_in_runs`), every row meeting the kernel a decoding step's row does.
+    /// Under [`Batching::Fastest`] a prompt long enough (`gemm_rows`: 128 rows with 8-bit activations, 17
+    /// with f32) is an f32 gemm on tiles of the weights instead (`a_bt_by_tiles`).
+    pub fn a_bt(&self, x: &[f32], out: &mut [f32], m: usize, activations: DecodeActivations, batching: Batching) {
         if m <= MAX_ROWS {
             return PackedRows::few_rows_a_bt_each(&[self], x, &mut [out], m, activations);
         }
-        if m >= gemm_rows(activations) {
+        if batching == Batching::Fastest && m >= gemm_rows(activations) {
             return self.a_bt_by_tiles(x, out, m);
         }
         let (n, k) = (self.rows, self.cols);
         assert_eq!(x.len(), m * k, "input is not {m}x{k}");
         let (path, format) = (agentrt_kernels::selected(), self.format);
-        let per_row = format.row_bytes(k);
-        let runs: Vec<(usize, usize)> = (0..m).step_by(MAX_ROWS).map(|s| (s, MAX_ROWS.min(m - s))).collect();
         let quantized: Vec<Q8Rows> = match activations {
             DecodeActivations::F32 => Vec::new(),
-            DecodeActivations::Int8 => runs.iter().map(|&(s, r)| Q8Rows::quantize(&x[s * k..(s + r) * k], r, k)).collect(),
+            DecodeActivations::Int8 => x.chunks(MAX_ROWS * k).map(|run| Q8Rows::quantize(run, run.len() / k, k)).collect(),
         };
-        super::decode_linear::by_weight_rows(&self.bytes, per_row, (m, n), out, |wc, oc| {
-            // The task's output is one row of `m` per weight row; a run writes its `r` columns of them.
-            let task_rows = wc.len() / per_row;
-            let mut scratch = vec![0f32; task_rows * MAX_ROWS];
-            for (i, &(s, r)) in runs.iter().enumerate() {
-                let scratch = &mut scratch[..task_rows * r];
-                match activations {
-                    DecodeActivations::F32 => agentrt_kernels::decode::rows_blocks(path, format, &x[s * k..(s + r) * k], wc, scratch, r, k),
-                    DecodeActivations::Int8 => agentrt_kernels::decode::rows_blocks_q8(path, format, &quantized[i], wc, scratch),
-                }
-                for (o, v) in oc.chunks_exact_mut(m).zip(scratch.chunks_exact(r)) {
-                    o[s..s + r].copy_from_slice(v);
-                }
-            }
+        by_weight_rows_in_runs(&self.bytes, format.row_bytes(k), (m, n), out, |(s, r), wc, oc| match activations {
+            DecodeActivations::F32 => agentrt_kernels::decode::rows_blocks(path, format, &x[s * k..(s + r) * k], wc, oc, r, k),
+            DecodeActivations::Int8 => agentrt_kernels::decode::rows_blocks_q8(path, format, &quantized[s / MAX_ROWS], wc, oc),
         });
     }
 
@@ -260,9 +245,10 @@ pub fn packed_linear(x: &Tensor, w: &PackedRows, activations: DecodeActivations)
     Ok(packed_linear_each(x, &[w], activations)?.pop())
 }
 
-/// [`packed_linear`] for any number of rows ([`PackedRows::a_bt`]): the product
-/// of a model whose weights have no f32 copy ([`crate::ModelWeights::blocks_only`]), prompts included.
-pub fn packed_linear_rows(x: &Tensor, w: &PackedRows, activations: DecodeActivations) -> candle_core::Result<Tensor> {
+/// [`packed_linear`] for any number of rows ([`PackedRows::a_bt`]): the product of a model whose weights
+/// have no f32 copy ([`crate::ModelWeights::blocks_only`]), prompts included, and of every model under
+/// [`Batching::Invariant`].
+pub fn packed_linear_rows(x: &Tensor, w: &PackedRows, activations: DecodeActivations, batching: Batching) -> candle_core::Result<Tensor> {
     let dims = x.dims().to_vec();
     let k = *dims.last().unwrap_or(&0);
     let m = x.elem_count() / k.max(1);
@@ -280,7 +266,7 @@ pub fn packed_linear_rows(x: &Tensor, w: &PackedRows, activations: DecodeActivat
     }
     let x = x.contiguous()?;
     let mut out = vec![0f32; m * w.rows];
-    with_f32_slice(&x, "packed-linear: input", |xs| w.a_bt(xs, &mut out, m, activations))?;
+    with_f32_slice(&x, "packed-linear: input", |xs| w.a_bt(xs, &mut out, m, activations, batching))?;
     let mut out_dims = dims;
     *out_dims.last_mut().expect("checked: the input has a last dimension") = w.rows;
     Tensor::from_vec(out, out_dims, x.device())
@@ -321,21 +307,29 @@ mod tests {
             let x = Tensor::randn(0f32, 1.0, (37, 768), &dev).unwrap();
             assert!(packed_linear(&x, &packed, DecodeActivations::Int8).unwrap().is_none(), "37 rows go to the gemm");
             // ... unless the f32 weights are not there: f32 activations through f32 tiles of the weights.
-            let y = packed_linear_rows(&x, &packed, DecodeActivations::F32).unwrap();
+            let y = packed_linear_rows(&x, &packed, DecodeActivations::F32, Batching::Fastest).unwrap();
             let d = (y - x.matmul(&wf.t().unwrap()).unwrap()).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             assert!(d < 1e-3, "{dtype:?}, 37 rows through f32 tiles: differs by {d}");
             // 8-bit activations in runs of 16, inside each task of weight rows: each run gives what it
             // gives alone, bit for bit.
-            let all = packed_linear_rows(&x, &packed, DecodeActivations::Int8).unwrap().to_vec2::<f32>().unwrap();
+            let all = packed_linear_rows(&x, &packed, DecodeActivations::Int8, Batching::Fastest).unwrap().to_vec2::<f32>().unwrap();
             for (start, len) in [(0, 16), (16, 16), (32, 5)] {
                 let run = packed_linear(&x.narrow(0, start, len).unwrap(), &packed, DecodeActivations::Int8).unwrap().expect("qualifies");
                 assert_eq!(&all[start..start + len], &run.to_vec2::<f32>().unwrap()[..], "{dtype:?}, the run at {start}");
             }
             // A prompt of many rows: the f32 products, whatever the activations.
             let x = Tensor::randn(0f32, 1.0, (gemm_rows(DecodeActivations::Int8) + 3, 768), &dev).unwrap();
-            let y = packed_linear_rows(&x, &packed, DecodeActivations::Int8).unwrap();
+            let y = packed_linear_rows(&x, &packed, DecodeActivations::Int8, Batching::Fastest).unwrap();
             let d = (y - x.matmul(&wf.t().unwrap()).unwrap()).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             assert!(d < 1e-3, "{dtype:?}, {} rows through f32 tiles: differs by {d}", gemm_rows(DecodeActivations::Int8) + 3);
+            // ... unless batch-invariant: then every row is the bits of the row alone, with either activations.
+            for activations in [DecodeActivations::Int8, DecodeActivations::F32] {
+                let all = packed_linear_rows(&x, &packed, activations, Batching::Invariant).unwrap().to_vec2::<f32>().unwrap();
+                for i in [0, 17, x.dim(0).unwrap() - 1] {
+                    let one = packed_linear(&x.narrow(0, i, 1).unwrap(), &packed, activations).unwrap().expect("qualifies");
+                    assert_eq!(all[i], one.to_vec2::<f32>().unwrap()[0], "{dtype:?} {activations:?}: row {i} of a prompt differs from the row alone");
+                }
+            }
             let rows = packed.select_rows(&[69, 0, 69]).unwrap();
             let all = packed.dequantize();
             assert_eq!(&rows[..768], &all[69 * 768..]);
@@ -359,7 +353,7 @@ mod tests {
             let packed = PackedRows::from_bytes(PackedRows::kept_format(dtype).unwrap(), n, k, q.data().unwrap().into_owned()).unwrap();
             let wf = Tensor::from_vec(packed.dequantize(), (n, k), &dev).unwrap();
             let x = Tensor::randn(0f32, 1.0, (2 * gemm_rows(DecodeActivations::Int8), k), &dev).unwrap();
-            let y = packed_linear_rows(&x, &packed, DecodeActivations::F32).unwrap();
+            let y = packed_linear_rows(&x, &packed, DecodeActivations::F32, Batching::Fastest).unwrap();
             let want = x.matmul(&wf.t().unwrap()).unwrap();
             let d = (y - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             assert!(d < 1e-3, "{dtype:?}: differs by {d}");

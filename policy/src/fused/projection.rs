@@ -12,6 +12,7 @@
 //! through candle's graph, so detached copies receive none.
 
 use super::gemm::{matmul, Read};
+use super::decode_linear::streamed_a_bt;
 use super::with_f32_slice;
 use crate::lora::LoraFactors;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};
@@ -234,11 +235,13 @@ mod tests {
     }
 }
 
-/// Inference: `y + ((x·Aᵀ) ⊙ S)·Bᵀ`, the LoRA delta of `f` added to a projection's output `y` by two gemm
-/// calls over plain slices, the second accumulating into a copy of `y`. Why: in decoding, each of the ~200 adapted sites of a step applied the delta as four
-/// candle ops (two matmuls, a scale, an add), each allocating its output; with a few rows per step that
-/// overhead, not the arithmetic, doubled the time of sampling with an adapter. `x: (.., in)`, `y: (.., out)`
-/// with the same rows; CPU f32 only (the caller keeps the candle ops elsewhere).
+/// Inference: `y + ((x·Aᵀ) ⊙ S)·Bᵀ`, the LoRA delta of `f` added to a projection's output `y` by two
+/// products over plain slices. Why: in decoding, each of the ~200 adapted sites of a step applied the delta
+/// as four candle ops (two matmuls, a scale, an add), each allocating its output; with a few rows per step
+/// that overhead, not the arithmetic, doubled the time of sampling with an adapter. The products are the
+/// decode kernels' ([`super::decode_linear::streamed_a_bt`]), so a row's delta is the same bits whatever
+/// rows share the call (batch invariance). `x: (.., in)`, `y: (.., out)` with the same rows; CPU f32 only
+/// (the caller keeps the candle ops elsewhere).
 pub fn add_lora_delta(y: &Tensor, x: &Tensor, f: &LoraFactors) -> candle_core::Result<Tensor> {
     let op = "add_lora_delta";
     let k = x.dim(candle_core::D::Minus1)?;
@@ -256,13 +259,15 @@ pub fn add_lora_delta(y: &Tensor, x: &Tensor, f: &LoraFactors) -> candle_core::R
     };
     let (x, a, b) = (x.contiguous()?, f.a.contiguous()?, f.b.contiguous()?);
     let mut h = vec![0f32; n * r];
-    with_f32_slice(&x, op, |xs| with_f32_slice(&a, op, |a| matmul(xs, Read::AsIs, a, Read::Transposed, &mut h, (n, r, k), false)))??;
+    with_f32_slice(&x, op, |xs| with_f32_slice(&a, op, |a| streamed_a_bt(xs, a, &mut h, n, r, k)))??;
     for (i, hi) in h.chunks_mut(r).enumerate() {
         let s = if per_row { &scales[i * r..(i + 1) * r] } else { &scales[..] };
         hi.iter_mut().zip(s).for_each(|(v, s)| *v *= s);
     }
+    let mut delta = vec![0f32; n * out];
+    with_f32_slice(&b, op, |b| streamed_a_bt(&h, b, &mut delta, n, out, r))?;
     let mut outv: Vec<f32> = y.flatten_all()?.to_vec1()?;
-    with_f32_slice(&b, op, |b| matmul(&h, Read::AsIs, b, Read::Transposed, &mut outv, (n, out, r), true))?;
+    outv.iter_mut().zip(&delta).for_each(|(o, d)| *o += d);
     Tensor::from_vec(outv, y.shape(), y.device())
 }
 

@@ -26,6 +26,9 @@ pub struct Decoder {
     pub weights: ModelWeights,
     /// What sampling's projections multiply their kept blocks with (training reads the f32 weights).
     pub decode_activations: fused::DecodeActivations,
+    /// Whether sampling's arithmetic for a sequence is the same whatever shares its step (the default), or
+    /// the fastest for each step's shape ([`fused::Batching`]).
+    pub batching: fused::Batching,
     /// `(max_pos, hd/2)`, for the fused rope.
     cos: Tensor,
     sin: Tensor,
@@ -88,7 +91,7 @@ impl Decoder {
         let inv = Tensor::from_vec(inv, (1, hd / 2), device)?;
         let pos = Tensor::arange(0u32, max_pos as u32, device)?.to_dtype(DType::F32)?.reshape((max_pos, 1))?;
         let freqs = pos.broadcast_mul(&inv)?;
-        Ok(Decoder { cos: freqs.cos()?, sin: freqs.sin()?, cfg, weights, decode_activations: Default::default() })
+        Ok(Decoder { cos: freqs.cos()?, sin: freqs.sin()?, cfg, weights, decode_activations: Default::default(), batching: Default::default() })
     }
 
     /// The device the weights live on.
@@ -442,15 +445,17 @@ impl Decoder {
     }
 
     /// `x · Wᵀ` of a frozen weight in sampling: from its blocks when kept (few rows, or any number when
-    /// there is no f32 copy), else from the f32 weight.
+    /// there is no f32 copy or the batching is invariant: then every row meets a decoding step's kernel),
+    /// else from the f32 weight.
     fn frozen_linear(&self, x: &Tensor, blocks: Option<&fused::PackedRows>, w: &Tensor) -> candle_core::Result<Tensor> {
+        let invariant = self.batching == fused::Batching::Invariant;
         match blocks {
-            Some(b) if self.weights.blocks_only => fused::packed_linear_rows(x, b, self.decode_activations),
+            Some(b) if self.weights.blocks_only || (invariant && x.device().is_cpu() && x.dtype() == DType::F32) => fused::packed_linear_rows(x, b, self.decode_activations, self.batching),
             Some(b) => match fused::packed_linear(x, b, self.decode_activations)? {
                 Some(y) => Ok(y),
-                None => fused::decode_linear(x, w),
+                None => fused::decode_linear(x, w, self.batching),
             },
-            None => fused::decode_linear(x, w),
+            None => fused::decode_linear(x, w, self.batching),
         }
     }
 
@@ -487,7 +492,7 @@ impl Decoder {
             cache.append(li, c.num_layers, &k.narrow(2, start, new)?, &v.narrow(2, start, new)?)?;
             seqs.push(fused::CachedSequence { start, new, segments: cache.segments(li)? });
         }
-        let att = fused::cached_attention(&q, &seqs, 1.0 / (hd as f64).sqrt())?;
+        let att = fused::cached_attention(&q, &seqs, 1.0 / (hd as f64).sqrt(), self.batching)?;
         att.transpose(0, 1)?.reshape((n, nh * hd))
     }
 }

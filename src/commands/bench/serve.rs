@@ -53,6 +53,10 @@ pub struct Args {
     /// Where `llama-server` is.
     #[arg(long, default_value = "bench/decode/llama.cpp-build/bin")]
     pub llama_bin: PathBuf,
+    /// agentrt serve's `--batching` modes, each run beside the same llama-server levels: `invariant` (the
+    /// default) and `fastest` together measure what batch-invariant decoding costs.
+    #[arg(long, value_delimiter = ',', default_value = "invariant")]
+    pub batching: Vec<agentrt_policy::Batching>,
     /// The markdown table is written here too.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -66,6 +70,7 @@ struct Request {
 }
 
 /// One server's numbers at one load level.
+#[derive(Clone)]
 struct Level {
     clients: usize,
     requests: usize,
@@ -101,11 +106,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let (gguf, _) = ModelSource::parse(name).resolve().with_context(|| format!("model {name}"))?;
         let context = 2 * (args.long_prompt_chars / 3 + args.long_max_tokens + 256);
         let mut sides = Vec::new();
-        for side in ["llama-server", "agentrt serve"] {
+        let agentrt_sides = args.batching.iter().map(|b| Some(*b));
+        for batching in std::iter::once(None).chain(agentrt_sides) {
+            let side = match batching {
+                None => "llama-server".to_string(),
+                Some(b) => format!("agentrt {}", b.name()),
+            };
             eprintln!("{name}: starting {side}");
-            let server = match side {
-                "llama-server" => Server::llama(&server_bin, &gguf, threads, slots, context)?,
-                _ => Server::agentrt(name, slots)?,
+            let server = match batching {
+                None => Server::llama(&server_bin, &gguf, threads, slots, context)?,
+                Some(b) => Server::agentrt(name, slots, b)?,
             };
             let mut levels = Vec::new();
             for &clients in &args.concurrency {
@@ -123,9 +133,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             drop(server);
             sides.push(levels);
         }
-        let agentrt = sides.pop().expect("two sides");
-        let llama = sides.pop().expect("two sides");
-        rows.push((name.clone(), llama, agentrt));
+        let llama = sides.remove(0);
+        for (b, levels) in args.batching.iter().zip(sides) {
+            rows.push(Row { model: name.clone(), batching: *b, llama: llama.clone(), agentrt: levels });
+        }
     }
     let table = markdown(&args, &machine, threads, slots, &rows);
     print!("{table}");
@@ -159,6 +170,14 @@ fn workload(args: &Args) -> anyhow::Result<Vec<Request>> {
     Ok(mix)
 }
 
+/// One model's levels on llama-server and on agentrt serve under one `--batching`.
+struct Row {
+    model: String,
+    batching: agentrt_policy::Batching,
+    llama: Vec<Level>,
+    agentrt: Vec<Level>,
+}
+
 /// A server process, stopped when dropped.
 struct Server {
     child: Child,
@@ -168,10 +187,11 @@ struct Server {
 }
 
 impl Server {
-    fn agentrt(model: &str, slots: usize) -> anyhow::Result<Server> {
+    fn agentrt(model: &str, slots: usize, batching: agentrt_policy::Batching) -> anyhow::Result<Server> {
         let exe = std::env::current_exe().context("finding the agentrt binary")?;
         let mut child = Command::new(exe)
             .args(["serve", "--model", model, "--port", "0", "--served-model-name", "bench", "--max-num-seqs", &slots.to_string()])
+            .args(["--batching", batching.name()])
             .env("AGENTRT_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -314,22 +334,24 @@ fn ms(samples: &[Duration], q: f64) -> f64 {
     s.get(((s.len().max(1) - 1) as f64 * q).round() as usize).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
 }
 
-fn markdown(args: &Args, machine: &str, threads: usize, slots: usize, rows: &[(String, Vec<Level>, Vec<Level>)]) -> String {
+fn markdown(args: &Args, machine: &str, threads: usize, slots: usize, rows: &[Row]) -> String {
     let mut s = String::from("# Serving under load: agentrt serve beside llama-server\n\n");
     s += &format!(
         "`agentrt bench serve` ({machine}; {threads} threads and {slots} slots for each server, each alone on the machine). \
          llama.cpp: `llama-server` built by bench/decode/setup_llamacpp.sh, on the same GGUF. The load: closed-loop clients \
          replaying one mix (three short requests, {} tokens at most, then a long one: {} characters of a page and {} tokens), \
          greedy, streamed. Throughput is completion tokens per second over the level's wall time; the ratio is agentrt over \
-         llama-server (above 1: agentrt is faster).\n\n",
+         llama-server (above 1: agentrt is faster). `batching` is agentrt serve's `--batching`.\n\n",
         args.short_max_tokens, args.long_prompt_chars, args.long_max_tokens
     );
-    s += "| model | clients | requests | llama-server tok/s | agentrt tok/s | ratio | TTFT p50 / p99 ms (llama / agentrt) | latency p50 / p99 ms (llama / agentrt) |\n";
-    s += "|---|---:|---:|---:|---:|---:|---|---|\n";
-    for (model, llama, ours) in rows {
-        for (l, o) in llama.iter().zip(ours) {
+    s += "| model | batching | clients | requests | llama-server tok/s | agentrt tok/s | ratio | TTFT p50 / p99 ms (llama / agentrt) | latency p50 / p99 ms (llama / agentrt) |\n";
+    s += "|---|---|---:|---:|---:|---:|---:|---|---|\n";
+    for row in rows {
+        for (l, o) in row.llama.iter().zip(&row.agentrt) {
             s += &format!(
-                "| {model} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.0} / {:.0} vs {:.0} / {:.0} | {:.0} / {:.0} vs {:.0} / {:.0} |\n",
+                "| {} | {} | {} | {} | {:.1} | {:.1} | {:.2}x | {:.0} / {:.0} vs {:.0} / {:.0} | {:.0} / {:.0} vs {:.0} / {:.0} |\n",
+                row.model,
+                row.batching.name(),
                 l.clients,
                 l.requests,
                 l.throughput(),
