@@ -85,7 +85,14 @@ fn assert_invariant(p: &Policy, what: &str, target: &[u32], max_tokens: usize, s
             let got = sample_target(p, target, &params, setting);
             assert_eq!(got.token_ids, alone.token_ids, "{what}, temperature {}, {setting:?}: other tokens", params.temperature);
             let bits = |c: &Completion| c.logprobs.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
-            assert_eq!(bits(&got), bits(&alone), "{what}, temperature {}, {setting:?}: other log-probs {:?} vs {:?}", params.temperature, got.logprobs, alone.logprobs);
+            assert_eq!(
+                bits(&got),
+                bits(&alone),
+                "{what}, temperature {}, {setting:?}: other log-probs {:?} vs {:?}",
+                params.temperature,
+                got.logprobs,
+                alone.logprobs
+            );
         }
     }
 }

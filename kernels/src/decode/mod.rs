@@ -335,16 +335,18 @@ mod tests {
     #[test]
     fn a_rows_product_does_not_depend_on_the_rows_beside_it() {
         use BlockFormat::*;
+        /// `product(x, out, rows)`: one kernel's product of `rows` input rows.
+        type Product<'a> = &'a dyn Fn(&[f32], &mut [f32], usize);
         let (n, k) = (5, 512);
         let x = values(MAX_ROWS * k, 11);
         let wf = values(n * k, 12);
         for path in KernelPath::supported() {
-            let alone = |row: usize, f: &dyn Fn(&[f32], &mut [f32], usize)| {
+            let alone = |row: usize, f: Product| {
                 let mut out = vec![0f32; n];
                 f(&x[row * k..(row + 1) * k], &mut out, 1);
                 out
             };
-            let check = |what: &str, f: &dyn Fn(&[f32], &mut [f32], usize)| {
+            let check = |what: &str, f: Product| {
                 for m in 2..=MAX_ROWS {
                     let mut out = vec![0f32; n * m];
                     f(&x[..m * k], &mut out, m);

@@ -84,7 +84,9 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64, batchin
         return q.zeros_like();
     };
     let rep = nh / nkv;
-    let on_cpu_f32 = q.device().is_cpu() && q.dtype() == DType::F32 && seqs.iter().flat_map(|s| &s.segments).all(|(k, v)| k.dtype() == DType::F32 && v.dtype() == DType::F32);
+    let on_cpu_f32 = q.device().is_cpu()
+        && q.dtype() == DType::F32
+        && seqs.iter().flat_map(|s| &s.segments).all(|(k, v)| k.dtype() == DType::F32 && v.dtype() == DType::F32);
     if !on_cpu_f32 {
         let outs = seqs.iter().map(|s| composed_one(q, s, scale)).collect::<candle_core::Result<Vec<_>>>()?;
         return Tensor::cat(&outs, 1);
@@ -407,7 +409,8 @@ mod tests {
         // A view of a buffer with room to grow, as a sequence's own cache leaves it to the prefix cache.
         let roomy = |t: &Tensor| Tensor::cat(&[t.clone(), Tensor::randn(0f32, 1.0, (1, nkv, 30, hd), &dev).unwrap()], 2).unwrap().narrow(2, 0, cut).unwrap();
         let prefix = (roomy(&k), roomy(&v));
-        let own = |from: usize, to: usize| (k.narrow(2, from, to - from).unwrap().contiguous().unwrap(), v.narrow(2, from, to - from).unwrap().contiguous().unwrap());
+        let own =
+            |from: usize, to: usize| (k.narrow(2, from, to - from).unwrap().contiguous().unwrap(), v.narrow(2, from, to - from).unwrap().contiguous().unwrap());
         let rest = cached_attention(
             &q.narrow(1, cut, len - cut).unwrap(),
             &[CachedSequence { start: 0, new: len - cut, segments: vec![prefix.clone(), own(cut, len)] }],
@@ -427,11 +430,19 @@ mod tests {
         assert_eq!(bits(&beside.narrow(1, 0, 1).unwrap()), bits(&whole.narrow(1, len - 1, 1).unwrap()), "decoded beside others");
         // The last position as a decoding step appends it: its own segment of one position, its values
         // transposed from token-major `(1, kv, hd)` (a stride of kv·hd on the dimension of one position).
-        let token_major = |t: &Tensor| t.narrow(2, len - 1, 1).unwrap().squeeze(0).unwrap().transpose(0, 1).unwrap().contiguous().unwrap().transpose(0, 1).unwrap().unsqueeze(0).unwrap();
+        let token_major = |t: &Tensor| {
+            t.narrow(2, len - 1, 1).unwrap().squeeze(0).unwrap().transpose(0, 1).unwrap().contiguous().unwrap().transpose(0, 1).unwrap().unsqueeze(0).unwrap()
+        };
         let last = (token_major(&k), token_major(&v));
         assert_ne!(last.1.stride()[2], hd, "the test's one-position segment has the odd stride");
         let before = (k.narrow(2, 0, len - 1).unwrap(), v.narrow(2, 0, len - 1).unwrap());
-        let decoded = cached_attention(&q.narrow(1, len - 1, 1).unwrap(), &[CachedSequence { start: 0, new: 1, segments: vec![before, last] }], 0.25, Batching::Invariant).unwrap();
+        let decoded = cached_attention(
+            &q.narrow(1, len - 1, 1).unwrap(),
+            &[CachedSequence { start: 0, new: 1, segments: vec![before, last] }],
+            0.25,
+            Batching::Invariant,
+        )
+        .unwrap();
         assert_eq!(bits(&decoded), bits(&whole.narrow(1, len - 1, 1).unwrap()), "a decoding step's own one-position segment");
     }
 

@@ -74,7 +74,13 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
 /// memory once and serve every run from the cache (a run after run over the whole matrix read
 /// Qwen2.5-Coder-0.5B's 400 MB of blocks 32 times for a 512-token prompt), in one parallel section, and
 /// every input row meets the very kernel a decoding step's row does.
-pub(super) fn by_weight_rows_in_runs<T: Sync>(weights: &[T], per_row: usize, (m, n): (usize, usize), out: &mut [f32], run: impl Fn((usize, usize), &[T], &mut [f32]) + Sync) {
+pub(super) fn by_weight_rows_in_runs<T: Sync>(
+    weights: &[T],
+    per_row: usize,
+    (m, n): (usize, usize),
+    out: &mut [f32],
+    run: impl Fn((usize, usize), &[T], &mut [f32]) + Sync,
+) {
     if m <= MAX_ROWS {
         return by_weight_rows(weights, per_row, (m, n), out, |wc, oc| run((0, m), wc, oc));
     }
@@ -174,7 +180,14 @@ mod tests {
         let dev = Device::Cpu;
         // 200 weight rows (several tasks and a partial one), width 150 (a remainder after 64-lane chunks).
         let w = Tensor::randn(0f32, 1.0, (200, 150), &dev).unwrap();
-        for (m, batching) in [(1, Batching::Fastest), (2, Batching::Fastest), (7, Batching::Fastest), (16, Batching::Fastest), (17, Batching::Fastest), (40, Batching::Invariant)] {
+        for (m, batching) in [
+            (1, Batching::Fastest),
+            (2, Batching::Fastest),
+            (7, Batching::Fastest),
+            (16, Batching::Fastest),
+            (17, Batching::Fastest),
+            (40, Batching::Invariant),
+        ] {
             let x = Tensor::randn(0f32, 1.0, (1, m, 150), &dev).unwrap();
             let y = decode_linear(&x, &w, batching).unwrap();
             assert_eq!(y.dims(), &[1, m, 200]);

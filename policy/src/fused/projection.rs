@@ -11,8 +11,8 @@
 //! `x·Aᵀ`, the same for every row or one set per row (per-sample routing). Gradients reach the factors
 //! through candle's graph, so detached copies receive none.
 
-use super::gemm::{matmul, Read};
 use super::decode_linear::streamed_a_bt;
+use super::gemm::{matmul, Read};
 use super::with_f32_slice;
 use crate::lora::LoraFactors;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};

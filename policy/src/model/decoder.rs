@@ -450,7 +450,9 @@ impl Decoder {
     fn frozen_linear(&self, x: &Tensor, blocks: Option<&fused::PackedRows>, w: &Tensor) -> candle_core::Result<Tensor> {
         let invariant = self.batching == fused::Batching::Invariant;
         match blocks {
-            Some(b) if self.weights.blocks_only || (invariant && x.device().is_cpu() && x.dtype() == DType::F32) => fused::packed_linear_rows(x, b, self.decode_activations, self.batching),
+            Some(b) if self.weights.blocks_only || (invariant && x.device().is_cpu() && x.dtype() == DType::F32) => {
+                fused::packed_linear_rows(x, b, self.decode_activations, self.batching)
+            }
             Some(b) => match fused::packed_linear(x, b, self.decode_activations)? {
                 Some(y) => Ok(y),
                 None => fused::decode_linear(x, w, self.batching),
