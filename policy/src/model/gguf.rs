@@ -33,11 +33,20 @@ impl GgufFile {
         let content = Content::read(&mut std::io::BufReader::with_capacity(1 << 20, &mut file))
             .map_err(|e| PolicyError::Truncated { path: path.to_path_buf(), what: format!("cannot read the GGUF header ({e})") })?;
         // Check every tensor's extent up front, so a truncated download fails with a clear message rather
-        // than in the middle of loading.
+        // than in the middle of loading. The shape and offset are the file's word: their products and sums
+        // are checked, not trusted (fuzz/: a shape whose element count overflows).
         for (name, info) in &content.tensor_infos {
-            let elems = info.shape.elem_count();
-            let bytes = (elems / info.ggml_dtype.block_size() * info.ggml_dtype.type_size()) as u64;
-            let end = content.tensor_data_offset + info.offset + bytes;
+            let dims = info.shape.dims();
+            let corrupt = |what: String| PolicyError::Truncated { path: path.to_path_buf(), what: format!("tensor `{name}` of shape {dims:?}: {what}") };
+            let elems = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| corrupt("its element count overflows".into()))?;
+            let (block, block_bytes) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
+            if !elems.is_multiple_of(block) {
+                return Err(corrupt(format!("{elems} elements are not whole blocks of {block} ({:?})", info.ggml_dtype)));
+            }
+            let end = (elems / block)
+                .checked_mul(block_bytes)
+                .and_then(|bytes| content.tensor_data_offset.checked_add(info.offset)?.checked_add(bytes as u64))
+                .ok_or_else(|| corrupt(format!("its extent (offset {} past the data at {}) overflows", info.offset, content.tensor_data_offset)))?;
             if end > size {
                 return Err(PolicyError::Truncated {
                     path: path.to_path_buf(),
