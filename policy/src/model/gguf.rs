@@ -34,12 +34,16 @@ impl GgufFile {
             .map_err(|e| PolicyError::Truncated { path: path.to_path_buf(), what: format!("cannot read the GGUF header ({e})") })?;
         // Check every tensor's extent up front, so a truncated download fails with a clear message rather
         // than in the middle of loading. The shape and offset are the file's word: their products and sums
-        // are checked, not trusted (fuzz/: a shape whose element count overflows).
+        // are checked, not trusted (fuzz/: a shape whose element count overflows, one with a zero).
         for (name, info) in &content.tensor_infos {
             let dims = info.shape.dims();
             let corrupt = |what: String| PolicyError::Truncated { path: path.to_path_buf(), what: format!("tensor `{name}` of shape {dims:?}: {what}") };
             let elems = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| corrupt("its element count overflows".into()))?;
             let (block, block_bytes) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
+            // No model has an empty tensor, and candle reads one's blocks from an unaligned empty buffer.
+            if elems == 0 {
+                return Err(corrupt("it has no elements".into()));
+            }
             if !elems.is_multiple_of(block) {
                 return Err(corrupt(format!("{elems} elements are not whole blocks of {block} ({:?})", info.ggml_dtype)));
             }
