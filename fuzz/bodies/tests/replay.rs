@@ -135,11 +135,15 @@ fn replay(name: &str, count: usize) {
     let mut failed = Vec::new();
     // A failing input is kept where it can be added to fuzz/regressions/<target>/ once fixed.
     let kept = std::env::temp_dir().join("agentrt-fuzz-failures").join(name);
+    // The input being run is kept too, as `in-flight`: an abort (a failed allocation) leaves it there.
+    std::fs::create_dir_all(&kept).expect("a directory for failing inputs");
+    let in_flight = kept.join("in-flight");
     let mut run = |what: String, data: &[u8]| {
+        std::fs::write(&in_flight, data).expect("keeping the input in flight");
         if let Err(e) = catch_unwind(AssertUnwindSafe(|| body(data))) {
             let why = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
             let file = kept.join(what.replace(['/', ' '], "_"));
-            let _ = std::fs::create_dir_all(&kept).and_then(|()| std::fs::write(&file, data));
+            let _ = std::fs::write(&file, data);
             failed.push(format!("{what} (kept as {}): {}", file.display(), why.lines().next().unwrap_or_default()));
         }
     };
@@ -155,6 +159,7 @@ fn replay(name: &str, count: usize) {
         run(format!("mutation {index} of seed {seed:#x}"), &data);
     }
     eprintln!("{name}: {} seeds, {} regressions, {} mutations in {:.1} s", seeds.len(), regressions.len(), count * scale, began.elapsed().as_secs_f64());
+    let _ = std::fs::remove_file(kept.join("in-flight"));
     assert!(failed.is_empty(), "{name}: {} input(s) failed:\n{}", failed.len(), failed.join("\n"));
 }
 

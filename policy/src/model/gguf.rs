@@ -92,12 +92,12 @@ impl GgufFile {
         let hidden = self.meta_u(&p("embedding_length"))?;
         let heads = self.meta_u(&p("attention.head_count"))?;
         let kv_heads = self.meta_u(&p("attention.head_count_kv")).unwrap_or(heads);
-        let head_dim = self.meta_u(&p("attention.key_length")).unwrap_or(hidden / heads);
+        let head_dim = self.meta_u(&p("attention.key_length")).unwrap_or(hidden / heads.max(1));
         let eps = self.meta(&p("attention.layer_norm_rms_epsilon")).and_then(|v| v.to_f32().ok()).unwrap_or(1e-6) as f64;
         let theta = self.meta(&p("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10000.0) as f64;
         let embd = self.content.tensor_infos.get("token_embd.weight").ok_or_else(|| self.missing("tensor `token_embd.weight`"))?;
-        let vocab = embd.shape.dims()[0];
-        Ok(ModelConfig {
+        let vocab = embd.shape.dims().first().copied().unwrap_or(0);
+        let cfg = ModelConfig {
             arch,
             vocab_size: vocab,
             hidden_size: hidden,
@@ -110,7 +110,16 @@ impl GgufFile {
             rope_theta: theta,
             max_position_embeddings: self.meta_u(&p("context_length")).unwrap_or(4096),
             tie_word_embeddings: !self.content.tensor_infos.contains_key("output.weight"),
-        })
+        };
+        let bad = |what: String| PolicyError::BadModel { path: self.path.clone(), what };
+        cfg.check().map_err(bad)?;
+        // Each layer has tensors of its own: a block count past them is a lie (fuzz/: it sized a 400 GB
+        // allocation).
+        let tensors = self.content.tensor_infos.len();
+        if cfg.num_layers > tensors {
+            return Err(bad(format!("metadata `{}` is {}, but the file has only {tensors} tensors", p("block_count"), cfg.num_layers)));
+        }
+        Ok(cfg)
     }
 
     /// One tensor, dequantized to f32.
