@@ -135,11 +135,14 @@ fn replay(name: &str, count: usize) {
     let mut failed = Vec::new();
     // A failing input is kept where it can be added to fuzz/regressions/<target>/ once fixed.
     let kept = std::env::temp_dir().join("agentrt-fuzz-failures").join(name);
-    // The input being run is kept too, as `in-flight`: an abort (a failed allocation) leaves it there.
+    // The input being run by a reader that allocates by what it reads is kept too, as `in-flight`: an
+    // abort (a failed allocation) leaves it there.
     std::fs::create_dir_all(&kept).expect("a directory for failing inputs");
-    let in_flight = kept.join("in-flight");
+    let in_flight = ["gguf", "safetensors_model", "adapter", "component_decode", "component_load"].contains(&name).then(|| kept.join("in-flight"));
     let mut run = |what: String, data: &[u8]| {
-        std::fs::write(&in_flight, data).expect("keeping the input in flight");
+        if let Some(file) = &in_flight {
+            std::fs::write(file, data).expect("keeping the input in flight");
+        }
         if let Err(e) = catch_unwind(AssertUnwindSafe(|| body(data))) {
             let why = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
             let file = kept.join(what.replace(['/', ' '], "_"));
