@@ -2,7 +2,7 @@
 //! body, or server-sent events).
 
 use crate::engine::{self, EngineStats, Event, Job, ServeConfig};
-use crate::protocol::{describe, finish_fields, logprob_entry, parse_chat_request, read_field, ApiError, ChatRequest};
+use crate::protocol::{finish_fields, logprob_entry, parse_chat_request, parse_lora_load, parse_lora_unload, ApiError, ChatRequest, LoraLoad};
 use crate::text_stream::{final_text, TextStream};
 use crate::write_timeout::WriteTimeoutListener;
 use crate::ServeError;
@@ -309,29 +309,11 @@ async fn models(State(s): State<Arc<ServerState>>) -> Json<Value> {
     Json(json!({"object": "list", "data": data}))
 }
 
-/// The body of a request to the LoRA endpoints: a JSON object.
-fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(o)) => Ok(o),
-        Ok(other) => Err(ApiError::bad_request(format!("the body is {}: expected a JSON object", describe(&other)), None)),
-        Err(e) => Err(ApiError::bad_request(format!("the body is not JSON: {e}"), None)),
-    }
-}
-
-/// Field `key`, a string that is required and not blank.
-fn field(body: &serde_json::Map<String, Value>, key: &str) -> Result<String, ApiError> {
-    read_field::<String>(body, key, key, "a string")?
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| ApiError::bad_request(format!("`{key}` is required"), Some(key)))
-}
-
 async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = async {
         s.runtime_lora_allowed()?;
-        let body = json_object(&body)?;
-        let name = field(&body, "lora_name")?;
-        let path = s.lora_path(Path::new(&field(&body, "lora_path")?))?;
-        let replace = read_field::<bool>(&body, "load_inplace", "load_inplace", "true or false")?.unwrap_or(false);
+        let LoraLoad { name, path, replace } = parse_lora_load(&body)?;
+        let path = s.lora_path(Path::new(&path))?;
         let state = s.clone();
         let n = name.clone();
         tokio::task::spawn_blocking(move || state.add_adapter(&n, &path, replace))
@@ -355,8 +337,7 @@ async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Respons
 async fn unload_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
     let run = || {
         s.runtime_lora_allowed()?;
-        let body = json_object(&body)?;
-        let name = field(&body, "lora_name")?;
+        let name = parse_lora_unload(&body)?;
         match s.adapters.write().expect("adapters lock").remove(&name) {
             Some(_) => Ok(name),
             None => Err(ApiError::not_found(format!("The lora adapter '{name}' cannot be found."))),

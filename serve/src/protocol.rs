@@ -265,6 +265,49 @@ pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     })
 }
 
+/// A checked body of vLLM's `/v1/load_lora_adapter`: `{"lora_name", "lora_path", "load_inplace"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraLoad {
+    /// The name the adapter is served under.
+    pub name: String,
+    /// Where it is read from, as the client wrote it (the server resolves it under its adapter root).
+    pub path: String,
+    /// Replace an adapter already served under this name (`load_inplace`).
+    pub replace: bool,
+}
+
+/// Parses the body of a `/v1/load_lora_adapter` request: an object with the strings `lora_name` and
+/// `lora_path` (required, not blank) and `load_inplace` (true or false, false when absent).
+pub fn parse_lora_load(body: &[u8]) -> Result<LoraLoad, ApiError> {
+    let body = json_object(body)?;
+    let name = required_string(&body, "lora_name")?;
+    let path = required_string(&body, "lora_path")?;
+    let replace = read_field::<bool>(&body, "load_inplace", "load_inplace", BOOL)?.unwrap_or(false);
+    Ok(LoraLoad { name, path, replace })
+}
+
+/// Parses the body of a `/v1/unload_lora_adapter` request: an object with the string `lora_name`
+/// (required, not blank), which it returns.
+pub fn parse_lora_unload(body: &[u8]) -> Result<String, ApiError> {
+    required_string(&json_object(body)?, "lora_name")
+}
+
+/// The body of a request to the LoRA endpoints: a JSON object.
+fn json_object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(other) => Err(ApiError::bad_request(format!("the body is {}: expected a JSON object", describe(&other)), None)),
+        Err(e) => Err(ApiError::bad_request(format!("the body is not JSON: {e}"), None)),
+    }
+}
+
+/// Field `key`, a string that is required and not blank.
+fn required_string(body: &Map<String, Value>, key: &str) -> Result<String, ApiError> {
+    read_field::<String>(body, key, key, "a string")?
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("`{key}` is required"), Some(key)))
+}
+
 /// `finish_reason` and `stop_reason` of a choice, as vLLM writes them.
 pub fn finish_fields(reason: &FinishReason) -> (&'static str, Option<StopReason>) {
     match reason {

@@ -19,7 +19,7 @@ pub enum Detector {
 impl Detector {
     /// `none`, `contains:TEXT`, `regex:PATTERN` or `tool:NAME`.
     pub fn parse(spec: &str) -> Result<Detector, TrainError> {
-        let bad = |why: String| TrainError::Config(format!("routing.detector `{spec}`: {why}"));
+        let bad = |why: String| TrainError::Config(format!("routing.detector: `{spec}`: {why}"));
         match spec.split_once(':') {
             None if spec == "none" || spec.is_empty() => Ok(Detector::None),
             Some(("contains", t)) if !t.is_empty() => Ok(Detector::Contains(t.to_string())),

@@ -74,7 +74,47 @@ pub struct ModelConfig {
     pub tie_word_embeddings: bool,
 }
 
+/// The most positions a model file may ask for: the decoder builds its RoPE tables for all of them when it
+/// loads (2^20: more than any supported model has; Qwen2.5-1M has 1,010,000).
+pub const MAX_POSITIONS: usize = 1 << 20;
+
 impl ModelConfig {
+    /// Checks what a model file says against what the decoder needs, so that a file with a lying number
+    /// is refused when it is read rather than failing (or allocating without bound) later: at least one
+    /// of each dimension, an even head width, query heads a multiple of key/value heads, at most
+    /// [`MAX_POSITIONS`] positions, and a finite, positive RoPE base and non-negative epsilon. The error
+    /// names the field and its value.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let at_least_one = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_layers", self.num_layers),
+            ("num_heads", self.num_heads),
+            ("num_kv_heads", self.num_kv_heads),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        if let Some((name, _)) = at_least_one.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("{name} is 0"));
+        }
+        if self.head_dim < 2 || !self.head_dim.is_multiple_of(2) {
+            return Err(format!("head_dim is {}: expected an even width of at least 2", self.head_dim));
+        }
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
+            return Err(format!("num_heads {} is not a multiple of num_kv_heads {}", self.num_heads, self.num_kv_heads));
+        }
+        if self.max_position_embeddings > MAX_POSITIONS {
+            return Err(format!("max_position_embeddings is {}: at most {MAX_POSITIONS} are supported", self.max_position_embeddings));
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return Err(format!("rope_theta is {}: expected a positive number", self.rope_theta));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
+            return Err(format!("rms_norm_eps is {}: expected a non-negative number", self.rms_norm_eps));
+        }
+        Ok(())
+    }
+
     /// A small random-weight configuration for tests.
     pub fn tiny(arch: Arch) -> ModelConfig {
         ModelConfig {

@@ -33,11 +33,24 @@ impl GgufFile {
         let content = Content::read(&mut std::io::BufReader::with_capacity(1 << 20, &mut file))
             .map_err(|e| PolicyError::Truncated { path: path.to_path_buf(), what: format!("cannot read the GGUF header ({e})") })?;
         // Check every tensor's extent up front, so a truncated download fails with a clear message rather
-        // than in the middle of loading.
+        // than in the middle of loading. The shape and offset are the file's word: their products and sums
+        // are checked, not trusted (fuzz/: a shape whose element count overflows, one with a zero).
         for (name, info) in &content.tensor_infos {
-            let elems = info.shape.elem_count();
-            let bytes = (elems / info.ggml_dtype.block_size() * info.ggml_dtype.type_size()) as u64;
-            let end = content.tensor_data_offset + info.offset + bytes;
+            let dims = info.shape.dims();
+            let corrupt = |what: String| PolicyError::Truncated { path: path.to_path_buf(), what: format!("tensor `{name}` of shape {dims:?}: {what}") };
+            let elems = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(|| corrupt("its element count overflows".into()))?;
+            let (block, block_bytes) = (info.ggml_dtype.block_size(), info.ggml_dtype.type_size());
+            // No model has an empty tensor, and candle reads one's blocks from an unaligned empty buffer.
+            if elems == 0 {
+                return Err(corrupt("it has no elements".into()));
+            }
+            if !elems.is_multiple_of(block) {
+                return Err(corrupt(format!("{elems} elements are not whole blocks of {block} ({:?})", info.ggml_dtype)));
+            }
+            let end = (elems / block)
+                .checked_mul(block_bytes)
+                .and_then(|bytes| content.tensor_data_offset.checked_add(info.offset)?.checked_add(bytes as u64))
+                .ok_or_else(|| corrupt(format!("its extent (offset {} past the data at {}) overflows", info.offset, content.tensor_data_offset)))?;
             if end > size {
                 return Err(PolicyError::Truncated {
                     path: path.to_path_buf(),
@@ -79,12 +92,12 @@ impl GgufFile {
         let hidden = self.meta_u(&p("embedding_length"))?;
         let heads = self.meta_u(&p("attention.head_count"))?;
         let kv_heads = self.meta_u(&p("attention.head_count_kv")).unwrap_or(heads);
-        let head_dim = self.meta_u(&p("attention.key_length")).unwrap_or(hidden / heads);
+        let head_dim = self.meta_u(&p("attention.key_length")).unwrap_or(hidden / heads.max(1));
         let eps = self.meta(&p("attention.layer_norm_rms_epsilon")).and_then(|v| v.to_f32().ok()).unwrap_or(1e-6) as f64;
         let theta = self.meta(&p("rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10000.0) as f64;
         let embd = self.content.tensor_infos.get("token_embd.weight").ok_or_else(|| self.missing("tensor `token_embd.weight`"))?;
-        let vocab = embd.shape.dims()[0];
-        Ok(ModelConfig {
+        let vocab = embd.shape.dims().first().copied().unwrap_or(0);
+        let cfg = ModelConfig {
             arch,
             vocab_size: vocab,
             hidden_size: hidden,
@@ -97,7 +110,16 @@ impl GgufFile {
             rope_theta: theta,
             max_position_embeddings: self.meta_u(&p("context_length")).unwrap_or(4096),
             tie_word_embeddings: !self.content.tensor_infos.contains_key("output.weight"),
-        })
+        };
+        let bad = |what: String| PolicyError::BadModel { path: self.path.clone(), what };
+        cfg.check().map_err(bad)?;
+        // Each layer has tensors of its own: a block count past them is a lie (fuzz/: it sized a 400 GB
+        // allocation).
+        let tensors = self.content.tensor_infos.len();
+        if cfg.num_layers > tensors {
+            return Err(bad(format!("metadata `{}` is {}, but the file has only {tensors} tensors", p("block_count"), cfg.num_layers)));
+        }
+        Ok(cfg)
     }
 
     /// One tensor, dequantized to f32.

@@ -12,7 +12,9 @@ pub fn read_config(dir: &Path) -> Result<ModelConfig> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| PolicyError::BadModel { path: path.clone(), what: e.to_string() })?;
-    ModelConfig::from_hf_json(&v).map_err(|found| PolicyError::UnsupportedArchitecture { path, found })
+    let cfg = ModelConfig::from_hf_json(&v).map_err(|found| PolicyError::UnsupportedArchitecture { path: path.clone(), found })?;
+    cfg.check().map_err(|what| PolicyError::BadModel { path, what })?;
+    Ok(cfg)
 }
 
 /// Loads every `*.safetensors` file in `dir` as f32 weights.
