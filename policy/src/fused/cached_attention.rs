@@ -101,7 +101,7 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64, batchin
         seqs
     } else {
         let row_major = |x: &Tensor| -> candle_core::Result<Tensor> {
-            let x = if rows_contiguous(x) { x.clone() } else { x.copy()?.contiguous()? };
+            let x = if rows_contiguous(x) { x.clone() } else { x.contiguous()? };
             if !rows_contiguous(&x) {
                 candle_core::bail!("cached-attention: a segment {:?} with strides {:?} could not be laid out as rows", x.dims(), x.stride());
             }
