@@ -137,6 +137,19 @@ impl ComponentCache {
         Ok(entries)
     }
 
+    /// Copies the entries compiled from `origin` (e.g. [`INTERPRETER_ORIGIN`]) into the cache at `dir`, with
+    /// their origin files: a scratch cache (a fuzzer's, a test's) that starts with the interpreter compiled
+    /// saves compiling it again. An entry that cannot be copied is left out (it is compiled on use).
+    pub fn copy_entries_of(&self, origin: &str, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        for entry in self.entries()?.into_iter().filter(|e| e.origin.as_deref() == Some(origin)) {
+            let Some(name) = entry.path.file_name() else { continue };
+            let _ = std::fs::copy(&entry.path, dir.join(name));
+            let _ = std::fs::copy(entry.path.with_extension(ORIGIN_EXTENSION), dir.join(name).with_extension(ORIGIN_EXTENSION));
+        }
+        Ok(())
+    }
+
     /// Removes every entry; returns how many and their bytes. They are compiled again on next use.
     pub fn clean(&self) -> std::io::Result<(usize, u64)> {
         let entries = self.entries()?;

@@ -19,6 +19,10 @@ use wasmtime::{Engine, Store, Trap};
 /// The interpreter guest, built from `guest-tools/python-interpreter` by `build.rs`.
 const INTERPRETER_WASM: &[u8] = include_bytes!(env!("AGENTRT_INTERPRETER_WASM"));
 
+/// The origin the built-in interpreter's compiled component is cached under (what `agentrt cache` lists,
+/// and what [`crate::ComponentCache::copy_entries_of`] copies to a scratch cache).
+pub const INTERPRETER_ORIGIN: &str = "the built-in Python interpreter";
+
 /// How much fuel a guest burns between yields to the async executor, so that many programs share the
 /// worker threads fairly.
 const FUEL_YIELD_INTERVAL: u64 = 1_000_000;
@@ -74,7 +78,7 @@ impl Sandbox {
         ToolCode::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let cache = config.cache_dir.map(ComponentCache::new).unwrap_or_else(ComponentCache::default_location).with_env_cap()?;
         let plugins = Arc::new(PluginRegistry::load(&engine, &cache, &config.plugins, config.plugin_reuse).await?);
-        let interpreter = guest_from_bytes(&engine, &linker, &cache, INTERPRETER_WASM, "the built-in Python interpreter")?;
+        let interpreter = guest_from_bytes(&engine, &linker, &cache, INTERPRETER_WASM, INTERPRETER_ORIGIN)?;
         Ok(Self { engine, linker, cache, interpreter, tools, plugins, limits: config.limits, _ticker: ticker })
     }
 

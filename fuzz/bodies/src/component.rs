@@ -37,14 +37,7 @@ fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
         let scratch = tempfile::Builder::new().prefix("agentrt-fuzz-components-").tempdir().expect("a scratch directory");
         let cache_dir = scratch.path().join("components");
-        std::fs::create_dir_all(&cache_dir).expect("the scratch cache");
-        for entry in ComponentCache::default_location().entries().unwrap_or_default() {
-            if entry.origin.as_deref() == Some("the built-in Python interpreter") {
-                let name = entry.path.file_name().expect("an entry has a file name");
-                let _ = std::fs::copy(&entry.path, cache_dir.join(name));
-                let _ = std::fs::copy(entry.path.with_extension("origin"), cache_dir.join(name).with_extension("origin"));
-            }
-        }
+        ComponentCache::default_location().copy_entries_of(agentrt_runtime::INTERPRETER_ORIGIN, &cache_dir).expect("the scratch cache");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a tokio runtime");
         let config = SandboxConfig { cache_dir: Some(cache_dir.clone()), ..SandboxConfig::default() };
         let sandbox = runtime.block_on(Sandbox::new(config, Arc::new(FixtureTools::default()))).expect("the sandbox");

@@ -557,14 +557,7 @@ async fn sandboxes(scratch: &Path) -> (Arc<Sandbox>, Arc<Sandbox>) {
     let config = SandboxConfig { plugins: vec![PathBuf::from(agentrt_runtime::EXAMPLE_PLUGIN_WASM)], ..SandboxConfig::default() };
     let programs = Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("the programs' sandbox");
     let cache_dir = scratch.join("components");
-    std::fs::create_dir_all(&cache_dir).expect("the scratch cache");
-    for entry in ComponentCache::default_location().entries().unwrap_or_default() {
-        if entry.origin.as_deref() == Some("the built-in Python interpreter") {
-            let name = entry.path.file_name().expect("an entry has a file name");
-            let _ = std::fs::copy(&entry.path, cache_dir.join(name));
-            let _ = std::fs::copy(entry.path.with_extension("origin"), cache_dir.join(name).with_extension("origin"));
-        }
-    }
+    ComponentCache::default_location().copy_entries_of(agentrt_runtime::INTERPRETER_ORIGIN, &cache_dir).expect("the scratch cache");
     let config = SandboxConfig { cache_dir: Some(cache_dir), ..SandboxConfig::default() };
     let components = Sandbox::new(config, Arc::new(FixtureTools::default())).await.expect("the components' sandbox");
     (Arc::new(programs), Arc::new(components))
