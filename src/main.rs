@@ -8,7 +8,6 @@ mod commands;
 mod policy_options;
 mod run_options;
 mod sandbox_options;
-mod wiki_tools;
 
 /// A program run by a command failed; its typed error has been printed already. `agentrt` exits with
 /// status 1 for it, and with 2 for every other error (bad input, a sandbox that could not be set up).

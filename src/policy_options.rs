@@ -3,9 +3,10 @@
 //! whose environment `agentrt_trainer::environment` builds as `train` does) and how the flags become a
 //! [`TurnPolicy`]: one construction, so a policy plays the same wherever it is measured or sampled.
 
+use agentrt_environments::wiki::RandomPolicy;
 use agentrt_environments::Environment;
 use agentrt_policy::{ModelSource, Policy};
-use agentrt_rollout::{EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, RandomPolicy, TurnPolicy};
+use agentrt_rollout::{EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, TurnPolicy};
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 

@@ -94,7 +94,7 @@ impl ToolOptions {
             return Ok(Arc::new(FixtureTools::default()));
         }
         let dir = self.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir);
-        crate::wiki_tools::open(&dir, self.query_encoder)
+        Ok(agentrt_environments::wiki::tools::open(&dir, self.query_encoder)?)
     }
 
     /// A sandbox with these tools and `limits` as every program's default bounds.

@@ -2,29 +2,38 @@
 //! play the same episodes.
 //!
 //! The design in three parts:
-//! - **what is asked**: an environment's questions: the wiki's question files
-//!   (`agentrt_search::questions`, the one reader, which `agentrt_rollout` re-exports) or the code environment's tasks ([`code::tasks`]: a signature and
-//!   docstring, hidden tests, an entry point), with their splits.
-//! - **how it is played**: the system prompt and demonstration, the episode bounds and the
-//!   [`ReplyFormat`] (wiki: programs that call tools, several turns; code: one reply whose code is the
-//!   answer), and the stop strings the sampler ends a reply at. [`Environment::settings`] is all of it as
-//!   one comparable value.
-//! - **how it is scored**: a [`Grader`]: the judge for the wiki, the task's tests for code
-//!   ([`code::grader::TestGrader`]: each test its own sandboxed program; reward = `base_weight` × tests
-//!   passed + `perfect_weight` when all pass, each part logged apart).
+//! Each environment has a folder: [`wiki`] (answer questions about the corpus by writing programs that
+//! search and read it) and [`code`] (write a function from its signature and docstring). The design in
+//! three parts, each answered by the environment's folder:
+//! - **what is asked**: an environment's questions: the wiki's questions file ([`wiki::questions`]) or
+//!   the code environment's tasks ([`code::tasks`]: a signature and docstring, hidden tests, an entry
+//!   point), with their splits; training and evaluation take them from [`Environment::questions`].
+//! - **how it is played**: the system prompt and demonstration, the episode bounds, the
+//!   [`ReplyGrammar`] (wiki: programs that call tools, several turns, [`wiki::ToolPrograms`]; code: one
+//!   reply whose code is the answer, [`code::WholeReply`]), and the stop strings the sampler ends a reply
+//!   at. [`Environment::settings`] is all of it as one comparable value.
+//! - **how it is scored**: a [`Grader`]: the judge for the wiki ([`wiki::JudgeGrader`]), the task's tests
+//!   for code ([`code::grader::TestGrader`]: each test its own sandboxed program); each grade carries its
+//!   reward's named parts, which training weighs and logs one by one.
 //!
 //! An environment is chosen by name (`wiki`, `code`) in the `[env]` section of a training config
 //! ([`EnvSection`]), which `agentrt train` and `agentrt eval --env` read the same way.
 
 pub mod code;
+/// Test set-up shared with other crates' tests; not part of the product's API (the `testing` feature,
+/// which only dev-dependencies turn on).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod wiki;
 
 use agentrt_policy::Message;
-use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyFormat, RolloutError};
+use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyGrammar, RolloutError};
 use agentrt_runtime::Sandbox;
 use code::tasks::CodeTask;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use wiki::WikiQuestions;
 
 /// Which environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +47,7 @@ pub enum EnvName {
 
 impl EnvName {
     /// Every environment, by the name `--env` and `env.name` spell it.
-    pub const ALL: [(EnvName, &'static str); 2] = [(EnvName::Wiki, "wiki"), (EnvName::Code, code::NAME)];
+    pub const ALL: [(EnvName, &'static str); 2] = [(EnvName::Wiki, wiki::NAME), (EnvName::Code, code::NAME)];
 
     /// `wiki` or `code` (as `--env` and `env.name` spell it).
     pub fn parse(name: &str) -> Result<EnvName, String> {
@@ -144,10 +153,10 @@ impl EnvSection {
     }
 
     /// How a reply is read: programs that call tools (wiki), or the whole reply as the answer (code).
-    pub fn reply_format(&self) -> ReplyFormat {
+    pub fn reply_grammar(&self) -> Arc<dyn ReplyGrammar> {
         match self.name {
-            EnvName::Wiki => ReplyFormat::ToolPrograms,
-            EnvName::Code => ReplyFormat::FinalAnswer,
+            EnvName::Wiki => Arc::new(wiki::ToolPrograms),
+            EnvName::Code => Arc::new(code::WholeReply),
         }
     }
 
@@ -215,7 +224,7 @@ impl EnvSection {
     /// Where replies stop.
     pub fn stop_strings(&self) -> Vec<String> {
         let stops = match self.name {
-            EnvName::Wiki => agentrt_rollout::STOP_STRINGS,
+            EnvName::Wiki => wiki::STOP_STRINGS,
             EnvName::Code => code::CODE_STOP_STRINGS,
         };
         stops.iter().map(|s| s.to_string()).collect()
@@ -244,7 +253,7 @@ pub struct Environment {
     /// How an episode is played here ([`EnvSection::played`] of the command's spec).
     pub spec: EpisodeSpec,
     /// How a reply is read.
-    pub reply_format: ReplyFormat,
+    pub reply_grammar: Arc<dyn ReplyGrammar>,
     /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
     /// Scores final answers: the judge for the wiki, the task's tests for code.
@@ -256,14 +265,14 @@ pub struct Environment {
 /// An environment's questions: the wiki's file (read per split when asked), or the code tasks (read
 /// once, when the environment is built: its grader holds them too).
 enum Dataset {
-    Wiki(PathBuf),
+    Wiki(WikiQuestions),
     Code { path: PathBuf, tasks: Vec<CodeTask> },
 }
 
 impl Dataset {
     fn read(section: &EnvSection, wiki_questions: &Path) -> Result<Dataset, RolloutError> {
         Ok(match section.name {
-            EnvName::Wiki => Dataset::Wiki(wiki_questions.to_path_buf()),
+            EnvName::Wiki => Dataset::Wiki(WikiQuestions::new(wiki_questions)),
             EnvName::Code => {
                 let path = PathBuf::from(&section.tasks);
                 Dataset::Code { tasks: code::tasks::read_tasks(&path, None)?, path }
@@ -274,8 +283,8 @@ impl Dataset {
     fn questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
         let wanted = |s: &Option<String>| split == "all" || s.as_deref() == Some(split);
         let (questions, path) = match self {
-            Dataset::Wiki(path) => (agentrt_rollout::read_questions(path, (split != "all").then_some(split))?, path),
-            Dataset::Code { path, tasks } => (tasks.iter().map(code::tasks::question_of).filter(|q| wanted(&q.split)).collect(), path),
+            Dataset::Wiki(questions) => (questions.of_split(split)?, questions.path()),
+            Dataset::Code { path, tasks } => (tasks.iter().map(code::tasks::question_of).filter(|q| wanted(&q.split)).collect(), path.as_path()),
         };
         if questions.is_empty() {
             return Err(RolloutError::Invalid(format!("no questions of split `{split}` in {}", path.display())));
@@ -296,8 +305,8 @@ pub struct EnvironmentSettings {
     pub demonstration: Vec<(String, String)>,
     /// How an episode is played.
     pub spec: EpisodeSpec,
-    /// How a reply is read.
-    pub reply_format: ReplyFormat,
+    /// How a reply is read (the grammar's name: `tool_programs`, `final_answer`).
+    pub reply_format: &'static str,
     /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
     /// The grader's description ([`Grader::name`]: `rule(f1>=0.80)`, `tests(base 1, perfect 0.5)`).
@@ -313,7 +322,7 @@ impl Environment {
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.clone(),
             spec: self.spec.clone(),
-            reply_format: self.reply_format,
+            reply_grammar: self.reply_grammar.clone(),
         }
     }
 
@@ -324,7 +333,7 @@ impl Environment {
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.iter().map(|m| (m.role.clone(), m.content.clone())).collect(),
             spec: self.spec.clone(),
-            reply_format: self.reply_format,
+            reply_format: self.reply_grammar.name(),
             stop: self.stop.clone(),
             grader: self.grader.name(),
         }
@@ -340,15 +349,12 @@ impl Environment {
         section.validate().map_err(RolloutError::Invalid)?;
         spec.validate().map_err(|e| RolloutError::Invalid(format!("rollout.{e}")))?;
         let spec = section.played(spec);
-        let (stop, reply_format) = (section.stop_strings(), section.reply_format());
+        let (stop, reply_grammar) = (section.stop_strings(), section.reply_grammar());
         let dataset = Dataset::read(section, wiki_questions)?;
         let (system_prompt, demonstration, grader): (String, Vec<Message>, Arc<dyn Grader>) = match &dataset {
             Dataset::Wiki(_) => {
-                let plugins = sandbox.plugins().signatures();
-                let judge = agentrt_judge::judge_from_spec(&spec.judge).map_err(|e| RolloutError::Invalid(format!("judge {:?}: {e}", spec.judge)))?;
-                let prompt = agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&spec.system_prompt), &plugins);
-                let demonstration = if spec.demonstration { agentrt_rollout::demonstration() } else { Vec::new() };
-                (prompt, demonstration, Arc::new(agentrt_rollout::JudgeGrader::new(judge)))
+                let (prompt, demonstration, grader) = wiki::played(&spec, &sandbox)?;
+                (prompt, demonstration, grader)
             }
             Dataset::Code { tasks, .. } => {
                 let grader = code::grader::TestGrader::new(sandbox, tasks, spec.limits(), section.test_reward())?;
@@ -356,7 +362,7 @@ impl Environment {
                 (prompt.into(), Vec::new(), Arc::new(grader))
             }
         };
-        Ok(Environment { name: section.name, system_prompt, demonstration, spec, reply_format, stop, grader, dataset })
+        Ok(Environment { name: section.name, system_prompt, demonstration, spec, reply_grammar, stop, grader, dataset })
     }
 
     /// How a reply is sampled here: the spec's sampling keys, ending at this environment's stop strings.

@@ -1,8 +1,9 @@
 //! Every metric of `agentrt eval`, pinned: a scripted policy replays fixed programs against the fixture
 //! tools in the real sandbox, the rule judge grades, and each number is asserted exactly.
 
+use agentrt_environments::wiki::RandomPolicy;
 use agentrt_eval::{compare, read_results, write_report, EvalInfo, Metrics, Rate};
-use agentrt_rollout::{EpisodeOutcome, EpisodeRunner, EpisodeSpec, Question, RandomPolicy, ScriptedPolicy};
+use agentrt_rollout::{EpisodeOutcome, EpisodeRunner, EpisodeSpec, Question, ScriptedPolicy};
 use std::collections::HashMap;
 
 /// Four dev questions about the fixture pages: (id, question, answer, gold page).
@@ -31,7 +32,7 @@ fn program(code: &str) -> String {
 }
 
 async fn runner(max_turns: usize) -> EpisodeRunner {
-    agentrt_rollout::testing::fixture_runner(EpisodeSpec { max_turns, ..EpisodeSpec::default() }).await
+    agentrt_environments::testing::fixture_runner(EpisodeSpec { max_turns, ..EpisodeSpec::default() }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,26 +5,14 @@ use crate::episode_spec::EpisodeSpec;
 use crate::error::RolloutError;
 use crate::grading::{Grade, Grader, TestRun};
 use crate::questions::Question;
+use crate::reply_grammar::{ReplyAction, ReplyGrammar};
 use crate::turn_policy::{Finish, Reply, TurnPolicy};
 use agentrt_judge::Verdict;
 use agentrt_policy::Message;
-use agentrt_runtime::reply::{parse_reply, ReplyAction};
 use agentrt_runtime::{RunReport, Sandbox};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// How an environment reads a reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplyFormat {
-    /// A program (```` ```python ```` or `<tool>`) runs in the sandbox and its output comes back as a
-    /// tool turn; an `<answer>` (or a reply with neither) ends the episode (the wiki environment).
-    ToolPrograms,
-    /// Every reply is the final answer, graded whole (the code environment: its code is run by the
-    /// grader against the task's tests, not as a tool program).
-    FinalAnswer,
-}
 
 /// What a reply did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -102,6 +90,12 @@ pub struct Episode {
     pub reward: f32,
     /// The parts `reward` adds up from, by name, as the grader gave them (training adds its shaping).
     pub reward_components: Vec<(String, f32)>,
+    /// The grade's partial credit ([`Grade::partial_credit`]); none when no answer was graded.
+    #[serde(skip)]
+    pub partial_credit: Option<f64>,
+    /// The grade's [`Grade::well_formed`]; false when no answer was graded.
+    #[serde(skip)]
+    pub well_formed: bool,
     /// The judge's verdict, when a judge graded the answer.
     pub verdict: Option<Verdict>,
     /// Each test's result, when the environment grades with tests.
@@ -172,8 +166,8 @@ pub struct EpisodeRunner {
     pub demonstration: Vec<Message>,
     /// Turn budget, observation cut and sandbox bounds (the sampling keys are the policy's to use).
     pub spec: EpisodeSpec,
-    /// How a reply is read.
-    pub reply_format: ReplyFormat,
+    /// How a reply is read: the environment's grammar.
+    pub reply_grammar: Arc<dyn ReplyGrammar>,
 }
 
 struct Live {
@@ -271,9 +265,9 @@ impl EpisodeRunner {
                     (Some((_, true)), false) => EpisodeOutcome::WrongAnswer,
                     (Some((_, false)), false) => EpisodeOutcome::NoAnswer,
                 };
-                let (reward, reward_components, verdict, tests) = match grade {
-                    Some(g) => (g.reward, g.components, g.verdict, g.tests),
-                    None => (0.0, Vec::new(), None, None),
+                let (reward, reward_components, partial_credit, well_formed, verdict, tests) = match grade {
+                    Some(g) => (g.reward, g.components, g.partial_credit, g.well_formed, g.verdict, g.tests),
+                    None => (0.0, Vec::new(), None, false, None, None),
                 };
                 Episode {
                     question: q.clone(),
@@ -281,6 +275,8 @@ impl EpisodeRunner {
                     final_answer: l.final_answer.map(|(a, _)| a),
                     reward,
                     reward_components,
+                    partial_credit,
+                    well_formed,
                     verdict,
                     tests,
                     outcome,
@@ -294,10 +290,7 @@ impl EpisodeRunner {
     /// Records a reply in its episode; returns the program to run, if it held one (else the episode is done).
     fn take_reply(&self, policy: &dyn TurnPolicy, l: &mut Live, reply: &Reply) -> Result<Option<String>, RolloutError> {
         policy.push_reply(&mut l.conversation, reply)?;
-        let action = match self.reply_format {
-            ReplyFormat::ToolPrograms => parse_reply(&reply.text),
-            ReplyFormat::FinalAnswer => ReplyAction::Answer(reply.text.clone()),
-        };
+        let action = self.reply_grammar.read(&reply.text);
         let record = |action, program| TurnRecord {
             reply: reply.text.clone(),
             finish: reply.finish.clone(),

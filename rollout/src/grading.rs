@@ -1,14 +1,13 @@
 //! How an episode's final answer becomes a reward: an environment's [`Grader`]. The wiki environment
-//! asks a judge ([`JudgeGrader`]); the code environment runs the task's tests in the sandbox. Either way
+//! asks a judge; the code environment runs the task's tests in the sandbox. Either way
 //! an episode gets one [`Grade`]: the reward, whether it counts as correct, and the named parts the
 //! reward adds up from, which training logs one by one.
 
 use crate::error::RolloutError;
 use crate::questions::Question;
-use agentrt_judge::{Judge, JudgeInput, Verdict};
+use agentrt_judge::Verdict;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 
 /// The grade of one final answer.
 #[derive(Debug, Clone, Serialize)]
@@ -19,6 +18,14 @@ pub struct Grade {
     pub correct: bool,
     /// The parts `reward` is the sum of, by name (`judge`; `tests`, `perfect`), logged apart.
     pub components: Vec<(String, f32)>,
+    /// Partial credit from 0 to 1 for an answer short of right, where the environment has a measure of it
+    /// (the wiki: the answer's best token F1 against the gold answers; none for code, whose tests already
+    /// pay pro rata). Training pays `algorithm.f1_weight` of it.
+    pub partial_credit: Option<f64>,
+    /// The answer came in the form the environment asks for (code: its tests could run, the code block and
+    /// any required reasoning format found; the wiki: always, its `<answer>` tag being the reply
+    /// grammar's). Training pays `algorithm.format_bonus` for it on an episode that ended with an answer.
+    pub well_formed: bool,
     /// The judge's verdict, when a judge graded.
     pub verdict: Option<Verdict>,
     /// Each test's result, when tests graded.
@@ -34,58 +41,6 @@ pub trait Grader: Send + Sync {
     /// One grade per `(question, final answer)`, in order. An error is a failure to grade (a dead
     /// judge, an unknown task), never a wrong answer.
     async fn grade(&self, items: &[(&Question, &str)]) -> Result<Vec<Grade>, RolloutError>;
-}
-
-/// The wiki environment's grader: a [`Judge`] against the question's gold answers, `concurrency`
-/// verdicts in flight at once.
-pub struct JudgeGrader {
-    /// Judges each final answer against the question's gold answers.
-    pub judge: Arc<dyn Judge>,
-    /// Verdicts in flight at once (at least 1 is used).
-    pub concurrency: usize,
-}
-
-impl JudgeGrader {
-    /// A grader asking `judge`, 8 verdicts at a time.
-    pub fn new(judge: Arc<dyn Judge>) -> Self {
-        JudgeGrader { judge, concurrency: 8 }
-    }
-}
-
-#[async_trait]
-impl Grader for JudgeGrader {
-    fn name(&self) -> String {
-        self.judge.name()
-    }
-
-    async fn grade(&self, items: &[(&Question, &str)]) -> Result<Vec<Grade>, RolloutError> {
-        // Each verdict on its own task (owning its input), `concurrency` at a time.
-        let permits = Arc::new(tokio::sync::Semaphore::new(self.concurrency.max(1)));
-        let tasks: Vec<_> = items
-            .iter()
-            .map(|(q, a)| {
-                let input = JudgeInput::new(q.question.clone(), q.answers.clone(), a.to_string());
-                let (judge, permits) = (self.judge.clone(), permits.clone());
-                tokio::spawn(async move {
-                    let _permit = permits.acquire_owned().await.expect("the semaphore is never closed");
-                    judge.judge(&input).await
-                })
-            })
-            .collect();
-        let mut verdicts = Vec::with_capacity(tasks.len());
-        for t in tasks {
-            verdicts.push(t.await.map_err(|e| RolloutError::Invalid(format!("a judge task failed: {e}")))?);
-        }
-        verdicts
-            .into_iter()
-            .map(|v| {
-                let v = v?;
-                // Both judges give 0 or 1; an LLM judge's `yes` and the rule judge's matches are the 1s.
-                let correct = v.reward > 0.5;
-                Ok(Grade { reward: v.reward, correct, components: vec![("judge".into(), v.reward)], verdict: Some(v), tests: None })
-            })
-            .collect()
-    }
 }
 
 /// How each of a task's tests went.

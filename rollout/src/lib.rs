@@ -6,12 +6,12 @@
 //! - **who writes**: a [`TurnPolicy`] replies to a batch of [`Conversation`]s at once. [`LocalPolicy`]
 //!   samples from the candle policy and keeps the exact token ids, with a mask that is true only on the
 //!   tokens the model wrote (tool output and prompts are masked out of the loss); [`OpenAiPolicy`] asks any
-//!   OpenAI-compatible server; [`ScriptedPolicy`] replays fixed replies (tests) and [`RandomPolicy`] makes
-//!   random tool calls and answers with a random span of what it read (a baseline).
-//! - **who runs**: the [`EpisodeRunner`] parses each reply ([`agentrt_runtime::reply`]), runs the programs
+//!   OpenAI-compatible server; [`ScriptedPolicy`] replays fixed replies (tests). An environment may bring
+//!   policies of its own (the wiki's random baseline).
+//! - **who runs**: the [`EpisodeRunner`] reads each reply with its environment's [`ReplyGrammar`], runs the programs
 //!   of every live episode concurrently in the WASM sandbox, appends each observation as a tool turn, and
 //!   repeats until an `<answer>` or `max_turns`.
-//! - **who scores**: the [`agentrt_judge::Judge`] grades every final reply; an [`Episode`] keeps every turn,
+//! - **who scores**: the environment's [`Grader`] grades every final reply; an [`Episode`] keeps every turn,
 //!   program, observation, tool call and the verdict, ready for a loss, a metric or a transcript line.
 
 mod baselines;
@@ -22,28 +22,22 @@ mod error;
 mod grading;
 mod local_policy;
 mod openai_policy;
-mod prompt;
 mod questions;
-mod synthetic;
-/// Test set-up shared with other crates' tests; not part of the product's API (the `testing` feature,
-/// which only dev-dependencies turn on).
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
+mod reply_grammar;
 mod trace;
 mod trajectories;
 mod turn_policy;
 
-pub use baselines::{RandomPolicy, ScriptedPolicy};
+pub use baselines::ScriptedPolicy;
 pub use conversation::{Conversation, TokenTrace};
-pub use episode::{Episode, EpisodeOutcome, EpisodeRunner, PhaseTimes, ReplyFormat, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
+pub use episode::{Episode, EpisodeOutcome, EpisodeRunner, PhaseTimes, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
 pub use episode_spec::{EpisodeSpec, AGENT_FILE};
 pub use error::RolloutError;
-pub use grading::{FailureKind, Grade, Grader, JudgeGrader, TestFailure, TestResult, TestRun};
+pub use grading::{FailureKind, Grade, Grader, TestFailure, TestResult, TestRun};
 pub use local_policy::LocalPolicy;
 pub use openai_policy::{OpenAiPolicy, OpenAiPolicyConfig, ToolTurns};
-pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, STOP_STRINGS};
-pub use questions::{read_questions, seeded_order, seeded_subset, Question, DEFAULT_QUESTIONS_FILE};
-pub use synthetic::{check_visible, passages_program, question_overlap, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
+pub use questions::{find_word_ci, read_questions, seeded_order, seeded_subset, Question, DEFAULT_QUESTIONS_FILE};
+pub use reply_grammar::{ReplyAction, ReplyGrammar};
 pub use trace::TraceBuilder;
 pub use trajectories::{manifest_path, Offered, Trajectory, TrajectoryCounts, TrajectorySet};
 pub use turn_policy::{Finish, Reply, ReplyStream, TurnPolicy};

@@ -2,8 +2,9 @@
 //! baseline first runs its search-and-read program through the real sandbox (three tool calls), then
 //! answers with a span of what that program printed, never of the demonstration's tool output.
 
-use agentrt_rollout::testing::fixture_runner;
-use agentrt_rollout::{demonstration, EpisodeOutcome, EpisodeSpec, Question, RandomPolicy, TurnAction};
+use agentrt_environments::testing::fixture_runner;
+use agentrt_environments::wiki::{demonstration, RandomPolicy};
+use agentrt_rollout::{EpisodeOutcome, EpisodeSpec, Question, TurnAction};
 
 fn question(i: usize) -> Question {
     Question {

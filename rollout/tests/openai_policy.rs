@@ -45,7 +45,7 @@ async fn serve(listener: tokio::net::TcpListener, bodies: Arc<Mutex<Vec<serde_js
 }
 
 async fn runner() -> EpisodeRunner {
-    agentrt_rollout::testing::fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await
+    agentrt_environments::testing::fixture_runner(EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }).await
 }
 
 fn question() -> Question {

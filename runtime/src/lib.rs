@@ -2,9 +2,9 @@
 //! wasmtime with hard bounds on fuel, memory, wall time, output and tool calls.
 //!
 //! The design in three parts:
-//! - **who reads**: [`reply`] finds the program in a model's reply (a fenced ```` ```python ```` block or
-//!   the one-call `<tool>…</tool>` form); [`Sandbox::load_guest`] reads a `.wasm` guest, through the
-//!   [`ComponentCache`] of precompiled components.
+//! - **who reads**: [`Sandbox::run`] takes a program's source (an environment's reply grammar found it in
+//!   a model's reply); [`Sandbox::load_guest`] reads a `.wasm` guest, through the [`ComponentCache`] of
+//!   precompiled components.
 //! - **who runs**: [`Sandbox`] owns one wasmtime engine (pooling allocator, fuel, epochs) and the
 //!   built-in Python interpreter guest; every program gets a fresh Store from an `InstancePre`, so
 //!   nothing leaks from one program to the next. Tool calls go out through the [`ToolHost`] trait (the
@@ -25,7 +25,6 @@ mod limits;
 mod output;
 mod plugin_values;
 mod plugins;
-pub mod reply;
 mod report;
 mod sandbox;
 mod tool_host;

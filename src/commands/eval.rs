@@ -430,7 +430,7 @@ mod tests {
                 let evaluated = agentrt_trainer::environment(&played_config(&parse(&flags), None).unwrap(), sandbox.clone()).unwrap().settings();
                 assert_eq!(evaluated, trained);
                 if config.env.grades_with_tests() {
-                    assert_eq!((trained.spec.max_turns, trained.reply_format), (1, agentrt_rollout::ReplyFormat::FinalAnswer));
+                    assert_eq!((trained.spec.max_turns, trained.reply_format), (1, "final_answer"));
                     let limits = trained.spec.limits();
                     assert_eq!((limits.fuel, limits.timeout, limits.memory_bytes), (1234567, std::time::Duration::from_millis(2500), 48 << 20));
                     assert!(trained.grader.contains("reasoning format") && trained.system_prompt.contains("<reasoning>"), "{trained:?}");

@@ -110,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let questions = agentrt_rollout::seeded_subset(agentrt_rollout::read_questions(&args.questions, split)?, args.num_samples, args.seed);
     anyhow::ensure!(!questions.is_empty(), "no questions of split `{}` in {}", args.split, args.questions.display());
     let dir = args.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir);
-    let tools = crate::wiki_tools::open(&dir, agentrt_search::QueryEncoder::default())?;
+    let tools = agentrt_environments::wiki::tools::open(&dir, agentrt_search::QueryEncoder::default())?;
     let judge = judge_from_spec(&args.judge)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
 
@@ -211,7 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The section of `q`'s gold page holding a gold answer as a whole word with the most of the question's
-/// content words ([`agentrt_rollout::question_overlap`], as the synthesiser picks its evidence; the first
+/// content words ([`agentrt_environments::wiki::question_overlap`], as the synthesiser picks its evidence; the first
 /// such section on a tie), with its text; `None` when no section of the page holds one
 /// or the question names no page.
 async fn gold_section(tools: &dyn ToolHost, q: &Question) -> anyhow::Result<Option<(String, String)>> {
@@ -223,7 +223,7 @@ async fn gold_section(tools: &dyn ToolHost, q: &Question) -> anyhow::Result<Opti
         if !q.answered_in(&text) {
             continue;
         }
-        let overlap = agentrt_rollout::question_overlap(&q.question, &text);
+        let overlap = agentrt_environments::wiki::question_overlap(&q.question, &text);
         if best.as_ref().is_none_or(|(o, _, _)| overlap > *o) {
             best = Some((overlap, s.section_id, text));
         }

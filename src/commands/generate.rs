@@ -69,7 +69,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;
     }
     let mut messages = Vec::new();
-    let trained_prompt = trained.as_ref().map(|(_, s)| agentrt_rollout::system_prompt(agentrt_rollout::system_prompt_template(&s.system_prompt), &[]));
+    let trained_prompt =
+        trained.as_ref().map(|(_, s)| agentrt_environments::wiki::system_prompt(agentrt_environments::wiki::system_prompt_template(&s.system_prompt), &[]));
     if let Some(s) = args.system.clone().or(trained_prompt) {
         messages.push(Message::system(s));
     }

@@ -6,9 +6,10 @@
 
 use crate::policy_options::{apply_episode_flags, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
+use agentrt_environments::wiki::{check_visible, SynthesizingPolicy};
 use agentrt_environments::Environment;
 use agentrt_progress::Progress;
-use agentrt_rollout::{check_visible, Episode, Offered, Question, SynthesizingPolicy, TrajectorySet, TurnPolicy};
+use agentrt_rollout::{Episode, Offered, Question, TrajectorySet, TurnPolicy};
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,7 +103,7 @@ pub struct SynthArgs {
     /// words, then the answer (four tool calls). `browse`: search, list a page's sections, read one,
     /// answer (three programs).
     #[arg(long, default_value = "read")]
-    pub style: agentrt_rollout::SynthStyle,
+    pub style: agentrt_environments::wiki::SynthStyle,
 }
 
 /// Arguments of `agentrt trajectories sample`.
@@ -237,9 +238,9 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let mut manifest = settings(c, &environment);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
-        agentrt_rollout::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
-        agentrt_rollout::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
-        agentrt_rollout::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
+        agentrt_environments::wiki::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
+        agentrt_environments::wiki::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
+        agentrt_environments::wiki::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
     }
     .into();
     manifest["settings"]["style"] = format!("{:?}", args.style).to_lowercase().into();

@@ -1,7 +1,9 @@
-//! The reward an episode trains on: the judge's verdict (the headline, logged as accuracy) plus the shaped
-//! parts the search-RL literature uses for small models, each set in `[algorithm]` and logged on its own
-//! in metrics.jsonl (`reward_judge`, `reward_program`, `reward_f1`, `reward_format`, `reward_overlong`),
-//! so a shaped reward can never hide a flat accuracy.
+//! The reward an episode trains on: the environment's grade (the headline, logged as accuracy; its named
+//! parts are the grader's) plus the shaped parts the search-RL literature uses for small models, each set
+//! in `[algorithm]` and logged on its own in metrics.jsonl (`reward_judge`, `reward_program`, `reward_f1`,
+//! `reward_format`, `reward_overlong`), so a shaped reward can never hide a flat accuracy. This module only
+//! weighs: what an answer earns (its partial credit, whether it had the environment's form) is the
+//! grader's to say.
 
 use crate::config::AlgorithmSection;
 use agentrt_rollout::{Episode, Finish, TurnAction};
@@ -30,10 +32,9 @@ impl RewardParts {
     /// it was sampled under.
     pub fn of(e: &Episode, algorithm: &AlgorithmSection, max_new_tokens: usize) -> RewardParts {
         let ran = e.turns.iter().any(|t| t.action == TurnAction::Program && t.program_error.is_none());
-        // A code answer is well-formed when its tests could run (its code block, its reasoning format).
-        let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer) && e.tests.as_ref().is_none_or(|t| t.unrunnable.is_none());
-        // Token F1 against gold answers means something only where there are gold answers (not for code).
-        let f1 = if algorithm.f1_weight > 0.0 && e.tests.is_none() { e.answer_f1() } else { 0.0 };
+        // The environment's grader says whether the answer had its form and what partial credit it earns.
+        let answered = e.turns.last().is_some_and(|t| t.action == TurnAction::Answer) && e.well_formed;
+        let f1 = if algorithm.f1_weight > 0.0 { e.partial_credit.unwrap_or(0.0) } else { 0.0 };
         RewardParts {
             judge: e.reward,
             program: if ran { algorithm.program_bonus as f32 } else { 0.0 },
@@ -91,6 +92,9 @@ mod tests {
             final_answer: answer.map(String::from),
             reward: judge,
             reward_components: vec![],
+            // As the wiki's grader says: its answers are well-formed, partial credit set by each case.
+            partial_credit: None,
+            well_formed: true,
             verdict: None,
             tests: None,
             outcome: if judge > 0.0 { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer },
@@ -103,12 +107,20 @@ mod tests {
         let mut a = crate::TrainConfig::default().algorithm;
         (a.program_bonus, a.f1_weight, a.format_bonus) = (0.1, 0.5, 0.2);
         // A run program, then a near miss in <answer>: partial credit, no judge reward.
-        let near = episode(vec![turn(TurnAction::Program, None), turn(TurnAction::Answer, None)], Some("the Denver team"), 0.0);
+        let mut near = episode(vec![turn(TurnAction::Program, None), turn(TurnAction::Answer, None)], Some("the Denver team"), 0.0);
+        // The grader's F1 of "the Denver team" vs "Denver Broncos": articles dropped, 1 of 2 tokens each way.
+        near.partial_credit = Some(0.5);
         let p = RewardParts::of(&near, &a, 160);
         assert_eq!((p.judge, p.program, p.format), (0.0, 0.1, 0.2));
-        // F1 of "the Denver team" vs "Denver Broncos": articles dropped, 1 of 2 tokens each way: 0.5.
+        // f1_weight 0.5 of the grader's 0.5.
         assert!((p.f1 - 0.25).abs() < 1e-6, "{p:?}");
         assert!((p.total() - 0.55).abs() < 1e-6);
+        // An answer the grader says lacks the environment's form (a code reply whose tests could not run)
+        // earns no format bonus, and no partial credit the grader did not give.
+        let mut unformed = episode(vec![turn(TurnAction::Answer, None)], Some("def f(): pass"), 0.0);
+        unformed.well_formed = false;
+        let p = RewardParts::of(&unformed, &a, 160);
+        assert_eq!((p.format, p.f1), (0.0, 0.0));
         // A failed program and no answer tag: nothing but the judge.
         let failed = episode(vec![turn(TurnAction::Program, Some("syntax")), turn(TurnAction::Other, None)], Some("x"), 0.0);
         assert_eq!(RewardParts::of(&failed, &a, 160), RewardParts { judge: 0.0, program: 0.0, f1: 0.0, format: 0.0, overlong: 0.0 });

@@ -235,7 +235,7 @@ pub struct SftSummary {
 /// question quoted in a program, rounded up to 32 and at least the episode default of 160, so the adapter
 /// can write what it was taught).
 fn episode_spec_of(fallback_prompt: &str, conversations: &[crate::sft_data::Conversation], longest_reply: usize) -> EpisodeSpec {
-    use agentrt_rollout::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
+    use agentrt_environments::wiki::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
     let demo = demonstration();
     let mut prompts: Vec<String> = Vec::new();
     let (mut with_demo, mut max_turns) = (0, 1);

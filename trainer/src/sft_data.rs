@@ -4,8 +4,9 @@
 
 use crate::error::TrainError;
 use crate::routing::Detector;
+use agentrt_environments::wiki::{demonstration, system_prompt, system_prompt_template};
 use agentrt_policy::{Message, Policy};
-use agentrt_rollout::{demonstration, system_prompt, system_prompt_template, TraceBuilder};
+use agentrt_rollout::TraceBuilder;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -95,7 +95,7 @@ fn sft_lowers_the_validation_loss_and_writes_a_run() {
 async fn transcripts_are_read_as_they_are_and_mask_only_the_replies() {
     let dir = tempfile::tempdir().unwrap();
     let model = tiny_model(dir.path());
-    let runner = agentrt_rollout::testing::fixture_runner(EpisodeSpec { max_turns: 3, ..EpisodeSpec::default() }).await;
+    let runner = agentrt_environments::testing::fixture_runner(EpisodeSpec { max_turns: 3, ..EpisodeSpec::default() }).await;
     let replies = vec!["```python\nprint(40 + 2)\n```".to_string(), "<answer>42</answer>".to_string()];
     let scripted = ScriptedPolicy::new([("q1".to_string(), replies.clone())].into());
     let q = Question { id: "q1".into(), question: "What is 40 + 2?".into(), answers: vec!["42".into()], page: None, split: None };

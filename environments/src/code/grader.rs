@@ -78,6 +78,8 @@ impl TestGrader {
             reward: tests + perfect,
             correct: run.all_passed(),
             components: vec![("tests".into(), tests), ("perfect".into(), perfect)],
+            partial_credit: None,
+            well_formed: run.unrunnable.is_none(),
             verdict: None,
             tests: Some(run),
         }

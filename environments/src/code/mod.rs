@@ -18,3 +18,18 @@ pub const CODE_REASONING_SYSTEM_PROMPT: &str = "You are an expert Python program
 /// Where a reply stops: after the code block closes (or the answer, in the reasoning format), so the
 /// model's commentary after its code costs no tokens.
 pub const CODE_STOP_STRINGS: &[&str] = &["\n```\n", "</answer>"];
+
+/// The code environment's reply grammar: every reply is the final answer, graded whole (its code is run
+/// by the grader against the task's tests, not as a tool program).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WholeReply;
+
+impl agentrt_rollout::ReplyGrammar for WholeReply {
+    fn name(&self) -> &'static str {
+        "final_answer"
+    }
+
+    fn read(&self, reply: &str) -> agentrt_rollout::ReplyAction {
+        agentrt_rollout::ReplyAction::Answer(reply.to_string())
+    }
+}

@@ -3,7 +3,8 @@
 //! agent reads) can steer.
 
 use crate::violated;
-use agentrt_runtime::reply::{extract_program, parse_reply, tagged, ReplyAction};
+use agentrt_environments::wiki::reply::{extract_program, parse_reply, tagged};
+use agentrt_rollout::ReplyAction;
 
 /// The bytes as text (invalid UTF-8 replaced, as the tokenizer's decoder does). An answer or a program is
 /// a piece of the reply: an answer trimmed and not holding its closing tag, a program not blank; and what

@@ -43,7 +43,8 @@ mod programs;
 mod rng;
 mod wasm;
 
-use agentrt_runtime::reply::{parse_reply, ReplyAction};
+use agentrt_environments::wiki::reply::parse_reply;
+use agentrt_rollout::ReplyAction;
 use agentrt_runtime::{ComponentCache, FixtureTools, GuestComponent, Limit, Limits, ProgramError, RunReport, Sandbox, SandboxConfig, SandboxError};
 use rng::Rng;
 use std::collections::{BTreeMap, HashMap};

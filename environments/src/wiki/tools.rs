@@ -1,5 +1,5 @@
-//! The wiki tools of the sandbox served by the search index: the one place where `agentrt-runtime` and
-//! `agentrt-search` meet.
+//! The wiki's tools (`search_pages`, `view_sections`, `read_section`, declared in WIT) served by the search
+//! index: the one place where `agentrt-runtime` and `agentrt-search` meet.
 
 use agentrt_runtime::{PageHit, SectionRef, ToolFailure, ToolHost};
 use agentrt_search::{QueryEncoder, SearchError, WikiIndex};
@@ -13,15 +13,19 @@ pub struct IndexTools {
 }
 
 impl IndexTools {
+    /// The tools over `index`.
     pub fn new(index: Arc<WikiIndex>) -> Self {
         Self { index }
     }
 }
 
 /// Opens the index at `dir`, its queries embedded by `queries`, or says how to build it.
-pub fn open(dir: &Path, queries: QueryEncoder) -> anyhow::Result<Arc<dyn ToolHost>> {
+pub fn open(dir: &Path, queries: QueryEncoder) -> Result<Arc<dyn ToolHost>, SearchError> {
     if !dir.exists() {
-        anyhow::bail!("no search index at {}: build it with `agentrt index` (about two minutes on the bundled corpus)", dir.display());
+        return Err(SearchError::BadIndex {
+            dir: dir.to_path_buf(),
+            reason: "nothing is there (building it takes about two minutes on the bundled corpus)".into(),
+        });
     }
     Ok(Arc::new(IndexTools::new(Arc::new(WikiIndex::open_with(dir, queries)?))))
 }

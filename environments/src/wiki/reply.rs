@@ -1,19 +1,30 @@
-//! What a model's reply asks for: a program to run, a final answer, or neither.
+//! The wiki's reply grammar ([`ToolPrograms`]): what a model's reply asks for, a program to run, a final
+//! answer, or neither.
 //!
 //! Two program forms are accepted: a fenced block (```` ```python ````, ```` ```py ```` or a bare
 //! fence), the form small code models write most readily; and the one-call form
 //! `<tool>search_pages("query")</tool>`, whose content is itself a one-line Python program.
 
-/// What a reply asks the episode to do next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplyAction {
-    /// Run this program and show the model what it printed.
-    Program(String),
-    /// The episode ends with this answer.
-    Answer(String),
-    /// The reply holds neither a program nor an answer.
-    Nothing,
+use agentrt_rollout::{ReplyAction, ReplyGrammar};
+
+/// The wiki's grammar: a program (```` ```python ```` or `<tool>`) runs in the sandbox and its output comes
+/// back as a tool turn; an `<answer>` (or a reply with neither) ends the episode.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolPrograms;
+
+impl ReplyGrammar for ToolPrograms {
+    fn name(&self) -> &'static str {
+        "tool_programs"
+    }
+
+    fn read(&self, reply: &str) -> ReplyAction {
+        parse_reply(reply)
+    }
 }
+
+/// Where a reply ends: an answer, the one-call form, or a closed code fence. The samplers of `train`,
+/// `eval`, `trajectories` and a remote `openai:` policy all stop there, so a reply is one action.
+pub const STOP_STRINGS: &[&str] = &["</answer>", "</tool>", "\n```\n"];
 
 /// Reads a reply. An answer wins over a program only when it comes first: a model that writes code
 /// and then guesses an answer has not seen its code's output yet.

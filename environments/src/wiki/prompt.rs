@@ -33,10 +33,6 @@ pub fn system_prompt_template(name: &str) -> &str {
     }
 }
 
-/// Where a reply ends: an answer, the one-call form, or a closed code fence. The samplers of `train`,
-/// `eval`, `trajectories` and a remote `openai:` policy all stop there, so a reply is one action.
-pub const STOP_STRINGS: &[&str] = &["</answer>", "</tool>", "\n```\n"];
-
 /// The system prompt with plug-in tools listed where `template` holds `{plugins}`.
 pub fn system_prompt(template: &str, plugins: &[ToolSignature]) -> String {
     let mut listed = String::new();
@@ -96,7 +92,8 @@ mod tests {
     /// The demonstration's replies are what the episode loop accepts: programs, then an answer.
     #[test]
     fn demonstration_replies_parse_as_programs_then_an_answer() {
-        use agentrt_runtime::reply::{parse_reply, ReplyAction};
+        use super::super::reply::parse_reply;
+        use agentrt_rollout::ReplyAction;
         let demo = demonstration();
         let roles: Vec<&str> = demo.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool", "assistant"]);

@@ -37,12 +37,9 @@
 //!   `agentrt trajectories synth` keeps an episode only when the judge marks it correct and this check
 //!   passes.
 
-use crate::conversation::Conversation;
-use crate::episode::Episode;
-use crate::error::RolloutError;
-use crate::questions::{find_word_ci, Question};
-use crate::turn_policy::{Reply, TurnPolicy};
-use agentrt_runtime::reply::{parse_reply, ReplyAction};
+use super::reply::parse_reply;
+use agentrt_rollout::{find_word_ci, Conversation, Episode, Question, ReplyAction, RolloutError};
+use agentrt_rollout::{Reply, TurnPolicy};
 use agentrt_runtime::ToolHost;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
@@ -527,8 +524,7 @@ pub fn check_visible(episode: &Episode) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::testing::fixture_runner;
-    use crate::trajectories::TrajectorySet;
-    use crate::{EpisodeOutcome, EpisodeSpec};
+    use agentrt_rollout::{EpisodeOutcome, EpisodeSpec, TrajectorySet};
     use agentrt_runtime::FixtureTools;
 
     fn q(id: &str, question: &str, answer: &str, page: &str) -> Question {
@@ -722,7 +718,7 @@ mod tests {
             let scripts = [("scheele".to_string(), replies.into_iter().map(String::from).collect())].into_iter().collect();
             let runner = &runner;
             let question = question.clone();
-            async move { runner.run(&crate::ScriptedPolicy::new(scripts), &[question]).await.unwrap().episodes.remove(0) }
+            async move { runner.run(&agentrt_rollout::ScriptedPolicy::new(scripts), &[question]).await.unwrap().episodes.remove(0) }
         };
         let leaked = play(vec!["```python\nprint(read_section(\"oxygen:discovery\"))\n```", "<answer>Carl Wilhelm Scheele</answer>"]).await;
         assert_eq!(leaked.outcome, EpisodeOutcome::Correct);

@@ -1,0 +1,48 @@
+//! The wiki environment: answer questions about a Wikipedia corpus by writing short programs that search
+//! and read it. Everything that defines it is here:
+//! - **what is asked**: [`questions`], the questions file (`data.questions`; the bundled
+//!   `data/wiki/questions.jsonl`), read per split by the one reader of question files.
+//! - **how it is played**: the system prompt and the worked demonstration ([`prompt`]); the reply grammar
+//!   ([`reply`]: a fenced program or the one-call `<tool>` form runs, an `<answer>` ends the episode) and
+//!   the stop strings the sampler ends a reply at; the tools the programs call ([`tools`]: the search
+//!   index behind `search_pages`, `view_sections` and `read_section`).
+//! - **how it is scored**: [`grader`], a judge against the gold answers (the offline rule judge or any
+//!   OpenAI-compatible model).
+//!
+//! Beside them, two policies without a model that only make sense here: the trajectory synthesiser
+//! ([`synthetic`], the supervised data of `agentrt trajectories synth`) and the random baseline
+//! ([`random_policy`]).
+
+pub mod grader;
+pub mod prompt;
+pub mod questions;
+pub mod random_policy;
+pub mod reply;
+pub mod synthetic;
+pub mod tools;
+
+pub use grader::JudgeGrader;
+pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
+pub use questions::WikiQuestions;
+pub use random_policy::RandomPolicy;
+pub use reply::{ToolPrograms, STOP_STRINGS};
+pub use synthetic::{check_visible, passages_program, question_overlap, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
+pub use tools::IndexTools;
+
+use agentrt_policy::Message;
+use agentrt_rollout::{EpisodeSpec, RolloutError};
+use agentrt_runtime::Sandbox;
+use std::sync::Arc;
+
+/// The environment's name, as `--env` and `env.name` spell it.
+pub const NAME: &str = "wiki";
+
+/// The wiki's side of an [`crate::Environment`] playing `spec` in `sandbox`: the system prompt (listing the
+/// sandbox's plug-in tools), the demonstration when `spec` shows one, and the judge `spec` names.
+pub(crate) fn played(spec: &EpisodeSpec, sandbox: &Sandbox) -> Result<(String, Vec<Message>, Arc<JudgeGrader>), RolloutError> {
+    let plugins = sandbox.plugins().signatures();
+    let judge = agentrt_judge::judge_from_spec(&spec.judge).map_err(|e| RolloutError::Invalid(format!("judge {:?}: {e}", spec.judge)))?;
+    let prompt = system_prompt(system_prompt_template(&spec.system_prompt), &plugins);
+    let demonstration = if spec.demonstration { demonstration() } else { Vec::new() };
+    Ok((prompt, demonstration, Arc::new(JudgeGrader::new(judge))))
+}
