@@ -171,6 +171,15 @@ impl EnvSection {
         self.name == EnvName::Code
     }
 
+    /// The split training evaluates on while it runs (`run.eval_split` empty): the wiki's `dev`, the code
+    /// tasks' `test` (HumanEval's documented split).
+    pub fn held_out_split(&self) -> &'static str {
+        match self.name {
+            EnvName::Wiki => "dev",
+            EnvName::Code => "test",
+        }
+    }
+
     /// The split an evaluation plays when none is given: the wiki's `dev`; all of the code tasks (as
     /// published pass@k numbers use).
     pub fn default_eval_split(&self) -> &'static str {

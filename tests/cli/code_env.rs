@@ -2,7 +2,7 @@
 //! small tasks: the commands run, log the reward's parts, and write pass@k and per-task results that a
 //! stopped evaluation resumes from.
 
-use crate::common::{agentrt, metrics, read_json, succeed, tiny_model};
+use crate::common::{agentrt, metrics, read_json, read_jsonl, succeed, tiny_model};
 use std::path::{Path, PathBuf};
 
 /// Two tasks in HumanEval's format, with their splits.
@@ -18,10 +18,16 @@ fn tasks(dir: &Path) -> PathBuf {
     p
 }
 
+/// Training the code environment logs the test reward's parts, and its held-out slice (`run.eval_steps`)
+/// comes from the code tasks' own held-out split (`test`, the default `run.eval_split` of this environment),
+/// graded by their tests: not from the wiki's questions.
 #[test]
-fn train_env_code_logs_each_part_of_the_test_reward() {
+fn train_env_code_logs_each_part_of_the_test_reward_and_evaluates_its_held_out_tasks() {
     let dir = tempfile::tempdir().unwrap();
     let (model, tasks, out) = (tiny_model(dir.path()), tasks(dir.path()), dir.path().join("runs"));
+    let held_out = serde_json::json!({"task_id": "T/3", "prompt": "def sub(a, b):\n    \"\"\"Subtract b from a.\"\"\"\n", "canonical_solution": "    return a - b\n",
+        "test": "def check(candidate):\n    assert candidate(3, 1) == 2\n", "entry_point": "sub", "split": "test"});
+    std::fs::write(&tasks, format!("{}\n{held_out}\n", std::fs::read_to_string(&tasks).unwrap())).unwrap();
     succeed(
         agentrt()
             .args([
@@ -39,6 +45,7 @@ fn train_env_code_logs_each_part_of_the_test_reward() {
                 "2",
             ])
             .args(["--advantage", "reinforce", "--set", "rollout.max_new_tokens=12", "--set", &format!("env.tasks={}", tasks.display())])
+            .args(["--set", "run.eval_steps=1", "--set", "run.eval_skip=0"])
             .args(["--output-dir", out.to_str().unwrap(), "--run-name", "code"]),
     );
     let lines = metrics(&out.join("code"));
@@ -53,6 +60,11 @@ fn train_env_code_logs_each_part_of_the_test_reward() {
     assert!(config.contains("[env]") && config.contains("name = \"code\""), "{config}");
     let transcript = std::fs::read_to_string(out.join("code/transcripts.jsonl")).unwrap();
     assert!(transcript.contains("\"tests\""), "the transcript keeps each sample's test results");
+    // The held-out slice: the one `test` task, before the first step and after each.
+    let dev = read_jsonl(&out.join("code/dev_eval.jsonl"));
+    assert_eq!(dev.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 1, 2], "{dev:?}");
+    assert!(dev.iter().all(|l| l["questions"] == 1 && l["accuracy"].is_number()), "{dev:?}");
+    assert!(lines.iter().all(|l| l["dev_accuracy"].is_number()), "{lines:?}");
 }
 
 #[test]

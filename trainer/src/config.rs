@@ -248,8 +248,9 @@ pub struct RunSection {
     /// Questions in the held-out slice.
     #[serde(default = "default_eval_questions")]
     pub eval_questions: usize,
-    /// The split of `data.questions` the slice comes from.
-    #[serde(default = "default_eval_split")]
+    /// The split of the environment's questions the slice (and the routing evaluation) comes from; empty:
+    /// the environment's held-out split (the wiki's `dev`, the code tasks' `test`).
+    #[serde(default)]
     pub eval_split: String,
     /// The slice starts after this many questions of the split's seed-0 order (those `agentrt eval
     /// --num-samples N` with N up to this reports).
@@ -259,10 +260,6 @@ pub struct RunSection {
 
 fn default_eval_questions() -> usize {
     100
-}
-
-fn default_eval_split() -> String {
-    "dev".into()
 }
 
 fn default_eval_skip() -> usize {

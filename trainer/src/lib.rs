@@ -41,4 +41,6 @@ pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, Updat
 pub use metrics::{HeldOutEval, RoutingEval, RoutingModeEval, SftStepMetrics, StepMetrics, StepSeconds};
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
-pub use trainer::{environment, eval_slice, learner_config, sample_seed, sampling_of, train, training_questions, training_split, TrainRequest, TrainSummary};
+pub use trainer::{
+    environment, eval_slice, eval_split, learner_config, sample_seed, sampling_of, train, training_questions, training_split, TrainRequest, TrainSummary,
+};

@@ -87,22 +87,31 @@ pub fn learner_config(config: &TrainConfig) -> LearnerConfig {
     }
 }
 
+/// The split the held-out slice and the routing evaluation play: `run.eval_split`, or the environment's
+/// held-out split when it is empty.
+pub fn eval_split(config: &TrainConfig) -> &str {
+    match config.run.eval_split.as_str() {
+        "" => config.env.held_out_split(),
+        named => named,
+    }
+}
+
 /// The held-out slice a config evaluates during training (`run.eval_*`): `eval_questions` questions of
-/// the environment's `eval_split` after the first `eval_skip` of its seed-0 order ([`seeded_order`], the
+/// the environment's [`eval_split`] after the first `eval_skip` of its seed-0 order ([`seeded_order`], the
 /// order `agentrt eval --num-samples N --seed 0` takes its first N from). Empty when `run.eval_steps` is 0.
 pub fn eval_slice(config: &TrainConfig, env: &Environment) -> Result<Vec<Question>, TrainError> {
     let r = &config.run;
     if r.eval_steps == 0 {
         return Ok(vec![]);
     }
-    let split = env.questions(&r.eval_split)?;
+    let split_name = eval_split(config);
+    let split = env.questions(split_name)?;
     let n = split.len();
     let slice: Vec<Question> = seeded_order(split, 0).into_iter().skip(r.eval_skip).take(r.eval_questions).collect();
     if slice.is_empty() {
         return Err(TrainError::Config(format!(
-            "run.eval_steps: the slice is empty: the {} environment has {n} questions of split `{}`, and run.eval_skip skips {}",
+            "run.eval_steps: the slice is empty: the {} environment has {n} questions of split `{split_name}`, and run.eval_skip skips {}: set run.eval_skip below {n}",
             env.name.as_str(),
-            r.eval_split,
             r.eval_skip
         )));
     }
@@ -147,7 +156,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let questions = env.questions(training_split(&config))?;
     let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
         // The routing evaluation plays held-out questions (run.eval_split's, in file order).
-        env.questions(&config.run.eval_split)?.into_iter().take(config.routing.eval_questions).collect()
+        env.questions(eval_split(&config))?.into_iter().take(config.routing.eval_questions).collect()
     } else {
         vec![]
     };

@@ -19,57 +19,7 @@ unsafe fn sum_lanes(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C; sizes as `super::rows_f32` checks them.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
-    let full = k / 8 * 8;
-    for (o, wr) in out_rows.chunks_mut(m).zip(w_rows.chunks(k)) {
-        for b0 in (0..m).step_by(GROUP) {
-            by_group_size!((m - b0).min(GROUP), f32_group::<_>(x, wr, o, b0, k, full));
-        }
-    }
-}
-
-/// Input rows `b0 .. b0 + G` against one weight row.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f32_group<const G: usize>(x: &[f32], wr: &[f32], o: &mut [f32], b0: usize, k: usize, full: usize) {
-    let mut acc = [_mm256_setzero_ps(); G];
-    let (wp, xp) = (wr.as_ptr(), x.as_ptr().add(b0 * k));
-    let mut i = 0;
-    while i < full {
-        let w = _mm256_loadu_ps(wp.add(i));
-        for (b, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(w, _mm256_loadu_ps(xp.add(b * k + i)), *a);
-        }
-        i += 8;
-    }
-    for (b, a) in acc.iter().enumerate() {
-        let mut s = sum_lanes(*a);
-        for j in full..k {
-            s += wr[j] * x[(b0 + b) * k + j];
-        }
-        o[b0 + b] = s;
-    }
-}
-
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C; sizes as `super::rows_blocks` checks them.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_blocks(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    by_format!(format, rows_blocks_of(x, rows, out_rows, m, k))
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    let format = BlockFormat::from_id(F);
-    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(k))) {
-        for b0 in (0..m).step_by(GROUP) {
-            by_group_size!((m - b0).min(GROUP), block_group::<_, F>(x, row, o, b0, k));
-        }
-    }
-}
+f32_row_kernels!(features: "avx2,fma,f16c", lanes: 8, zero: _mm256_setzero_ps, load: _mm256_loadu_ps, fma: _mm256_fmadd_ps, sum: sum_lanes);
 
 /// Sub-block `s` of a block as four registers of 8 weights, from its integers ([`unpack_i8`]) by the
 /// reference's formula (`q · scale`, plus the offset where the format has one; each multiply and add

@@ -12,57 +12,15 @@ use super::generic::{by_format, BlockFormat, BLOCK};
 use super::GROUP;
 use std::arch::x86_64::*;
 
-/// # Safety
-/// The CPU must have AVX-512 F/BW/VL/DQ, AVX2, FMA and F16C; sizes as `super::rows_f32` checks them.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-pub(super) unsafe fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
-    let full = k / 16 * 16;
-    for (o, wr) in out_rows.chunks_mut(m).zip(w_rows.chunks(k)) {
-        for b0 in (0..m).step_by(GROUP) {
-            by_group_size!((m - b0).min(GROUP), f32_group::<_>(x, wr, o, b0, k, full));
-        }
-    }
-}
-
-/// Input rows `b0 .. b0 + G` against one weight row.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn f32_group<const G: usize>(x: &[f32], wr: &[f32], o: &mut [f32], b0: usize, k: usize, full: usize) {
-    let mut acc = [_mm512_setzero_ps(); G];
-    let (wp, xp) = (wr.as_ptr(), x.as_ptr().add(b0 * k));
-    let mut i = 0;
-    while i < full {
-        let w = _mm512_loadu_ps(wp.add(i));
-        for (b, a) in acc.iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp.add(b * k + i)), *a);
-        }
-        i += 16;
-    }
-    for (b, a) in acc.iter().enumerate() {
-        let mut s = _mm512_reduce_add_ps(*a);
-        for j in full..k {
-            s += wr[j] * x[(b0 + b) * k + j];
-        }
-        o[b0 + b] = s;
-    }
-}
-
-/// # Safety
-/// As [`rows_f32`]; sizes as `super::rows_blocks` checks them.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-pub(super) unsafe fn rows_blocks(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    by_format!(format, rows_blocks_of(x, rows, out_rows, m, k))
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
-    let format = BlockFormat::from_id(F);
-    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(k))) {
-        for b0 in (0..m).step_by(GROUP) {
-            by_group_size!((m - b0).min(GROUP), block_group::<_, F>(x, row, o, b0, k));
-        }
-    }
-}
+// The CPU must have AVX-512 F/BW/VL/DQ, AVX2, FMA and F16C.
+f32_row_kernels!(
+    features: "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c",
+    lanes: 16,
+    zero: _mm512_setzero_ps,
+    load: _mm512_loadu_ps,
+    fma: _mm512_fmadd_ps,
+    sum: _mm512_reduce_add_ps
+);
 
 /// Sub-block `s` of a block as two registers of 16 weights, from its integers (the AVX2 path's
 /// `unpack_i8`: every AVX-512 CPU has AVX2) by the reference's formula (`q · scale`, plus the offset where

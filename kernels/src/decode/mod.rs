@@ -38,6 +38,68 @@ macro_rules! by_group_size {
         }
     };
 }
+
+/// The f32 kernels' frame, written once for the x86 paths, which differ only in register width:
+/// `rows_f32` (dense rows: each chunk of `$lanes` weights reused across a group of input rows whose
+/// accumulators stay in registers) and `rows_blocks` (block rows: each unpacked sub-block reused likewise,
+/// through the path's own `block_group`, since unpacking is where the instruction sets differ). A path
+/// gives its target features, its width and the four intrinsics the frame needs.
+#[cfg(target_arch = "x86_64")]
+macro_rules! f32_row_kernels {
+    (features: $features:literal, lanes: $lanes:literal, zero: $zero:path, load: $load:path, fma: $fma:path, sum: $sum:path) => {
+        /// # Safety
+        /// The CPU must have this path's features; sizes as `super::rows_f32` checks them.
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize, k: usize) {
+            let full = k / $lanes * $lanes;
+            for (o, wr) in out_rows.chunks_mut(m).zip(w_rows.chunks(k)) {
+                for b0 in (0..m).step_by(GROUP) {
+                    by_group_size!((m - b0).min(GROUP), f32_group::<_>(x, wr, o, b0, k, full));
+                }
+            }
+        }
+
+        /// Input rows `b0 .. b0 + G` against one weight row.
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn f32_group<const G: usize>(x: &[f32], wr: &[f32], o: &mut [f32], b0: usize, k: usize, full: usize) {
+            let mut acc = [$zero(); G];
+            let (wp, xp) = (wr.as_ptr(), x.as_ptr().add(b0 * k));
+            let mut i = 0;
+            while i < full {
+                let w = $load(wp.add(i));
+                for (b, a) in acc.iter_mut().enumerate() {
+                    *a = $fma(w, $load(xp.add(b * k + i)), *a);
+                }
+                i += $lanes;
+            }
+            for (b, a) in acc.iter().enumerate() {
+                let mut s = $sum(*a);
+                for j in full..k {
+                    s += wr[j] * x[(b0 + b) * k + j];
+                }
+                o[b0 + b] = s;
+            }
+        }
+
+        /// # Safety
+        /// As [`rows_f32`]; sizes as `super::rows_blocks` checks them.
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn rows_blocks(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
+            by_format!(format, rows_blocks_of(x, rows, out_rows, m, k))
+        }
+
+        #[target_feature(enable = $features)]
+        unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
+            let format = BlockFormat::from_id(F);
+            for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(k))) {
+                for b0 in (0..m).step_by(GROUP) {
+                    by_group_size!((m - b0).min(GROUP), block_group::<_, F>(x, row, o, b0, k));
+                }
+            }
+        }
+    };
+}
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
