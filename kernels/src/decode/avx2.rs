@@ -42,31 +42,6 @@ unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m256; 4] {
     w
 }
 
-/// Input rows `b0 .. b0 + G` against one row of blocks.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn block_group<const G: usize, const F: u8>(x: &[f32], row: &[u8], o: &mut [f32], b0: usize, k: usize) {
-    let format = BlockFormat::from_id(F);
-    let mut acc = [_mm256_setzero_ps(); G];
-    let xp = x.as_ptr().add(b0 * k);
-    let (bw, subs) = (format.block_weights(), format.block_weights() / BLOCK);
-    for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-        for s in 0..subs {
-            let w = unpack::<F>(block.as_ptr(), s);
-            for (b, a) in acc.iter_mut().enumerate() {
-                let xb = xp.add(b * k + bi * bw + s * BLOCK);
-                let mut v = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(xb), *a);
-                v = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(xb.add(8)), v);
-                v = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(xb.add(16)), v);
-                *a = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(xb.add(24)), v);
-            }
-        }
-    }
-    for (b, a) in acc.iter().enumerate() {
-        o[b0 + b] = sum_lanes(*a);
-    }
-}
-
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; sizes as `super::rows_blocks_q8` checks them.
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -41,25 +41,3 @@ unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m512; 2] {
     w
 }
 
-/// Input rows `b0 .. b0 + G` against one row of blocks.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn block_group<const G: usize, const F: u8>(x: &[f32], row: &[u8], o: &mut [f32], b0: usize, k: usize) {
-    let format = BlockFormat::from_id(F);
-    let mut acc = [_mm512_setzero_ps(); G];
-    let xp = x.as_ptr().add(b0 * k);
-    let (bw, subs) = (format.block_weights(), format.block_weights() / BLOCK);
-    for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-        for s in 0..subs {
-            let w = unpack::<F>(block.as_ptr(), s);
-            for (b, a) in acc.iter_mut().enumerate() {
-                let xb = xp.add(b * k + bi * bw + s * BLOCK);
-                let v = _mm512_fmadd_ps(w[0], _mm512_loadu_ps(xb), *a);
-                *a = _mm512_fmadd_ps(w[1], _mm512_loadu_ps(xb.add(16)), v);
-            }
-        }
-    }
-    for (b, a) in acc.iter().enumerate() {
-        o[b0 + b] = _mm512_reduce_add_ps(*a);
-    }
-}

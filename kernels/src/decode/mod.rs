@@ -42,8 +42,8 @@ macro_rules! by_group_size {
 /// The f32 kernels' frame, written once for the x86 paths, which differ only in register width:
 /// `rows_f32` (dense rows: each chunk of `$lanes` weights reused across a group of input rows whose
 /// accumulators stay in registers) and `rows_blocks` (block rows: each unpacked sub-block reused likewise,
-/// through the path's own `block_group`, since unpacking is where the instruction sets differ). A path
-/// gives its target features, its width and the four intrinsics the frame needs.
+/// from the path's own `unpack`, since unpacking is where the instruction sets differ). A path gives its
+/// target features, its width and the four intrinsics the frame needs.
 #[cfg(target_arch = "x86_64")]
 macro_rules! f32_row_kernels {
     (features: $features:literal, lanes: $lanes:literal, zero: $zero:path, load: $load:path, fma: $fma:path, sum: $sum:path) => {
@@ -87,6 +87,34 @@ macro_rules! f32_row_kernels {
         #[target_feature(enable = $features)]
         pub(super) unsafe fn rows_blocks(format: BlockFormat, x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
             by_format!(format, rows_blocks_of(x, rows, out_rows, m, k))
+        }
+
+        /// Input rows `b0 .. b0 + G` against one row of blocks: each sub-block unpacked once (the path's
+        /// `unpack`, `BLOCK / $lanes` registers) and multiplied into every row's accumulator, register
+        /// after register.
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn block_group<const G: usize, const F: u8>(x: &[f32], row: &[u8], o: &mut [f32], b0: usize, k: usize) {
+            let format = BlockFormat::from_id(F);
+            let mut acc = [$zero(); G];
+            let xp = x.as_ptr().add(b0 * k);
+            let (bw, subs) = (format.block_weights(), format.block_weights() / BLOCK);
+            for (bi, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+                for s in 0..subs {
+                    let w = unpack::<F>(block.as_ptr(), s);
+                    for (b, a) in acc.iter_mut().enumerate() {
+                        let xb = xp.add(b * k + bi * bw + s * BLOCK);
+                        let mut v = *a;
+                        for (r, w) in w.iter().enumerate() {
+                            v = $fma(*w, $load(xb.add(r * $lanes)), v);
+                        }
+                        *a = v;
+                    }
+                }
+            }
+            for (b, a) in acc.iter().enumerate() {
+                o[b0 + b] = $sum(*a);
+            }
         }
 
         #[target_feature(enable = $features)]
