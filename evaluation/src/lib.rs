@@ -20,9 +20,9 @@ mod report;
 
 pub use diversity::{jaccard, preview, spread, DegeneracyThresholds, Diversity, MAX_PAIRED_SAMPLES};
 pub use metrics::{difference_interval, sample_text, wilson_interval, Mean, Metrics, Rate};
-pub use paired::{mcnemar_exact, paired, paired_outcomes, Paired, BOOTSTRAP_RESAMPLES};
+pub use paired::{mcnemar_exact, paired, paired_outcomes, Paired, BOOTSTRAP_RESAMPLES, TRANSCRIPTS};
 pub use pass_at_k::{pass_at_k, CodeMetrics, TaskResult};
-pub use report::{compare, markdown as report_markdown, read_results, table, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG, TRANSCRIPTS};
+pub use report::{compare, markdown as report_markdown, read_results, table, write_report, EvalInfo, RESULTS_JSON, RESULTS_MD, RESULTS_PNG};
 
 /// Why a report could not be written or read.
 #[derive(Debug, thiserror::Error)]

@@ -4,12 +4,15 @@
 //! questions' own and cancels in the pairs, so the paired interval is the one that can show a small
 //! gain (the RL-over-SFT comparison of `bench/learning.md`).
 
-use crate::report::TRANSCRIPTS;
 use crate::EvalError;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The file of every episode of an evaluation, one JSON object a line: the report writes it, and the
+/// paired comparison reads two of them question by question.
+pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 
 /// Resamples of the paired bootstrap.
 pub const BOOTSTRAP_RESAMPLES: usize = 10_000;

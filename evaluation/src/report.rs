@@ -1,6 +1,7 @@
 //! What `agentrt eval` writes, and `agentrt eval compare`.
 
 use crate::metrics::{difference_interval, Mean, Metrics, Rate};
+use crate::paired::TRANSCRIPTS;
 use crate::EvalError;
 use agentrt_charts::{write_bar_chart, Bar, BarChart};
 use agentrt_rollout::Episode;
@@ -13,8 +14,6 @@ pub const RESULTS_JSON: &str = "results.json";
 pub const RESULTS_MD: &str = "results.md";
 /// The file of the evaluation's bar chart (accuracy, search hits, programs run, failures).
 pub const RESULTS_PNG: &str = "results.png";
-/// The file of every episode, one JSON object a line.
-pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 
 /// What was evaluated, recorded beside the numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -27,4 +27,18 @@ pub mod half;
 pub mod int8;
 pub mod path;
 
-pub use path::{describe, selected, KernelPath};
+pub use path::{selected, KernelPath};
+
+/// One line for logs and benchmarks: the CPU, its features, and the kernels that run, e.g.
+/// `cpu: AMD EPYC (x86_64); features: avx2 fma f16c ...; kernels: avx2 (int8 avx2-maddubs)`.
+pub fn describe() -> String {
+    let path = path::selected();
+    let forced = std::env::var(path::KERNELS_ENV).ok().filter(|v| !v.trim().is_empty() && v.trim() != "auto");
+    format!(
+        "{}; kernels: {}{} (int8 {})",
+        path::cpu_line(),
+        path,
+        if forced.is_some() { format!(", forced by {}", path::KERNELS_ENV) } else { String::new() },
+        int8::Int8Kernel::for_path(path).name()
+    )
+}

@@ -187,20 +187,6 @@ pub fn cpu_line() -> String {
     format!("cpu: {}; features: {}", cpu_model(), cpu_features().join(" "))
 }
 
-/// One line for logs and benchmarks: the CPU, its features, and the kernels that run, e.g.
-/// `cpu: AMD EPYC (x86_64); features: avx2 fma f16c ...; kernels: avx2 (int8 avx2-maddubs)`.
-pub fn describe() -> String {
-    let path = selected();
-    let forced = std::env::var(KERNELS_ENV).ok().filter(|v| !v.trim().is_empty() && v.trim() != "auto");
-    format!(
-        "{}; kernels: {}{} (int8 {})",
-        cpu_line(),
-        path,
-        if forced.is_some() { format!(", forced by {KERNELS_ENV}") } else { String::new() },
-        crate::int8::Int8Kernel::for_path(path).name()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_description_names_the_cpu_and_the_path() {
-        let d = describe();
+        let d = crate::describe();
         eprintln!("{d}");
         assert!(d.starts_with("cpu: ") && d.contains(&format!("kernels: {}", selected())), "{d}");
     }

@@ -16,84 +16,10 @@
 //! detached on the others; a batch whose rows all agree takes the rank-2r form with the right copies detached.
 
 use crate::model::ModelConfig;
+pub use crate::model::Target;
 use candle_core::{DType, Device, Tensor, Var};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// One projection LoRA may attach to; the names are PEFT's `target_modules`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Target {
-    /// The attention query projection.
-    #[serde(rename = "q_proj")]
-    Q,
-    /// The attention key projection.
-    #[serde(rename = "k_proj")]
-    K,
-    /// The attention value projection.
-    #[serde(rename = "v_proj")]
-    V,
-    /// The attention output projection.
-    #[serde(rename = "o_proj")]
-    O,
-    /// The MLP's SwiGLU gate projection.
-    #[serde(rename = "gate_proj")]
-    Gate,
-    /// The MLP's up projection.
-    #[serde(rename = "up_proj")]
-    Up,
-    /// The MLP's down projection, back to the hidden size.
-    #[serde(rename = "down_proj")]
-    Down,
-}
-
-impl Target {
-    /// All seven projections.
-    pub const ALL: [Target; 7] = [Target::Q, Target::K, Target::V, Target::O, Target::Gate, Target::Up, Target::Down];
-
-    /// PEFT's module name (`q_proj`, ...).
-    pub fn peft_name(self) -> &'static str {
-        match self {
-            Target::Q => "q_proj",
-            Target::K => "k_proj",
-            Target::V => "v_proj",
-            Target::O => "o_proj",
-            Target::Gate => "gate_proj",
-            Target::Up => "up_proj",
-            Target::Down => "down_proj",
-        }
-    }
-
-    /// The HF module path under a layer (`self_attn.q_proj`, `mlp.up_proj`).
-    pub fn hf_path(self) -> &'static str {
-        match self {
-            Target::Q => "self_attn.q_proj",
-            Target::K => "self_attn.k_proj",
-            Target::V => "self_attn.v_proj",
-            Target::O => "self_attn.o_proj",
-            Target::Gate => "mlp.gate_proj",
-            Target::Up => "mlp.up_proj",
-            Target::Down => "mlp.down_proj",
-        }
-    }
-
-    /// Parses a PEFT module name.
-    pub fn from_peft(name: &str) -> Option<Target> {
-        Target::ALL.into_iter().find(|t| t.peft_name() == name)
-    }
-
-    /// `(in, out)` of this projection in a model.
-    pub fn dims(self, cfg: &ModelConfig) -> (usize, usize) {
-        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-        let (q, kv) = (cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim);
-        match self {
-            Target::Q => (h, q),
-            Target::K | Target::V => (h, kv),
-            Target::O => (q, h),
-            Target::Gate | Target::Up => (h, i),
-            Target::Down => (i, h),
-        }
-    }
-}
 
 /// Rank, alpha, targets and whether a forget adapter rides along.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

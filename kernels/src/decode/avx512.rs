@@ -40,4 +40,3 @@ unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m512; 2] {
     }
     w
 }
-

@@ -8,7 +8,7 @@ use super::config::{Arch, ModelConfig};
 use super::weights::{LayerWeights, ModelWeights, PackedWeights};
 use crate::error::{io_err, PolicyError, Result};
 use crate::fused::PackedRows;
-use crate::lora::Target;
+use crate::model::Target;
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{DType, Device, Tensor};
 use std::path::Path;

@@ -3,7 +3,7 @@
 use super::config::ModelConfig;
 use crate::error::{PolicyError, Result};
 use crate::fused::PackedRows;
-use crate::lora::Target;
+use crate::model::Target;
 use candle_core::{DType, Device, Tensor};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
