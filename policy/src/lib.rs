@@ -182,6 +182,11 @@ impl Policy {
         if tokenizer.vocab_size() > weights.vocab_rows() {
             return Err(PolicyError::VocabMismatch { tokenizer_vocab: tokenizer.vocab_size(), model_vocab: weights.vocab_rows() });
         }
+        // The tables the decoder builds are sized by the config: its width must be the weights' own.
+        let (_, width) = weights.embed.dims2()?;
+        if width != cfg.hidden_size {
+            return Err(PolicyError::Invalid(format!("the model's config says hidden_size {}, but its embedding is {width} wide", cfg.hidden_size)));
+        }
         let decoder = Decoder::new(cfg, weights, device)?;
         Ok(Policy { decoder, tokenizer, template, adapters: None, base_name, recompute_layers: false, side_grads: Default::default() })
     }

@@ -78,6 +78,12 @@ pub struct ModelConfig {
 /// loads (2^20: more than any supported model has; Qwen2.5-1M has 1,010,000).
 pub const MAX_POSITIONS: usize = 1 << 20;
 
+/// The most entries a RoPE table (`max_position_embeddings × head_dim / 2`, two of them, f32) may hold:
+/// 256 MiB each. Real models are far below (Llama 3.1: 131,072 positions × 64 = 2^23); a header whose
+/// width and context multiply past it is lying, and would have the decoder allocate gigabytes before any
+/// weight is checked (found by the GGUF fuzz target).
+pub const MAX_ROPE_ENTRIES: usize = 1 << 26;
+
 impl ModelConfig {
     /// Checks what a model file says against what the decoder needs, so that a file with a lying number
     /// is refused when it is read rather than failing (or allocating without bound) later: at least one
@@ -105,6 +111,13 @@ impl ModelConfig {
         }
         if self.max_position_embeddings > MAX_POSITIONS {
             return Err(format!("max_position_embeddings is {}: at most {MAX_POSITIONS} are supported", self.max_position_embeddings));
+        }
+        let rope_entries = self.max_position_embeddings.saturating_mul(self.head_dim / 2);
+        if rope_entries > MAX_ROPE_ENTRIES {
+            return Err(format!(
+                "max_position_embeddings {} × head_dim {} / 2 is {rope_entries} RoPE entries: at most {MAX_ROPE_ENTRIES} are supported",
+                self.max_position_embeddings, self.head_dim
+            ));
         }
         if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
             return Err(format!("rope_theta is {}: expected a positive number", self.rope_theta));
@@ -181,5 +194,29 @@ impl ModelConfig {
             max_position_embeddings: get("max_position_embeddings").unwrap_or(4096),
             tie_word_embeddings: v["tie_word_embeddings"].as_bool().unwrap_or(false),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header whose width and context would size RoPE tables of gigabytes is refused before anything is
+    /// allocated, naming both keys (the GGUF fuzz target's finding: `embedding_length` 150,994,976 over 2
+    /// heads, 128 positions: 4.8 billion entries).
+    #[test]
+    fn rope_tables_past_the_cap_are_refused_naming_the_keys() {
+        let lying = ModelConfig {
+            hidden_size: 150_994_976,
+            num_heads: 2,
+            num_kv_heads: 1,
+            head_dim: 75_497_488,
+            max_position_embeddings: 128,
+            ..ModelConfig::tiny(Arch::Qwen2)
+        };
+        let e = lying.check().unwrap_err();
+        assert!(e.contains("max_position_embeddings 128") && e.contains("head_dim 75497488") && e.contains("RoPE"), "{e}");
+        let real = ModelConfig { max_position_embeddings: 131_072, head_dim: 128, ..ModelConfig::tiny(Arch::Llama) };
+        assert_eq!(real.check(), Ok(()), "Llama 3.1's context and head width fit");
     }
 }
