@@ -258,25 +258,7 @@ impl StepMetrics {
     /// last line (a kill during its write) is skipped; any other line that is not a step's metrics is an
     /// error naming the file and line.
     pub fn read(path: &Path) -> Result<Vec<StepMetrics>, TrainError> {
-        if !path.exists() {
-            return Ok(vec![]);
-        }
-        let text = std::fs::read_to_string(path).map_err(io_err(path))?;
-        let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
-        let mut out = Vec::with_capacity(lines.len());
-        for (i, &(n, line)) in lines.iter().enumerate() {
-            match serde_json::from_str(line) {
-                Ok(m) => out.push(m),
-                Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
-                Err(e) => {
-                    return Err(TrainError::Malformed {
-                        path: path.to_path_buf(),
-                        reason: format!("line {}: not the metrics of an `agentrt train` step (written by another version of agentrt?): {e}", n + 1),
-                    })
-                }
-            }
-        }
-        Ok(out)
+        read_log(path, "the metrics of an `agentrt train` step")
     }
 }
 
@@ -288,6 +270,51 @@ impl std::fmt::Display for StepMetrics {
 }
 
 /// A filled-in line for tests: a wiki step that evaluated the held-out slice, every value present.
+impl SftStepMetrics {
+    /// The steps of a `metrics.jsonl` of `agentrt sft`, read as [`StepMetrics::read`] reads training's.
+    pub fn read(path: &Path) -> Result<Vec<SftStepMetrics>, TrainError> {
+        read_log(path, "the metrics of an `agentrt sft` step")
+    }
+}
+
+impl HeldOutEval {
+    /// The lines of a run's `dev_eval.jsonl`, read as [`StepMetrics::read`] reads its metrics.
+    pub fn read(path: &Path) -> Result<Vec<HeldOutEval>, TrainError> {
+        read_log(path, "a held-out evaluation of `agentrt train`")
+    }
+}
+
+impl RoutingEval {
+    /// The lines of a run's `routing_eval.jsonl`, read as [`StepMetrics::read`] reads its metrics.
+    pub fn read(path: &Path) -> Result<Vec<RoutingEval>, TrainError> {
+        read_log(path, "a routing evaluation of `agentrt train`")
+    }
+}
+
+/// The typed lines of a run's log (none when the file is missing). A torn last line (a kill during its
+/// write) is skipped; any other line that is not `what` is an error naming the file and line.
+fn read_log<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<Vec<T>, TrainError> {
+    if !path.exists() {
+        return Ok(vec![]);
+    }
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, &(n, line)) in lines.iter().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(m) => out.push(m),
+            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
+            Err(e) => {
+                return Err(TrainError::Malformed {
+                    path: path.to_path_buf(),
+                    reason: format!("line {}: not {what} (written by another version of agentrt?): {e}", n + 1),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 pub(crate) fn example() -> StepMetrics {
     StepMetrics {
@@ -347,6 +374,31 @@ pub(crate) fn example() -> StepMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A held-out log reads back as typed lines (a torn last line skipped); a line of another shape is an
+    /// error naming the file and the line, never a silently dropped point.
+    #[test]
+    fn a_log_reads_back_typed_and_a_foreign_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("dev_eval.jsonl");
+        let line = HeldOutEval {
+            step: 2,
+            questions: 4,
+            accuracy: 0.5,
+            accuracy_low: 0.15,
+            accuracy_high: 0.85,
+            answer_f1: 0.6,
+            tool_calls: 1.5,
+            search_hit_rate: 1.0,
+            seconds: 3.0,
+        };
+        std::fs::write(&p, format!("{}\n{{\"step\": 3, \"accur", serde_json::to_string(&line).unwrap())).unwrap();
+        assert_eq!(HeldOutEval::read(&p).unwrap(), vec![line.clone()]);
+        std::fs::write(&p, format!("{}\n{{\"step\": 3}}\n", serde_json::to_string(&line).unwrap())).unwrap();
+        let e = HeldOutEval::read(&p).unwrap_err().to_string();
+        assert!(e.contains("dev_eval.jsonl") && e.contains("line 2") && e.contains("held-out evaluation"), "{e}");
+        assert!(HeldOutEval::read(&dir.path().join("none.jsonl")).unwrap().is_empty());
+    }
 
     /// Every key of the line as the trainer has always written it (sorted); `reward_tests` and
     /// `reward_perfect` come on top from the code grader. A renamed field fails here.

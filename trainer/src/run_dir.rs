@@ -100,7 +100,22 @@ impl RunDir {
         StepMetrics::read(&self.path.join(METRICS))
     }
 
-    /// The lines of a JSON Lines file of this run (a torn last line from a kill is skipped).
+    /// The steps of this `agentrt sft` run's `metrics.jsonl`, in order.
+    pub fn sft_metrics(&self) -> Result<Vec<crate::metrics::SftStepMetrics>, TrainError> {
+        crate::metrics::SftStepMetrics::read(&self.path.join(METRICS))
+    }
+
+    /// This run's held-out evaluations (`dev_eval.jsonl`), in order; none when it ran none.
+    pub fn held_out_evals(&self) -> Result<Vec<crate::metrics::HeldOutEval>, TrainError> {
+        crate::metrics::HeldOutEval::read(&self.path.join(DEV_EVAL))
+    }
+
+    /// This run's routing evaluations (`routing_eval.jsonl`), in order; none when it ran none.
+    pub fn routing_evals(&self) -> Result<Vec<crate::metrics::RoutingEval>, TrainError> {
+        crate::metrics::RoutingEval::read(&self.path.join(ROUTING_EVAL))
+    }
+
+    /// The lines of a JSON Lines file of this run, untyped (a torn last line from a kill is skipped).
     pub fn read_lines(&self, file: &str) -> Result<Vec<serde_json::Value>, TrainError> {
         read_jsonl(&self.path.join(file))
     }

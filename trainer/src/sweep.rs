@@ -3,7 +3,7 @@
 
 use crate::config::{RunConfig, TrainConfig};
 use crate::error::TrainError;
-use crate::run_dir::{RunDir, DEV_EVAL};
+use crate::run_dir::RunDir;
 use std::path::Path;
 
 /// One axis of the grid: `section.key=v1,v2,...`.
@@ -83,14 +83,9 @@ pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32
             Some(l) => {
                 let best = steps.iter().map(|m| m.reward_mean).fold(f64::NEG_INFINITY, f64::max);
                 // The held-out slice (run.eval_steps), when the run evaluated one: before training, and last.
-                let dev = dir.read_lines(DEV_EVAL)?;
+                let dev = dir.held_out_evals()?;
                 let held_out = match (dev.first(), dev.last()) {
-                    (Some(a), Some(b)) => {
-                        let acc = |l: &serde_json::Value| {
-                            l["accuracy"].as_f64().ok_or_else(|| TrainError::Run(format!("{}/{DEV_EVAL}: a line has no `accuracy`", dir.path.display())))
-                        };
-                        format!("{:.3} → {:.3} (step {})", acc(a)?, acc(b)?, b["step"])
-                    }
+                    (Some(a), Some(b)) => format!("{:.3} → {:.3} (step {})", a.accuracy, b.accuracy, b.step),
                     _ => "-".to_string(),
                 };
                 s.push_str(&format!(

@@ -186,7 +186,7 @@ fn clip(text: &str, max: usize) -> String {
 fn limits_for(rng: &mut Rng) -> Limits {
     let default = Limits::default();
     match rng.below(20) {
-        // The shipped defaults: 200 M fuel, 64 MiB, 2 s, 64 KiB of output, 64 tool calls.
+        // The shipped defaults (`Limits::default`, shared by `exec` and training): 200 M fuel, 64 MiB, 2 s, 64 KiB of output, 32 tool calls.
         0..=6 => default,
         // Short: a runaway program ends in a tenth of the time.
         7..=12 => Limits { fuel: 20_000_000, timeout: Duration::from_secs(1), ..default },
