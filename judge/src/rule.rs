@@ -63,6 +63,13 @@ pub fn exact_match_score(prediction: &str, ground_truth: &str) -> bool {
     normalize_answer(prediction) == normalize_answer(ground_truth)
 }
 
+/// The best [`f1_score`] of a reply's answer (the inside of its `<answer>`, when tagged) against any of the
+/// gold `answers` (0 when there are none): the partial credit of a near miss.
+pub fn best_f1(response: &str, answers: &[String]) -> f64 {
+    let answer = extract_answer(response);
+    answers.iter().map(|gold| f1_score(answer, gold)).fold(0.0, f64::max)
+}
+
 /// SQuAD's `f1_score`: token-level F1 between the normalized strings (0 when no token is shared).
 pub fn f1_score(prediction: &str, ground_truth: &str) -> f64 {
     let pred = normalize_answer(prediction);

@@ -122,9 +122,7 @@ impl Episode {
     /// The best SQuAD token F1 of the final answer against the gold answers (0 without an answer): the
     /// partial credit that the reward's `f1_weight` pays and `agentrt eval` reports.
     pub fn answer_f1(&self) -> f64 {
-        let Some(answer) = &self.final_answer else { return 0.0 };
-        let answer = agentrt_judge::extract_answer(answer);
-        self.question.answers.iter().map(|gold| agentrt_judge::f1_score(answer, gold)).fold(0.0, f64::max)
+        self.final_answer.as_deref().map_or(0.0, |answer| agentrt_judge::best_f1(answer, &self.question.answers))
     }
 
     /// The page ids the first search_pages call returned, in rank order.

@@ -56,7 +56,7 @@ impl Grader for JudgeGrader {
                     reward: v.reward,
                     correct,
                     components: vec![("judge".into(), v.reward)],
-                    partial_credit: Some(answer_f1(q, a)),
+                    partial_credit: Some(agentrt_judge::best_f1(a, &q.answers)),
                     well_formed: true,
                     verdict: Some(v),
                     tests: None,
@@ -64,13 +64,6 @@ impl Grader for JudgeGrader {
             })
             .collect()
     }
-}
-
-/// The best SQuAD token F1 of `answer` (its `<answer>` inside, when tagged) against the question's gold
-/// answers.
-fn answer_f1(question: &Question, answer: &str) -> f64 {
-    let answer = agentrt_judge::extract_answer(answer);
-    question.answers.iter().map(|gold| agentrt_judge::f1_score(answer, gold)).fold(0.0, f64::max)
 }
 
 #[cfg(test)]
