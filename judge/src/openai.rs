@@ -5,14 +5,15 @@
 //! reported with a hint rather than hammered). Its errors become [`JudgeError`]s here, with hints for the
 //! statuses users hit most.
 
-use crate::cache::{CacheKey, VerdictCache};
+use crate::cache::{default_cache_dir, CacheKey, VerdictCache};
 use crate::error::http_hint;
-use crate::spec::JudgeOptions;
 use crate::{extract_answer, Judge, JudgeError, JudgeInput, Verdict, VerdictLabel};
 use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, CHAT_COMPLETIONS_PATH};
 use agentrt_openai::{api_key_from_env, body_snippet, Client, ClientConfig, ClientError, Retry};
 use async_trait::async_trait;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Goes into every cache key; bump it whenever [`JUDGE_PROMPT`] or [`parse_verdict`] changes meaning.
@@ -72,6 +73,36 @@ pub fn parse_verdict(reply: &str) -> (f32, VerdictLabel) {
         "yes" => (1.0, VerdictLabel::Correct),
         "no" => (0.0, VerdictLabel::Incorrect),
         _ => (0.0, VerdictLabel::Unparsable),
+    }
+}
+
+/// Settings for judges that call a server; the defaults suit a local model on a busy machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeOptions {
+    /// Where verdicts are cached; `None` turns the cache off. Default `$AGENTRT_CACHE/judge`.
+    pub cache_dir: Option<PathBuf>,
+    /// Per-attempt timeout (default 60 s).
+    pub timeout: Duration,
+    /// Retries after the first attempt, on 5xx, timeouts and connection errors only (default 3).
+    pub max_retries: u32,
+    /// First backoff delay; doubled per retry, capped at 30 s, jittered (default 500 ms).
+    pub backoff_base: Duration,
+    /// `max_tokens` in the request: the verdict is one word (default 16).
+    pub max_tokens: u32,
+    /// Most requests one judge has in flight, however many callers share it; 0 = no limit (default 8).
+    pub max_concurrency: usize,
+}
+
+impl Default for JudgeOptions {
+    fn default() -> Self {
+        JudgeOptions {
+            cache_dir: Some(default_cache_dir()),
+            timeout: Duration::from_secs(60),
+            max_retries: 3,
+            backoff_base: Duration::from_millis(500),
+            max_tokens: 16,
+            max_concurrency: 8,
+        }
     }
 }
 

@@ -1,12 +1,10 @@
 //! `--judge` strings and the options shared by every judge that talks to a server.
 
-use crate::openai::{OpenAiJudge, OpenAiJudgeConfig};
+use crate::openai::{JudgeOptions, OpenAiJudge, OpenAiJudgeConfig};
 use crate::rule::{RuleJudge, DEFAULT_F1_THRESHOLD};
-use crate::{default_cache_dir, Judge, JudgeError};
+use crate::{Judge, JudgeError};
 use agentrt_openai::api_key_from_env;
-use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Duration;
 
 /// The API base used by `openai:MODEL` when no `@BASE_URL` is given.
 pub const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
@@ -98,36 +96,6 @@ impl JudgeSpec {
 pub fn judge_from_spec(spec: &str) -> Result<std::sync::Arc<dyn Judge>, JudgeError> {
     let parsed: JudgeSpec = spec.parse()?;
     Ok(std::sync::Arc::from(parsed.build(&JudgeOptions::default())?))
-}
-
-/// Settings for judges that call a server; the defaults suit a local model on a busy machine.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JudgeOptions {
-    /// Where verdicts are cached; `None` turns the cache off. Default `$AGENTRT_CACHE/judge`.
-    pub cache_dir: Option<PathBuf>,
-    /// Per-attempt timeout (default 60 s).
-    pub timeout: Duration,
-    /// Retries after the first attempt, on 5xx, timeouts and connection errors only (default 3).
-    pub max_retries: u32,
-    /// First backoff delay; doubled per retry, capped at 30 s, jittered (default 500 ms).
-    pub backoff_base: Duration,
-    /// `max_tokens` in the request: the verdict is one word (default 16).
-    pub max_tokens: u32,
-    /// Most requests one judge has in flight, however many callers share it; 0 = no limit (default 8).
-    pub max_concurrency: usize,
-}
-
-impl Default for JudgeOptions {
-    fn default() -> Self {
-        JudgeOptions {
-            cache_dir: Some(default_cache_dir()),
-            timeout: Duration::from_secs(60),
-            max_retries: 3,
-            backoff_base: Duration::from_millis(500),
-            max_tokens: 16,
-            max_concurrency: 8,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -79,13 +79,15 @@ pub struct ChatCompletionRequest {
     pub stream: Option<bool>,
 }
 
-/// A whole (not streamed) reply.
+/// A reply's envelope around its choices: the same fields in a whole reply ([`ChatCompletion`], choices
+/// [`Choice`]) and in each server-sent event of a streamed one ([`ChatCompletionChunk`], choices
+/// [`ChunkChoice`], where `id`, `created` and `model` repeat in every chunk).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatCompletion {
+pub struct CompletionEnvelope<C> {
     /// The reply's id, `chatcmpl-…`.
     #[serde(default)]
     pub id: String,
-    /// [`CHAT_COMPLETION_OBJECT`].
+    /// [`CHAT_COMPLETION_OBJECT`] or [`CHAT_COMPLETION_CHUNK_OBJECT`].
     #[serde(default)]
     pub object: String,
     /// When the request was accepted, in seconds since the Unix epoch.
@@ -94,12 +96,20 @@ pub struct ChatCompletion {
     /// The model that answered.
     #[serde(default)]
     pub model: String,
-    /// One per sample asked for (`n`).
-    pub choices: Vec<Choice>,
-    /// Token counts, when the server sends them.
+    /// A whole reply: one per sample asked for (`n`). A chunk: the pieces of this event (empty in the usage
+    /// chunk).
+    pub choices: Vec<C>,
+    /// Token counts, when the server sends them (streamed: only in the last chunk, when
+    /// `stream_options.include_usage` asked for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
+
+/// A whole (not streamed) reply.
+pub type ChatCompletion = CompletionEnvelope<Choice>;
+
+/// One server-sent event of a streamed reply.
+pub type ChatCompletionChunk = CompletionEnvelope<ChunkChoice>;
 
 /// One sample of a whole reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,28 +208,6 @@ impl Usage {
     pub fn new(prompt_tokens: usize, completion_tokens: usize) -> Usage {
         Usage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
     }
-}
-
-/// One server-sent event of a streamed reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatCompletionChunk {
-    /// The reply's id, the same in every chunk.
-    #[serde(default)]
-    pub id: String,
-    /// [`CHAT_COMPLETION_CHUNK_OBJECT`].
-    #[serde(default)]
-    pub object: String,
-    /// When the request was accepted, the same in every chunk.
-    #[serde(default)]
-    pub created: u64,
-    /// The model that answers.
-    #[serde(default)]
-    pub model: String,
-    /// The pieces of this event; empty in the usage chunk.
-    pub choices: Vec<ChunkChoice>,
-    /// Only in the last chunk, when `stream_options.include_usage` asked for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
 }
 
 /// A piece of one choice in a chunk.

@@ -30,6 +30,40 @@ use crate::threads::in_pool;
 use crate::tokenizer::PolicyTokenizer;
 use std::sync::Arc;
 
+/// Samples `params.n` completions for each prompt (ids already templated). Completions come back grouped by
+/// prompt, in order. With `prefixes`, prompts start from the longest prefix computed before (see
+/// [`PrefixCache`]) and the rows leave their keys and values there for the next turn.
+pub fn sample(
+    decoder: &Decoder,
+    tokenizer: &PolicyTokenizer,
+    adapters: Option<&AdapterSet>,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    rng: &mut impl rand::RngCore,
+    mut prefixes: Option<&mut PrefixCache>,
+) -> Result<Vec<Completion>> {
+    // Chunks of `max_batch` sequences, each sampled to its end before the next starts: a seeded run draws
+    // its random numbers in the same order however long each completion is (a rollout's stream refills
+    // slots instead: see `ContinuousBatch::with_max_live`).
+    let n = params.n.max(1);
+    let jobs: Vec<usize> = (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, n)).collect();
+    let mut draws = Draws::Shared(rng);
+    let mut out = Vec::with_capacity(jobs.len());
+    for (c, chunk) in jobs.chunks(params.max_batch.max(1)).enumerate() {
+        let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters);
+        for (k, &p) in chunk.iter().enumerate() {
+            batch.admit(c * params.max_batch.max(1) + k, prompts[p].clone(), params.clone())?;
+        }
+        let mut done = Vec::with_capacity(chunk.len());
+        while !batch.is_empty() {
+            done.extend(batch.step(&mut draws, &mut |_, _, _| Heard::Continue, prefixes.as_deref_mut())?);
+        }
+        done.sort_by_key(|c| c.prompt_index);
+        out.extend(done);
+    }
+    Ok(out.into_iter().map(|c| Completion { prompt_index: jobs[c.prompt_index], ..c }).collect())
+}
+
 /// A sequence admitted and not yet read.
 struct Waiting {
     tag: usize,

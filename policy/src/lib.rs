@@ -245,7 +245,7 @@ impl Policy {
 
     /// Samples completions for templated prompts (see [`sampling`]).
     pub fn sample(&self, prompts: &[Vec<u32>], params: &SamplingParams, rng: &mut impl rand::Rng) -> Result<Vec<Completion>> {
-        sampling::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng, None)
+        continuous_batch::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng, None)
     }
 
     /// [`Policy::sample`], starting each prompt from the longest prefix `prefixes` holds and leaving every
@@ -257,7 +257,7 @@ impl Policy {
         rng: &mut impl rand::Rng,
         prefixes: &mut PrefixCache,
     ) -> Result<Vec<Completion>> {
-        sampling::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng, Some(prefixes))
+        continuous_batch::sample(&self.decoder, &self.tokenizer, self.adapters.as_ref(), prompts, params, rng, Some(prefixes))
     }
 
     /// Differentiable per-token log-probs: entry `[b, t]` is `log p(seq_b[t+1] | seq_b[..=t])`, shape

@@ -4,15 +4,10 @@
 //! temperature 1 without top-p/top-k truncation: the same quantity [`crate::Policy::token_logprobs`]
 //! computes for training, so no turn is ever re-tokenised and the importance ratio starts at 1.
 //!
-//! The decoding loop itself is [`ContinuousBatch`]'s: every sequence has a cache of its own (no padding), rows
-//! leave the batch the step they end, and new ones may join between steps.
+//! This file holds what a completion is and how one token is picked; the decoding loop that calls them is
+//! [`crate::continuous_batch`]'s: every sequence has a cache of its own (no padding), rows leave the batch
+//! the step they end, and new ones may join between steps.
 
-use crate::continuous_batch::ContinuousBatch;
-use crate::error::Result;
-use crate::lora::AdapterSet;
-use crate::model::Decoder;
-use crate::prefix_cache::PrefixCache;
-use crate::tokenizer::PolicyTokenizer;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -50,7 +45,7 @@ pub enum FinishReason {
     Stop(String),
     /// `max_tokens` reached.
     Length,
-    /// Dropped by its observer before it ended (a server's client went away): see [`sample_rows`].
+    /// Dropped by its observer before it ended (a server's client went away): see [`crate::continuous_batch::ContinuousBatch::step`].
     Cancelled,
 }
 
@@ -122,101 +117,22 @@ pub fn pick(logits: &[f32], p: &SamplingParams, rng: &mut impl Rng) -> u32 {
     idx[probs.len() - 1] as u32
 }
 
-/// One sequence of a [`sample_rows`] batch: its templated prompt and its own settings (`n` and `max_batch`
-/// are ignored: a row is one completion).
-#[derive(Debug, Clone, Copy)]
-pub struct RowSpec<'a> {
-    /// The templated prompt's token ids.
-    pub prompt: &'a [u32],
-    /// The row's own temperature, top-p/top-k, length and stop strings.
-    pub params: &'a SamplingParams,
-}
-
 /// Where the rows of a batch draw their random numbers.
 pub enum Draws<'r> {
-    /// One stream; at each step the live rows draw in order. [`sample`] uses it, so a seeded run repeats.
+    /// One stream; at each step the live rows draw in order. [`crate::continuous_batch::sample`] uses it, so a seeded run repeats.
     Shared(&'r mut dyn rand::RngCore),
     /// A stream per row: a row samples the same tokens whatever it is batched with (a server's requests,
     /// each with its own seed).
     PerRow(&'r mut [rand::rngs::StdRng]),
 }
 
-/// What an observer of [`sample_rows`] says after hearing a row's new token.
+/// What an observer of a [`crate::continuous_batch::ContinuousBatch`] step says after hearing a row's new token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Heard {
     /// Go on sampling the row.
     Continue,
     /// Drop the row now (its reader has gone): it ends as [`FinishReason::Cancelled`] and frees its slot.
     Cancel,
-}
-
-/// Samples `params.n` completions for each prompt (ids already templated). Completions come back grouped by
-/// prompt, in order. With `prefixes`, prompts start from the longest prefix computed before (see
-/// [`PrefixCache`]) and the rows leave their keys and values there for the next turn.
-pub fn sample(
-    decoder: &Decoder,
-    tokenizer: &PolicyTokenizer,
-    adapters: Option<&AdapterSet>,
-    prompts: &[Vec<u32>],
-    params: &SamplingParams,
-    rng: &mut impl rand::RngCore,
-    mut prefixes: Option<&mut PrefixCache>,
-) -> Result<Vec<Completion>> {
-    // Chunks of `max_batch` sequences, each sampled to its end before the next starts: a seeded run draws
-    // its random numbers in the same order however long each completion is (a rollout's stream refills
-    // slots instead: see `ContinuousBatch::with_max_live`).
-    let n = params.n.max(1);
-    let jobs: Vec<usize> = (0..prompts.len()).flat_map(|i| std::iter::repeat_n(i, n)).collect();
-    let mut draws = Draws::Shared(rng);
-    let mut out = Vec::with_capacity(jobs.len());
-    for (c, chunk) in jobs.chunks(params.max_batch.max(1)).enumerate() {
-        let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters);
-        for (k, &p) in chunk.iter().enumerate() {
-            batch.admit(c * params.max_batch.max(1) + k, prompts[p].clone(), params.clone())?;
-        }
-        let mut done = Vec::with_capacity(chunk.len());
-        while !batch.is_empty() {
-            done.extend(batch.step(&mut draws, &mut |_, _, _| Heard::Continue, prefixes.as_deref_mut())?);
-        }
-        done.sort_by_key(|c| c.prompt_index);
-        out.extend(done);
-    }
-    Ok(out.into_iter().map(|c| Completion { prompt_index: jobs[c.prompt_index], ..c }).collect())
-}
-
-/// Samples one completion per row, each row under its own settings, in one [`ContinuousBatch`] (a finished
-/// row leaves it). `on_token(row, id, logprob)` hears every sampled token as soon as it is picked (a server
-/// streams them) and may cancel the row. Completions come back in row order; a completion's `prompt_index`
-/// is its row's index (and so is its random stream's, with [`Draws::PerRow`]).
-///
-/// Rows with the same prompt read it once; with `prefixes`, what the prompts share with each other (when
-/// several distinct ones share a prefix) or with an earlier pass is read once too, and each row that ends
-/// leaves its keys and values there. The tokens are the same function of the prompt either way: a row's
-/// tokens keep their positions whatever is batched with them.
-pub fn sample_rows(
-    decoder: &Decoder,
-    tokenizer: &PolicyTokenizer,
-    adapters: Option<&AdapterSet>,
-    specs: &[RowSpec],
-    mut draws: Draws,
-    on_token: &mut dyn FnMut(usize, u32, f32) -> Heard,
-    mut prefixes: Option<&mut PrefixCache>,
-) -> Result<Vec<Completion>> {
-    if let Draws::PerRow(r) = &draws {
-        if r.len() != specs.len() {
-            return Err(crate::PolicyError::Invalid(format!("{} random streams for {} rows", r.len(), specs.len())));
-        }
-    }
-    let mut batch = ContinuousBatch::new(decoder, tokenizer, adapters);
-    for (j, s) in specs.iter().enumerate() {
-        batch.admit(j, s.prompt.to_vec(), s.params.clone())?;
-    }
-    let mut out = Vec::with_capacity(specs.len());
-    while !batch.is_empty() {
-        out.extend(batch.step(&mut draws, on_token, prefixes.as_deref_mut())?);
-    }
-    out.sort_by_key(|c| c.prompt_index);
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -2,16 +2,16 @@
 //! tools, WASI with no authority, and the bookkeeping that the report is made of.
 
 use crate::bindings::agentrt::tools::{plugins, types, wiki};
-use crate::limits::Limits;
+use crate::limits::{Limits, MemoryLimiter};
 use crate::output::CappedOutput;
 use crate::plugins::PluginRegistry;
 use crate::report::HostCall;
 use crate::tool_host::{ToolFailure, ToolHost};
+use crate::wasi::no_authority_wasi;
 use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::ResourceTable;
-use wasmtime::ResourceLimiter;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Everything one running program owns.
 pub struct HostState {
@@ -63,13 +63,6 @@ impl HostState {
     }
 }
 
-/// WASI for a guest: stdout and stderr captured and bounded; no stdin, no preopened directories, no
-/// environment, no arguments, no network addresses and no name lookups (wasmtime-wasi's defaults,
-/// which we rely on and do not loosen).
-pub fn no_authority_wasi(stdout: &CappedOutput, stderr: &CappedOutput) -> WasiCtx {
-    WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).allow_tcp(false).allow_udp(false).build()
-}
-
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
@@ -82,48 +75,6 @@ impl WasiView for HostState {
 pub struct HostCallLimitExceeded {
     pub limit: u32,
     pub tool: String,
-}
-
-/// Bounds a Store's linear memories and remembers whether the bound was hit and how high use went.
-pub struct MemoryLimiter {
-    limit: usize,
-    in_use: usize,
-    pub(crate) peak: usize,
-    pub(crate) exceeded: bool,
-}
-
-impl MemoryLimiter {
-    pub fn new(limit: usize) -> Self {
-        Self { limit, in_use: 0, peak: 0, exceeded: false }
-    }
-
-    /// The bound, in bytes.
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
-    /// A new bound for the next call of a reused instance; the memory it already holds stays counted.
-    pub fn rearm(&mut self, limit: usize) {
-        self.limit = limit;
-        self.exceeded = false;
-    }
-}
-
-impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let grown = self.in_use + (desired - current);
-        if grown > self.limit {
-            self.exceeded = true;
-            return Ok(false);
-        }
-        self.in_use = grown;
-        self.peak = self.peak.max(grown);
-        Ok(true)
-    }
-
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= 100_000)
-    }
 }
 
 fn tool_error(tool: &str, failure: ToolFailure) -> types::ToolError {

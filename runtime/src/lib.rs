@@ -28,6 +28,7 @@ mod plugins;
 mod report;
 mod sandbox;
 mod tool_host;
+mod wasi;
 
 pub use component_cache::{CacheEntry, ComponentCache, CACHE_CAP_ENV, DEFAULT_CACHE_CAP_BYTES};
 pub use fixture::FixtureTools;

@@ -1,6 +1,7 @@
 //! The bounds every program runs under.
 
 use std::time::Duration;
+use wasmtime::ResourceLimiter;
 
 /// What one program may consume. Every bound is enforced by the host, outside the guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -26,6 +27,48 @@ impl Default for Limits {
     /// crate) and `default.toml`'s `[rollout]` keys all read them (a test holds the three equal).
     fn default() -> Self {
         Self { fuel: 200_000_000, memory_bytes: 64 << 20, timeout: Duration::from_secs(2), max_output_bytes: 64 << 10, max_host_calls: 32 }
+    }
+}
+
+/// Bounds a Store's linear memories and remembers whether the bound was hit and how high use went.
+pub struct MemoryLimiter {
+    limit: usize,
+    in_use: usize,
+    pub(crate) peak: usize,
+    pub(crate) exceeded: bool,
+}
+
+impl MemoryLimiter {
+    pub fn new(limit: usize) -> Self {
+        Self { limit, in_use: 0, peak: 0, exceeded: false }
+    }
+
+    /// The bound, in bytes.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// A new bound for the next call of a reused instance; the memory it already holds stays counted.
+    pub fn rearm(&mut self, limit: usize) {
+        self.limit = limit;
+        self.exceeded = false;
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let grown = self.in_use + (desired - current);
+        if grown > self.limit {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        self.in_use = grown;
+        self.peak = self.peak.max(grown);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
     }
 }
 

@@ -5,10 +5,11 @@
 use crate::bindings::agentrt::tools::{plugins::ToolSignature, types};
 use crate::component_cache::ComponentCache;
 use crate::engine::deadline_ticks;
-use crate::host::{no_authority_wasi, MemoryLimiter};
 use crate::limits::Limits;
+use crate::limits::MemoryLimiter;
 use crate::output::CappedOutput;
 use crate::plugin_values::{self, snake_case};
+use crate::wasi::no_authority_wasi;
 use crate::SandboxError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@
 
 use crate::error::SearchError;
 use crate::int8_bert::{Int8Bert, Scratch, WordRows};
+use crate::lanes::normalise;
 use crate::query_encoder::{load_distilled, QueryEncoder};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -259,15 +260,4 @@ fn encode(encoder: &Int8Bert, ids: &[u32], second_core: bool) -> Result<Vec<f32>
         // second core's task) may pick up another text's encoding meanwhile.
         Err(_) => encoder.encode(ids, &mut Scratch::default(), second_core),
     })
-}
-
-/// Scale a vector to unit length (a zero vector stays zero).
-pub fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        for x in &mut v {
-            *x /= norm;
-        }
-    }
-    v
 }

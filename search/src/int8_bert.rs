@@ -363,7 +363,7 @@ impl Int8Bert {
         for row in x.chunks_exact(h) {
             add_into(&mut pooled, row);
         }
-        Ok(crate::embedder::normalise(pooled))
+        Ok(crate::lanes::normalise(pooled))
     }
 }
 

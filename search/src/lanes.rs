@@ -78,6 +78,17 @@ fn combine(acc: [f32; LANES]) -> f32 {
     half.iter().sum()
 }
 
+/// Scale a vector to unit length (a zero vector stays zero).
+pub fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in &mut v {
+            *x /= norm;
+        }
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -224,7 +224,7 @@ mod tests {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
         };
-        let unit = |v: Vec<f32>| crate::embedder::normalise(v);
+        let unit = |v: Vec<f32>| crate::lanes::normalise(v);
         let rows: Vec<Vec<f32>> = (0..5000).map(|_| unit((0..dim).map(|_| next()).collect())).collect();
         let store = VectorStore::from_rows(dim, &rows);
         let cosine = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();

@@ -2,8 +2,6 @@
 pub mod bench;
 pub mod cache;
 pub mod eval;
-pub mod eval_code;
-pub mod eval_extraction;
 pub mod exec;
 pub mod generate;
 pub mod index;

@@ -4,9 +4,8 @@
 //! the graph (and with it every intermediate activation); the backward of the custom op recomputes the block
 //! from its input with a fresh graph, back-propagates the incoming gradient through it, returns dL/dx, and
 //! deposits the adapter gradients of that block in a side store that
-//! [`Decoder::forward_train_checkpointed`] callers merge into the main [`GradStore`].
+//! [`crate::model::Decoder::forward_train_checkpointed`] callers merge into the main [`GradStore`].
 
-use super::decoder::Decoder;
 use crate::lora::AdapterSet;
 use candle_core::backprop::GradStore;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, Var};
@@ -33,12 +32,14 @@ impl SideGrads {
     }
 }
 
+/// Runs one block again, with a graph, on its kept input.
+pub(crate) type Recompute = Box<dyn Fn(&Tensor) -> candle_core::Result<Tensor> + Send + Sync>;
+
+/// The custom op standing for one checkpointed block: its `recompute`, the adapters whose gradients it
+/// deposits, and where it deposits them.
 pub(crate) struct BlockCheckpoint {
-    pub decoder: Decoder,
-    pub layer: usize,
-    pub bt: (usize, usize),
+    pub recompute: Recompute,
     pub adapters: Option<AdapterSet>,
-    pub routed: Option<Vec<bool>>,
     pub side: SideGrads,
 }
 
@@ -57,7 +58,7 @@ impl CustomOp2 for BlockCheckpoint {
 
     fn bwd(&self, x: &Tensor, _y: &Tensor, _res: &Tensor, grad: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
         let xv = Var::from_tensor(&x.detach())?;
-        let y = self.decoder.block_train(self.layer, xv.as_tensor(), self.bt, self.adapters.as_ref(), self.routed.as_deref())?;
+        let y = (self.recompute)(xv.as_tensor())?;
         let g = (y * grad.detach())?.sum_all()?.backward()?;
         if let Some(ad) = &self.adapters {
             let mut side = self.side.grads.lock().map_err(|_| candle_core::Error::Msg("side-grad lock poisoned".into()))?;

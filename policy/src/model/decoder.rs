@@ -306,12 +306,10 @@ impl Decoder {
             };
             // The values, computed with a graph that is dropped at once (detach keeps only the storage).
             let y = self.block_train(li, &x, (b, t), adapters, rows.as_deref())?.detach();
+            let (decoder, owned_adapters, routed) = (self.clone(), adapters.cloned(), rows.clone());
             let op = super::checkpoint::BlockCheckpoint {
-                decoder: self.clone(),
-                layer: li,
-                bt: (b, t),
+                recompute: Box::new(move |x| decoder.block_train(li, x, (b, t), owned_adapters.as_ref(), routed.as_deref())),
                 adapters: adapters.cloned(),
-                routed: rows.clone(),
                 side: side.clone(),
             };
             // The first block's input is the (untracked) embedding: mark it so that the op is recorded.

@@ -6,7 +6,7 @@
 //! grades an earlier run's replies again, under this run's test limits, without sampling (as HumanEval's
 //! `evaluate_functional_correctness` grades a samples file).
 
-use crate::commands::eval::EpisodeArgs;
+use super::episode_args::EpisodeArgs;
 use crate::policy_options::LoadedPolicy;
 use agentrt_environments::code::answer::{extract_code, solution};
 use agentrt_environments::code::tasks::CodeTask;

@@ -1,86 +1,11 @@
-//! `agentrt eval`: a policy on questions, through the same episode loop as training (`agentrt eval
-//! --split dev ...`); `agentrt eval retrieval` measures the search index alone; `agentrt eval compare`
-//! puts two evaluations side by side.
+//! The flags of an episode evaluation (`agentrt eval` without a subcommand) and what they play: a
+//! training config, as `agentrt train` would play it.
 
 use crate::policy_options::{apply_episode_flags, LoadedPolicy, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
-use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
-use agentrt_progress::Progress;
-use agentrt_search::{evaluate, read_questions, QueryEncoder, Recall, WikiIndex};
+use agentrt_eval::DegeneracyThresholds;
 use agentrt_trainer::{RunConfig, TrainConfig};
 use std::path::PathBuf;
-use std::sync::Arc;
-
-/// Arguments of `agentrt eval`.
-#[derive(clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
-#[command(after_help = "Examples:\n  agentrt eval --split dev --num-samples 50 --output-dir eval/zero-shot\n  \
-    agentrt eval --split dev --num-samples 50 --baseline random --output-dir eval/random\n  \
-    agentrt eval --env code --model qwen2.5-coder-0.5b --num-generations 10 --temperature 0.2 --output-dir eval/he\n  \
-    agentrt eval --regrade eval/he --set env.test_fuel=4000000000 --output-dir eval/he-more-fuel\n  \
-    agentrt eval --adapter runs/RUN/checkpoint-10 --output-dir eval/trained\n  \
-    agentrt eval --adapter runs/RUN/checkpoint-10 --adapter-scales 1,0 --output-dir eval/retain-only\n  \
-    agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \
-    agentrt eval compare eval/zero-shot eval/trained\n  \
-    agentrt eval table zero-shot=eval/zero-shot trained=eval/trained --out accuracy.png\n  \
-    agentrt eval retrieval --split dev\n  \
-    agentrt eval extraction --model qwen2.5-coder-0.5b --num-samples 300 --output-dir eval/extract-qwen\n\n\
-    An adapter is played as it was trained: its agent.json gives the base model, system prompt,\n\
-    demonstration, turns, reply length, observation size and sandbox limits, unless a flag says otherwise.\n\
-    With --config (a training config), episodes run exactly as `agentrt train --config` plays them.\n\n\
-    OUTPUT_DIR gets results.json (accuracy, avg_tool_calls, answer_f1, search_hit_rate, num_questions and every metric\n\
-    with its 95% interval), results.md, results.png and transcripts.jsonl (every turn, program, tool\n\
-    output and verdict).")]
-pub struct Args {
-    #[command(subcommand)]
-    pub what: Option<What>,
-    #[command(flatten)]
-    pub episodes: EpisodeArgs,
-}
-
-/// What else to evaluate.
-#[derive(clap::Subcommand)]
-pub enum What {
-    /// Recall@1/5/10 of the gold page for BM25, vectors and hybrid search.
-    Retrieval(RetrievalArgs),
-    /// A model's answers from each question's gold section, no tools: how well it extracts the span.
-    Extraction(crate::commands::eval_extraction::Args),
-    /// Two evaluation output directories side by side.
-    Compare(CompareArgs),
-    /// Several evaluations in one markdown table (each metric with its 95% interval, accuracy against the
-    /// first row), and their accuracies as a PNG bar chart.
-    Table(TableArgs),
-}
-
-/// Arguments of `agentrt eval compare`.
-#[derive(clap::Args)]
-#[command(after_help = "Examples:\n  agentrt eval compare eval/zero-shot eval/trained\n  \
-    agentrt eval --split dev --num-samples 200 --output-dir eval/a && agentrt eval --adapter runs/RUN/checkpoint-10 --split dev --num-samples 200 --output-dir eval/b && agentrt eval compare eval/a eval/b\n\n\
-    Prints every metric of A and B and the difference B - A (accuracy with Newcombe's interval). When both\n\
-    played the same questions (same --split, --num-samples and --seed), also the difference question by\n\
-    question: a paired bootstrap 95% interval and McNemar's exact test.")]
-pub struct CompareArgs {
-    /// The first evaluation (an `agentrt eval` OUTPUT_DIR, holding results.json and transcripts.jsonl): the reference.
-    pub a: PathBuf,
-    /// The second evaluation, compared with A (differences are B - A).
-    pub b: PathBuf,
-}
-
-/// Arguments of `agentrt eval table`.
-#[derive(clap::Args)]
-#[command(after_help = "Examples:\n  agentrt eval table zero-shot=eval/zero-shot trained=eval/trained\n  \
-    agentrt eval table base=eval/base sft=eval/sft rl=eval/rl --out accuracy.png\n\n\
-    One row per evaluation: accuracy (Wilson interval), the accuracy minus the first row's (Newcombe's\n\
-    interval), gold answer printed, extraction, answer F1 and tool calls (bootstrap intervals), search hit\n\
-    rate and programs run (of programs written). A row of other questions than the first is named below.")]
-pub struct TableArgs {
-    /// `LABEL=OUTPUT_DIR` of each evaluation, the reference first.
-    #[arg(required = true)]
-    pub rows: Vec<String>,
-    /// Write the accuracies as a bar chart to this PNG.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-}
 
 /// Arguments of an episode evaluation.
 #[derive(clap::Args)]
@@ -165,115 +90,12 @@ pub struct EpisodeArgs {
     pub tools: ToolOptions,
 }
 
-/// Arguments of `agentrt eval retrieval`.
-#[derive(clap::Args)]
-#[command(after_help = "Examples:\n  agentrt eval retrieval --split dev\n  \
-    agentrt eval retrieval --split train --json\n\n\
-    Each question is sent to search_pages as the query; a hit is the question's gold `page` among the\n\
-    top k. Fusion variants (reciprocal rank fusion, weighted sums) are listed below the three modes.")]
-pub struct RetrievalArgs {
-    /// Which questions: train, dev, or all.
-    #[arg(long, default_value = "dev")]
-    pub split: String,
-    /// Questions file (JSON Lines with question, page, split).
-    #[arg(long, default_value = agentrt_search::DEFAULT_QUESTIONS_FILE)]
-    pub questions: PathBuf,
-    /// Use at most this many questions.
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// What embeds the questions: distilled (the default, as search_pages does) or full.
-    #[arg(long, env = "AGENTRT_QUERY_ENCODER", default_value_t = QueryEncoder::default())]
-    pub query_encoder: QueryEncoder,
-    /// Where the index lives (default: $AGENTRT_CACHE/index).
-    #[arg(long, env = "AGENTRT_INDEX_DIR")]
-    pub index_dir: Option<PathBuf>,
-}
-
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.what {
-        Some(What::Retrieval(a)) => retrieval(a),
-        Some(What::Extraction(a)) => crate::commands::eval_extraction::run(a),
-        Some(What::Table(a)) => {
-            let rows = a
-                .rows
-                .iter()
-                .map(|r| r.split_once('=').map(|(l, d)| (l.to_string(), PathBuf::from(d))).ok_or_else(|| anyhow::anyhow!("{r:?}: expected LABEL=OUTPUT_DIR")))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            print!("{}", agentrt_eval::table(&rows, a.out.as_deref())?);
-            Ok(())
-        }
-        Some(What::Compare(a)) => {
-            print!("{}", agentrt_eval::compare(&a.a, &a.b)?);
-            Ok(())
-        }
-        None => episodes(args.episodes),
-    }
-}
-
-fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
-    if let Some(from) = &args.regrade {
-        let config = played_config(&args, None)?;
-        anyhow::ensure!(
-            args.env.is_none() || config.env.grades_with_tests(),
-            "--regrade grades the replies of an environment graded by tests (code): drop --env or pass --env code"
-        );
-        return crate::commands::eval_code::regrade(&args, from, &config);
-    }
-    refuse_earlier_results(&args)?;
-    let loaded = args.policy.load()?;
-    let config = played_config(&args, Some(&loaded))?;
-    if config.env.grades_with_tests() {
-        return crate::commands::eval_code::run(&args, &loaded, &config);
-    }
-    anyhow::ensure!(args.num_generations == 1 && !args.resume, "--num-generations and --resume are for environments graded by tests (--env code)");
-    let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
-
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (environment, episodes) = runtime.block_on(async {
-        let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
-        let environment = agentrt_trainer::environment(&config, sandbox.clone())?;
-        let questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
-        let runner = environment.runner(sandbox);
-        let policy = args.policy.turn_policy(&loaded, args.seed, &environment)?;
-        let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
-        let mut all = Vec::with_capacity(questions.len());
-        for chunk in questions.chunks(args.batch_size.max(1)) {
-            let batch = runner.run(policy.as_ref(), chunk).await?;
-            all.extend(batch.episodes);
-            let correct = all.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
-            progress.set(all.len() as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
-        }
-        progress.finish_and_clear();
-        anyhow::Ok((environment, all))
-    })?;
-    let mut policy_name = loaded.name.clone();
-    if !environment.demonstration.is_empty() && !args.policy.is_random() {
-        policy_name.push_str(", shown the worked demonstration");
-    }
-    let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
-    let info = EvalInfo {
-        policy: policy_name,
-        judge: environment.spec.judge.clone(),
-        questions: format!("{} split of {}", split, config.data.questions),
-        seed: args.seed,
-        max_turns: environment.spec.max_turns,
-    };
-    write_report(&args.output_dir, &info, &metrics, &episodes)?;
-    print!("{}", agentrt_eval::report_markdown(&info, &metrics));
-    print_samples(&episodes, 3);
-    println!("\nwritten to {}", args.output_dir.display());
-    Ok(())
-}
-
 /// The files an evaluation writes into OUTPUT_DIR, any of which says it holds one already.
 const EARLIER_RESULTS: [&str; 4] = [agentrt_eval::RESULTS_JSON, agentrt_eval::TRANSCRIPTS, "tasks.jsonl", "samples.jsonl"];
 
 /// Refuses an OUTPUT_DIR that holds an earlier evaluation, unless `--force` overwrites it or `--resume`
 /// goes on with it: checked before the model loads, so a typo costs nothing.
-fn refuse_earlier_results(args: &EpisodeArgs) -> anyhow::Result<()> {
+pub(super) fn refuse_earlier_results(args: &EpisodeArgs) -> anyhow::Result<()> {
     if args.force || args.resume {
         return Ok(());
     }
@@ -288,23 +110,11 @@ fn refuse_earlier_results(args: &EpisodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A few samples to look at beside the diversity numbers: the first reply of `n` episodes spread over
-/// the set, each cut to a few lines.
-fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
-    if episodes.is_empty() {
-        return;
-    }
-    println!("\nsamples (first reply of {} episodes):", n.min(episodes.len()));
-    for e in agentrt_eval::spread(episodes, n) {
-        println!("- [{}] {}", e.question.id, agentrt_eval::preview(e.turns.first().map_or("", |t| t.reply.as_str()), 4));
-    }
-}
-
 /// What eval plays, as a training config: the one given (`--config`, `--set`) as `agentrt train` plays
 /// it; without one, the training defaults played as the adapter was trained (its `agent.json`); then the
 /// flags over both (`--env`, `--questions`, turns, prompt, demonstration, judge, sampling). `loaded` is
 /// `None` where no policy plays (`--regrade`).
-fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -> anyhow::Result<TrainConfig> {
+pub(super) fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -> anyhow::Result<TrainConfig> {
     let given = args.config.is_some() || !args.set.is_empty();
     let mut config = if given { TrainConfig::from_layers(args.config.as_deref(), &args.set)? } else { TrainConfig::default() };
     if let Some(name) = &args.env {
@@ -322,39 +132,11 @@ fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -> anyhow::R
     Ok(config)
 }
 
-fn retrieval(args: RetrievalArgs) -> anyhow::Result<()> {
-    let dir = args.index_dir.unwrap_or_else(agentrt_search::default_index_dir);
-    let index = WikiIndex::open_with(&dir, args.query_encoder)?;
-    let split = if args.split == "all" { None } else { Some(args.split.as_str()) };
-    let mut qs = read_questions(&args.questions, split)?;
-    if let Some(n) = args.limit {
-        qs.truncate(n);
-    }
-    anyhow::ensure!(!qs.is_empty(), "no questions of split {:?} in {}", args.split, args.questions.display());
-    let progress = Progress::new("retrieval", "questions", qs.len() as u64, 0);
-    let report = evaluate(&index, &qs, &mut |d| progress.set_position(d as u64))?;
-    progress.finish_and_clear();
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    println!("retrieval on {} {} questions (gold = the question's page; {} query encoder)\n", report.questions, args.split, args.query_encoder);
-    let table = |rows: &[Recall]| {
-        println!("{:<22} {:>9} {:>9} {:>9}", "mode", "recall@1", "recall@5", "recall@10");
-        for r in rows {
-            println!("{:<22} {:>9.3} {:>9.3} {:>9.3}", r.mode, r.at1, r.at5, r.at10);
-        }
-    };
-    table(report.modes.as_slice());
-    println!("\nfusion variants (hybrid = {:?}):", agentrt_search::Fusion::DEFAULT);
-    table(report.fusions.as_slice());
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::sync::Arc;
 
     #[derive(Parser)]
     struct Eval {

@@ -1,0 +1,62 @@
+//! `agentrt eval` on the wiki: accuracy, answer F1 and tool use over a seeded subset of a split, with the
+//! transcripts and a report.
+
+use super::episode_args::EpisodeArgs;
+use crate::policy_options::LoadedPolicy;
+use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
+use agentrt_progress::Progress;
+use agentrt_trainer::TrainConfig;
+use std::sync::Arc;
+
+pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
+    anyhow::ensure!(args.num_generations == 1 && !args.resume, "--num-generations and --resume are for environments graded by tests (--env code)");
+    let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let (environment, episodes) = runtime.block_on(async {
+        let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
+        let environment = agentrt_trainer::environment(config, sandbox.clone())?;
+        let questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
+        let runner = environment.runner(sandbox);
+        let policy = args.policy.turn_policy(loaded, args.seed, &environment)?;
+        let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
+        let mut all = Vec::with_capacity(questions.len());
+        for chunk in questions.chunks(args.batch_size.max(1)) {
+            let batch = runner.run(policy.as_ref(), chunk).await?;
+            all.extend(batch.episodes);
+            let correct = all.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
+            progress.set(all.len() as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
+        }
+        progress.finish_and_clear();
+        anyhow::Ok((environment, all))
+    })?;
+    let mut policy_name = loaded.name.clone();
+    if !environment.demonstration.is_empty() && !args.policy.is_random() {
+        policy_name.push_str(", shown the worked demonstration");
+    }
+    let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
+    let info = EvalInfo {
+        policy: policy_name,
+        judge: environment.spec.judge.clone(),
+        questions: format!("{} split of {}", split, config.data.questions),
+        seed: args.seed,
+        max_turns: environment.spec.max_turns,
+    };
+    write_report(&args.output_dir, &info, &metrics, &episodes)?;
+    print!("{}", agentrt_eval::report_markdown(&info, &metrics));
+    print_samples(&episodes, 3);
+    println!("\nwritten to {}", args.output_dir.display());
+    Ok(())
+}
+
+/// A few samples to look at beside the diversity numbers: the first reply of `n` episodes spread over
+/// the set, each cut to a few lines.
+fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
+    if episodes.is_empty() {
+        return;
+    }
+    println!("\nsamples (first reply of {} episodes):", n.min(episodes.len()));
+    for e in agentrt_eval::spread(episodes, n) {
+        println!("- [{}] {}", e.question.id, agentrt_eval::preview(e.turns.first().map_or("", |t| t.reply.as_str()), 4));
+    }
+}
