@@ -19,8 +19,10 @@
 
 mod atomic;
 mod data;
+mod file_error;
 pub use atomic::write_atomic;
 pub use data::{checkout_dir, data_file, DATA_ROOT_ENV};
+pub use file_error::FileError;
 
 use sha2::{Digest, Sha256};
 use std::fs;

@@ -48,10 +48,10 @@ async fn verdicts_are_read_strictly_from_the_first_word() {
         assert_eq!((verdict.reward, verdict.label), (reward, label), "{reply:?}");
         assert_eq!(verdict.raw, reply, "raw keeps the reply verbatim");
     }
-    assert_eq!(server.requests(), cases.len());
+    assert_eq!(server.request_count(), cases.len());
 
     // The request: model, temperature 0, max tokens, the prompt with question, aliases and response.
-    let request = server.stats.bodies.lock().unwrap()[0].clone();
+    let request = server.requests()[0].body.clone();
     assert_eq!(request["model"], "judge-test");
     assert_eq!(request["temperature"], 0.0);
     assert_eq!(request["max_tokens"], 16);
@@ -60,7 +60,7 @@ async fn verdicts_are_read_strictly_from_the_first_word() {
     assert!(prompt.contains("Gold answer(s): Denver Broncos | Broncos"), "{prompt}");
     assert!(prompt.contains("Response: Yes."), "{prompt}");
     assert!(prompt.ends_with("Is the response correct and coherent? Answer yes or no."), "{prompt}");
-    assert_eq!(server.stats.auth_headers.lock().unwrap()[0], "Bearer sk-test");
+    assert_eq!(server.requests()[0].authorization.as_deref(), Some("Bearer sk-test"));
 }
 
 #[tokio::test]
@@ -68,8 +68,7 @@ async fn only_the_answer_tag_is_sent() {
     let server = start(|_, _| Reply::Content("yes".into())).await;
     let judge = judge_at(&server.base_url, options(None));
     judge.judge(&item("I looked it up. <answer>Denver Broncos</answer> Done.")).await.unwrap();
-    let request = server.stats.bodies.lock().unwrap()[0].clone();
-    assert_eq!(graded_response(&request), "Denver Broncos");
+    assert_eq!(graded_response(&server.requests()[0]), "Denver Broncos");
 }
 
 #[tokio::test]
@@ -78,7 +77,7 @@ async fn a_500_is_retried_then_succeeds() {
     let judge = judge_at(&server.base_url, options(None));
     let verdict = judge.judge(&item("Denver Broncos")).await.expect("retried to success");
     assert_eq!(verdict.label, VerdictLabel::Correct);
-    assert_eq!(server.requests(), 2);
+    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
@@ -91,7 +90,7 @@ async fn persistent_5xx_gives_up_after_the_retries() {
     assert!(matches!(err, JudgeError::Http { status: 503, attempts: 3, .. }), "{err:?}");
     let message = err.to_string();
     assert!(message.contains(&server.endpoint()) && message.contains("overloaded"), "{message}");
-    assert_eq!(server.requests(), 3);
+    assert_eq!(server.request_count(), 3);
 }
 
 #[tokio::test]
@@ -109,7 +108,7 @@ async fn a_hang_times_out_with_an_error_naming_the_endpoint() {
     assert!(message.contains(&server.endpoint()), "{message}");
     assert!(message.contains("did not answer within"), "{message}");
     assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
-    assert_eq!(server.requests(), 2, "timeouts are retried");
+    assert_eq!(server.request_count(), 2, "timeouts are retried");
 }
 
 #[tokio::test]
@@ -124,7 +123,7 @@ async fn a_401_is_not_retried_and_says_what_to_fix() {
     assert!(message.contains("HTTP 401"), "{message}");
     assert!(message.contains("Incorrect API key provided"), "{message}");
     assert!(message.contains("AGENTRT_JUDGE_API_KEY"), "{message}");
-    assert_eq!(server.requests(), 1, "4xx must not be retried");
+    assert_eq!(server.request_count(), 1, "4xx must not be retried");
 }
 
 #[tokio::test]
@@ -150,7 +149,7 @@ async fn a_reply_that_is_not_a_completion_is_reported() {
     let err = judge.judge(&item("Denver Broncos")).await.unwrap_err();
     assert!(matches!(err, JudgeError::BadResponse { .. }), "{err:?}");
     assert!(err.to_string().contains(&server.endpoint()), "{err}");
-    assert_eq!(server.requests(), 1);
+    assert_eq!(server.request_count(), 1);
 
     let server = start(|_, _| Reply::Raw(r#"{"error":"no such model"}"#.into())).await;
     let judge = judge_at(&server.base_url, options(None));
@@ -169,7 +168,7 @@ async fn batches_hold_the_concurrency_bound_and_keep_order() {
     let judge = judge_at(&server.base_url, options(None));
     let items: Vec<JudgeInput> = (0..12).map(|i| item(&format!("{} ({i})", if i % 3 == 0 { "no" } else { "yes" }))).collect();
     let verdicts = judge_batch(&judge, &items, 3).await;
-    assert_eq!(server.requests(), 12);
+    assert_eq!(server.request_count(), 12);
     assert_eq!(server.max_in_flight(), 3, "the bound is reached and never exceeded");
     for (i, verdict) in verdicts.into_iter().enumerate() {
         let verdict = verdict.expect("verdict");
@@ -189,7 +188,7 @@ async fn the_judge_bound_holds_across_callers() {
     // Two callers, each allowing 4 in flight: the judge's own limit of 2 still holds.
     let (a, b) = tokio::join!(judge_batch(&judge, &items[..4], 4), judge_batch(&judge, &items[4..], 4));
     assert!(a.iter().chain(b.iter()).all(|v| v.is_ok()));
-    assert_eq!(server.requests(), 8);
+    assert_eq!(server.request_count(), 8);
     assert_eq!(server.max_in_flight(), 2);
 }
 
@@ -201,20 +200,20 @@ async fn the_cache_answers_the_second_call() {
     let first = judge.judge(&item("Denver Broncos")).await.unwrap();
     let second = judge.judge(&item("Denver Broncos")).await.unwrap();
     assert_eq!(first, second);
-    assert_eq!(server.requests(), 1, "the second call is a cache hit");
+    assert_eq!(server.request_count(), 1, "the second call is a cache hit");
 
     // A re-run (a new judge on the same directory) costs nothing either.
     let rerun = judge_at(&server.base_url, options(Some(dir.path())));
     assert_eq!(rerun.judge(&item("Denver Broncos")).await.unwrap(), first);
-    assert_eq!(server.requests(), 1);
+    assert_eq!(server.request_count(), 1);
 
     // Any change in the key's fields misses: response, answers, question, model.
     judge.judge(&item("Broncos")).await.unwrap();
-    assert_eq!(server.requests(), 2);
+    assert_eq!(server.request_count(), 2);
     let mut other_answers = item("Denver Broncos");
     other_answers.answers.push("DEN".into());
     judge.judge(&other_answers).await.unwrap();
-    assert_eq!(server.requests(), 3);
+    assert_eq!(server.request_count(), 3);
     let other_model = OpenAiJudge::new(OpenAiJudgeConfig {
         model: "another-judge".into(),
         base_url: server.base_url.clone(),
@@ -223,7 +222,7 @@ async fn the_cache_answers_the_second_call() {
     })
     .unwrap();
     other_model.judge(&item("Denver Broncos")).await.unwrap();
-    assert_eq!(server.requests(), 4);
+    assert_eq!(server.request_count(), 4);
 
     // The entry is one JSON file holding the key (with the prompt version) and the verdict.
     let key = judge.cache_key(&item("Denver Broncos"));
@@ -242,7 +241,7 @@ async fn errors_are_not_cached() {
     assert!(judge.judge(&item("Panthers")).await.is_err());
     let verdict = judge.judge(&item("Panthers")).await.unwrap();
     assert_eq!(verdict.label, VerdictLabel::Incorrect);
-    assert_eq!(server.requests(), 2);
+    assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]

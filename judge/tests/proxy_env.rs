@@ -29,5 +29,5 @@ async fn loopback_requests_ignore_proxy_variables() {
     .unwrap();
     let verdict = judge.judge(&JudgeInput::new("q", ["a"], "a")).await.expect("reached the server directly");
     assert_eq!(verdict.label, VerdictLabel::Correct);
-    assert_eq!(server.requests(), 1);
+    assert_eq!(server.request_count(), 1);
 }

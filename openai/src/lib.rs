@@ -18,6 +18,9 @@ pub mod wire;
 #[cfg(feature = "client")]
 mod client;
 
+#[cfg(feature = "loopback-server")]
+pub mod loopback_server;
+
 #[cfg(feature = "client")]
 pub use client::{
     api_key_from_env, body_snippet, install_crypto_provider, is_loopback, Client, ClientConfig, ClientError, Retry, API_KEY_VARIABLES, BODY_SNIPPET_CHARS,

@@ -8,6 +8,7 @@
 //! is always the one that was written, never an adapted one.
 
 use crate::error::RolloutError;
+use agentrt_assets::FileError;
 use agentrt_policy::SamplingParams;
 use agentrt_runtime::Limits;
 use serde::{Deserialize, Serialize};
@@ -130,8 +131,8 @@ impl EpisodeSpec {
         if !path.is_file() {
             return Ok(None);
         }
-        let malformed = |reason: String| RolloutError::Malformed { path: path.clone(), reason };
-        let text = std::fs::read_to_string(&path).map_err(|e| RolloutError::Io { path: path.clone(), source: e })?;
+        let malformed = |reason: String| RolloutError::from(FileError::malformed(path.clone(), reason));
+        let text = std::fs::read_to_string(&path).map_err(FileError::io(&path))?;
         let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
         let object = value.as_object_mut().ok_or_else(|| malformed("not a JSON object".into()))?;
         if let Some(old) = object.remove("limits") {
@@ -162,7 +163,7 @@ impl EpisodeSpec {
         }
         let path = dir.join(AGENT_FILE);
         let text = serde_json::to_string_pretty(&AgentFile { model, spec: self }).expect("an episode spec serialises") + "\n";
-        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| RolloutError::Io { path, source: e })
+        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| FileError::io(&path)(e).into())
     }
 }
 

@@ -18,23 +18,9 @@ pub enum RolloutError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Reading or writing a file failed (the io error is the source).
-    #[error("{path}")]
-    Io {
-        /// The file involved.
-        path: PathBuf,
-        /// The underlying I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file was read but is not what it should be.
-    #[error("{path}: {reason}")]
-    Malformed {
-        /// The offending file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
+    /// A file could not be read or written, or is not what it should be (the message starts with its path).
+    #[error(transparent)]
+    File(#[from] agentrt_assets::FileError),
     /// The local model failed to build a prompt, tokenise or sample.
     #[error(transparent)]
     Policy(#[from] agentrt_policy::PolicyError),

@@ -8,6 +8,7 @@
 
 use crate::episode::{Episode, EpisodeOutcome};
 use crate::error::RolloutError;
+use agentrt_assets::FileError;
 use agentrt_policy::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -125,15 +126,12 @@ impl TrajectorySet {
     /// `counts`, `yield`, the mean tool calls and replies of the kept ones, and the time added. Returns
     /// the manifest's path.
     pub fn write(&self, out: &Path, manifest: serde_json::Value) -> Result<PathBuf, RolloutError> {
-        fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RolloutError + '_ {
-            move |e| RolloutError::Io { path: path.into(), source: e }
-        }
         let mut lines = String::new();
         for t in &self.kept {
             lines.push_str(&serde_json::to_string(t).expect("a trajectory serialises"));
             lines.push('\n');
         }
-        agentrt_assets::write_atomic(out, lines.as_bytes()).map_err(io(out))?;
+        agentrt_assets::write_atomic(out, lines.as_bytes()).map_err(FileError::io(out))?;
         let mut manifest = match manifest {
             serde_json::Value::Object(m) => m,
             serde_json::Value::Null => serde_json::Map::new(),
@@ -154,7 +152,7 @@ impl TrajectorySet {
         manifest.insert("time_utc".into(), utc(now).into());
         let path = manifest_path(out);
         let text = serde_json::to_string_pretty(&serde_json::Value::Object(manifest)).expect("the manifest serialises");
-        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(io(&path))?;
+        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(FileError::io(&path))?;
         Ok(path)
     }
 }

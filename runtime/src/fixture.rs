@@ -16,40 +16,26 @@ struct FixturePage {
     sections: Vec<(&'static str, &'static str, &'static str)>,
 }
 
+/// The pages: (id, title).
+const PAGES: [(&str, &str); 3] = [("denver_broncos", "Denver Broncos"), ("paris", "Paris"), ("oxygen", "Oxygen")];
+
+/// The sections: (id `page:slug`, heading, text), each under the page its id starts with.
+const SECTIONS: [(&str, &str, &str); 6] = [
+    ("denver_broncos:summary", "Summary", "The Denver Broncos are a professional American football team based in Denver, Colorado."),
+    ("denver_broncos:super-bowl-50", "Super Bowl 50", "The Broncos defeated the Carolina Panthers 24-10 in Super Bowl 50 on February 7, 2016."),
+    ("paris:summary", "Summary", "Paris is the capital and most populous city of France."),
+    ("paris:history", "History", "The Parisii, a sub-tribe of the Celtic Senones, inhabited the Paris area from around 250 BC."),
+    ("oxygen:summary", "Summary", "Oxygen is a chemical element with symbol O and atomic number 8."),
+    ("oxygen:discovery", "Discovery", "Oxygen was discovered by Carl Wilhelm Scheele and Joseph Priestley in the 1770s."),
+];
+
 impl Default for FixtureTools {
     fn default() -> Self {
-        Self {
-            pages: vec![
-                FixturePage {
-                    id: "denver_broncos",
-                    title: "Denver Broncos",
-                    sections: vec![
-                        ("denver_broncos:summary", "Summary", "The Denver Broncos are a professional American football team based in Denver, Colorado."),
-                        (
-                            "denver_broncos:super-bowl-50",
-                            "Super Bowl 50",
-                            "The Broncos defeated the Carolina Panthers 24-10 in Super Bowl 50 on February 7, 2016.",
-                        ),
-                    ],
-                },
-                FixturePage {
-                    id: "paris",
-                    title: "Paris",
-                    sections: vec![
-                        ("paris:summary", "Summary", "Paris is the capital and most populous city of France."),
-                        ("paris:history", "History", "The Parisii, a sub-tribe of the Celtic Senones, inhabited the Paris area from around 250 BC."),
-                    ],
-                },
-                FixturePage {
-                    id: "oxygen",
-                    title: "Oxygen",
-                    sections: vec![
-                        ("oxygen:summary", "Summary", "Oxygen is a chemical element with symbol O and atomic number 8."),
-                        ("oxygen:discovery", "Discovery", "Oxygen was discovered by Carl Wilhelm Scheele and Joseph Priestley in the 1770s."),
-                    ],
-                },
-            ],
-        }
+        let pages = PAGES
+            .iter()
+            .map(|&(id, title)| FixturePage { id, title, sections: SECTIONS.iter().copied().filter(|s| s.0.split(':').next() == Some(id)).collect() })
+            .collect();
+        Self { pages }
     }
 }
 

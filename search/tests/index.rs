@@ -33,18 +33,21 @@ fn shared() -> &'static WikiIndex {
     .1
 }
 
+/// Page titles and their pages.
+const TITLES: [(&str, &str); 7] = [
+    ("Paris", "paris"),
+    ("Photosynthesis", "photosynthesis"),
+    ("Jupiter", "jupiter"),
+    ("Violin", "violin"),
+    ("Honey bee", "honey_bee"),
+    ("Chess", "chess"),
+    ("Amazon rainforest", "amazon_rainforest"),
+];
+
 #[test]
 fn gold_page_first_for_its_title() {
     let idx = shared();
-    for (query, gold) in [
-        ("Paris", "paris"),
-        ("Photosynthesis", "photosynthesis"),
-        ("Jupiter", "jupiter"),
-        ("Violin", "violin"),
-        ("Honey bee", "honey_bee"),
-        ("Chess", "chess"),
-        ("Amazon rainforest", "amazon_rainforest"),
-    ] {
+    for (query, gold) in TITLES {
         for mode in [SearchMode::Bm25, SearchMode::Vector, SearchMode::Hybrid] {
             let hits = idx.search_pages_with(query, 3, mode).unwrap();
             assert_eq!(hits[0].page_id, gold, "{mode:?} {query:?}: {hits:?}");

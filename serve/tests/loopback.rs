@@ -330,13 +330,19 @@ async fn the_length_cap_the_sequence_cap_and_the_api_key_are_enforced() {
     assert_eq!((status, v["error"]["param"].as_str()), (400, Some("n")), "{v}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn adapters_load_answer_and_unload_by_name() {
-    let dir = tempfile::tempdir().unwrap();
+/// The tiny Llama with random adapters that change its replies, saved in PEFT form at `dir`.
+fn trained_adapter_in(dir: &std::path::Path) -> Policy {
     let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
     trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
     trained.adapters.as_ref().unwrap().randomize_b(0.5, 1).unwrap();
-    trained.save_adapters(&dir.path().join("a")).unwrap();
+    trained.save_adapters(dir).unwrap();
+    trained
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adapters_load_answer_and_unload_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let trained = trained_adapter_in(&dir.path().join("a"));
     let with_adapter = greedy(&trained, 12);
     let base = greedy(&tiny_policy(Arch::Llama, 3).unwrap(), 12);
     assert_ne!(with_adapter.logprobs, base.logprobs, "the adapter must change the model for this test to mean anything");
@@ -374,10 +380,7 @@ async fn the_shared_client_loads_adapters_and_reads_exact_replies() {
     use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, LoadLoraAdapter, StopReason, UnloadLoraAdapter};
     use agentrt_openai::{Client, ClientConfig, ClientError, Retry};
     let dir = tempfile::tempdir().unwrap();
-    let mut trained = tiny_policy(Arch::Llama, 3).unwrap();
-    trained.init_adapters(LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 9).unwrap();
-    trained.adapters.as_ref().unwrap().randomize_b(0.5, 1).unwrap();
-    trained.save_adapters(&dir.path().join("a")).unwrap();
+    let trained = trained_adapter_in(&dir.path().join("a"));
     let expected = greedy(&trained, 12);
 
     let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), runtime_lora()).await;

@@ -11,6 +11,13 @@ fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
+/// Runs `agentrt ARGS`: its exit status, stdout and stderr.
+fn exit_and_text(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = agentrt(args);
+    let (stdout, stderr) = text(&output);
+    (output.status.code(), stdout, stderr)
+}
+
 const THREE_CALLS: &str = r#"hits = search_pages("Denver Broncos Super Bowl")
 sections = view_sections(hits[0]["page_id"])
 print(read_section(sections[0]["section_id"]))
@@ -63,9 +70,8 @@ fn hostile_programs_exit_nonzero_with_their_typed_error() {
     ];
     for (name, program, kind) in cases {
         let path = write(dir.path(), name, program.as_bytes());
-        let output = agentrt(&["exec", &path, "--fixture", "--timeout-ms", "900"]);
-        let (stdout, stderr) = text(&output);
-        assert_eq!(output.status.code(), Some(1), "{name}: {stdout}\n{stderr}");
+        let (code, stdout, stderr) = exit_and_text(&["exec", &path, "--fixture", "--timeout-ms", "900"]);
+        assert_eq!(code, Some(1), "{name}: {stdout}\n{stderr}");
         assert!(stdout.contains(&format!("── error: {kind}")), "{name}: {stdout}");
     }
 }
@@ -74,16 +80,14 @@ fn hostile_programs_exit_nonzero_with_their_typed_error() {
 fn broken_components_exit_with_status_2_and_say_why() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = write(dir.path(), "garbage.wasm", b"\0asm\x0d\0\x01\0 not really");
-    let output = agentrt(&["exec", &garbage, "--fixture"]);
-    let (_, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = exit_and_text(&["exec", &garbage, "--fixture"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("garbage.wasm is not a valid WebAssembly component"), "{stderr}");
 
     let wasm = wat::parse_str(r#"(component (import "evil:host/escape" (instance (export "break-out" (func)))))"#).unwrap();
     let escape = write(dir.path(), "escape.wasm", &wasm);
-    let output = agentrt(&["exec", &escape, "--fixture"]);
-    let (_, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = exit_and_text(&["exec", &escape, "--fixture"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("imports something the host does not provide") && stderr.contains("evil:host/escape"), "{stderr}");
 }
 
@@ -108,9 +112,8 @@ fn a_hit_names_its_best_section() {
 fn a_misspelled_name_says_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let program = write(dir.path(), "typo.py", b"hits = search_pages(\"oxygen\")\nbest = hits[0]\nx = 1\ny = 2\nprint(bst[\"section_id\"])\n");
-    let output = agentrt(&["exec", &program, "--fixture"]);
-    let (stdout, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = exit_and_text(&["exec", &program, "--fixture"]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
     assert!(stdout.contains("── error: unknown-tool"), "{stdout}");
     assert!(stdout.contains("line 5") && stdout.contains("NameError: name 'bst' is not defined"), "{stdout}");
     // The source line, with the name marked under it as other exceptions' tracebacks mark theirs.
@@ -131,9 +134,8 @@ fn a_misspelled_name_says_its_line() {
 fn unusable_inputs_are_refused_in_words() {
     let dir = tempfile::tempdir().unwrap();
     let bad = write(dir.path(), "bad.wasm", b"hello, not wasm at all");
-    let output = agentrt(&["exec", &bad, "--fixture"]);
-    let (_, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = exit_and_text(&["exec", &bad, "--fixture"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("bad.wasm is not a valid WebAssembly component: it does not start with the WebAssembly magic bytes"), "{stderr}");
     assert!(!stderr.contains("0x61") && !stderr.contains("expected=["), "no byte arrays: {stderr}");
     let module = write(dir.path(), "module.wasm", &wat::parse_str("(module)").unwrap());
@@ -141,22 +143,19 @@ fn unusable_inputs_are_refused_in_words() {
     assert!(stderr.contains("module.wasm is not a valid WebAssembly component: it is a core WebAssembly module"), "{stderr}");
 
     let latin1 = write(dir.path(), "latin1.py", b"print('caf\xe9')\n");
-    let output = agentrt(&["exec", &latin1, "--fixture", "--json"]);
-    let (stdout, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = exit_and_text(&["exec", &latin1, "--fixture", "--json"]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
     let error: serde_json::Value = serde_json::from_str(&stdout).expect("--json prints one JSON object, even for a setup error");
     assert_eq!(error["error"], "not-utf8", "{error}");
     assert_eq!(error["byte_offset"], 10, "{error}");
     assert!(error["message"].as_str().unwrap().contains("latin1.py: not UTF-8 text: the byte at offset 10 (0xe9)"), "{error}");
     assert!(stderr.contains("offset 10"), "{stderr}");
 
-    let output = agentrt(&["exec", "--fixture", "--timeout-ms", "0", "--code", "print(1)"]);
-    let (_, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = exit_and_text(&["exec", "--fixture", "--timeout-ms", "0", "--code", "print(1)"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--timeout-ms") && stderr.contains("0 ms cannot run anything"), "{stderr}");
 
-    let output = agentrt(&["exec"]);
-    let (_, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = exit_and_text(&["exec"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--code"), "{stderr}");
 }

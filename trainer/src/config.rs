@@ -656,6 +656,18 @@ pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
 mod tests {
     use super::*;
 
+    /// The error `from_layers` gives for this file and these `--set`s.
+    fn layered_error(file: Option<&Path>, overrides: &[&str]) -> String {
+        let overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
+        TrainConfig::from_layers(file, &overrides).unwrap_err().to_string()
+    }
+
+    /// `from_layers` fails for this file and these `--set`s, and its error says `expected`.
+    fn assert_layered_error(file: Option<&Path>, overrides: &[&str], expected: impl AsRef<str>) {
+        let e = layered_error(file, overrides);
+        assert!(e.contains(expected.as_ref()), "{e}");
+    }
+
     #[test]
     fn an_advantage_kind_is_named_as_serde_names_it() {
         for kind in [AdvantageKind::Reinforce, AdvantageKind::Rloo, AdvantageKind::Grpo] {
@@ -698,23 +710,18 @@ mod tests {
         let saved = DEFAULT_CONFIG.replace("[rollout]\n", "[rollout]\nmax_turnz = 2\n");
         let e = toml::from_str::<TrainConfig>(&saved).unwrap_err().to_string();
         assert!(e.contains("max_turnz"), "{e}");
-        let e = TrainConfig::from_layers(None, &["algorithm.lrr=1".into()]).unwrap_err().to_string();
-        assert!(e.contains("algorithm.lrr"), "{e}");
-        let e = TrainConfig::from_layers(None, &["rollout.num_rollouts=1".into()]).unwrap_err().to_string();
-        assert!(e.contains("rollout.num_rollouts"), "{e}");
-        let e = TrainConfig::from_layers(None, &["routing.detector=contains:x".into()]).unwrap_err().to_string();
-        assert!(e.contains("dual_lora"), "{e}");
+        assert_layered_error(None, &["algorithm.lrr=1"], "algorithm.lrr");
+        assert_layered_error(None, &["rollout.num_rollouts=1"], "rollout.num_rollouts");
+        assert_layered_error(None, &["routing.detector=contains:x"], "dual_lora");
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n[nope]\nx = 1\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        let e = layered_error(Some(&p), &[]);
         assert!(e.contains("c.toml") && e.contains("[nope]"), "{e}");
         // A wrong type names the file, the line and the key; a --set names itself.
         std::fs::write(&p, "# my run\n[algorithm]\nlr = 0.001\n\n[rollout]\ntemperature = 0.7\nbatch_size = \"two\"\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
-        assert!(e.contains(&format!("{}:7: rollout.batch_size: invalid type", p.display())), "{e}");
-        let e = TrainConfig::from_layers(None, &["rollout.batch_size=two".into()]).unwrap_err().to_string();
-        assert!(e.contains("--set rollout.batch_size=two: invalid type"), "{e}");
+        assert_layered_error(Some(&p), &[], format!("{}:7: rollout.batch_size: invalid type", p.display()));
+        assert_layered_error(None, &["rollout.batch_size=two"], "--set rollout.batch_size=two: invalid type");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n").unwrap();
         assert_eq!(TrainConfig::from_layers(Some(&p), &[]).unwrap().algorithm.lr, 0.001);
     }
@@ -724,17 +731,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n\n[rollout]\nnum_rolouts = 4\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
-        assert!(e.contains(&format!("{}:5: unknown key rollout.num_rolouts (did you mean `num_rollouts`?)", p.display())), "{e}");
-        let e = TrainConfig::from_layers(None, &["rollout.num_rolouts=4".into()]).unwrap_err().to_string();
-        assert!(e.contains("unknown key rollout.num_rolouts (did you mean `num_rollouts`?)"), "{e}");
-        let e = TrainConfig::from_layers(None, &["rolout.num_rollouts=4".into()]).unwrap_err().to_string();
-        assert!(e.contains("unknown section [rolout] (did you mean `rollout`?)"), "{e}");
+        assert_layered_error(Some(&p), &[], format!("{}:5: unknown key rollout.num_rolouts (did you mean `num_rollouts`?)", p.display()));
+        assert_layered_error(None, &["rollout.num_rolouts=4"], "unknown key rollout.num_rolouts (did you mean `num_rollouts`?)");
+        assert_layered_error(None, &["rolout.num_rollouts=4"], "unknown section [rolout] (did you mean `rollout`?)");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n[algorythm]\nbeta = 0\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
-        assert!(e.contains(&format!("{}:3: unknown section [algorythm] (did you mean `algorithm`?)", p.display())), "{e}");
+        assert_layered_error(Some(&p), &[], format!("{}:3: unknown section [algorythm] (did you mean `algorithm`?)", p.display()));
         // Nothing close: no guess.
-        let e = TrainConfig::from_layers(None, &["algorithm.zzzzzz=1".into()]).unwrap_err().to_string();
+        let e = layered_error(None, &["algorithm.zzzzzz=1"]);
         assert!(e.contains("unknown key algorithm.zzzzzz") && !e.contains("did you mean"), "{e}");
     }
 
@@ -743,15 +746,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "# mine\n[algorithm]\nbeta = 0.01\nlr = -1\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
-        assert!(e.contains(&format!("{}:4: algorithm.lr: must be in (0, 1)", p.display())), "{e}");
+        assert_layered_error(Some(&p), &[], format!("{}:4: algorithm.lr: must be in (0, 1)", p.display()));
         // The --set that gave it wins over the file.
-        let e = TrainConfig::from_layers(Some(&p), &["algorithm.lr=2".into()]).unwrap_err().to_string();
-        assert!(e.contains("--set algorithm.lr=2: algorithm.lr: must be in (0, 1)"), "{e}");
+        assert_layered_error(Some(&p), &["algorithm.lr=2"], "--set algorithm.lr=2: algorithm.lr: must be in (0, 1)");
         // A key of a combined check (`beta / max_grad_norm / weight_decay`) is found too.
         std::fs::write(&p, "[algorithm]\nweight_decay = -0.5\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
-        assert!(e.contains(&format!("{}:2: algorithm.beta / max_grad_norm / weight_decay", p.display())), "{e}");
+        assert_layered_error(Some(&p), &[], format!("{}:2: algorithm.beta / max_grad_norm / weight_decay", p.display()));
     }
 
     #[test]
@@ -759,7 +759,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "# mine\nmax_steps = 10\n[run]\nseed = 1\n").unwrap();
-        let e = TrainConfig::from_layers(Some(&p), &[]).unwrap_err().to_string();
+        let e = layered_error(Some(&p), &[]);
         assert!(e.contains(&format!("{}:2: `max_steps` is outside any [section] (top-level keys are not allowed): put it under [run]", p.display())), "{e}");
         assert!(!e.contains("unknown section"), "{e}");
     }
@@ -769,8 +769,7 @@ mod tests {
         let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into(), "routing.unflagged=exclusive".into()])
             .unwrap();
         assert_eq!(c.routing.unflagged, Routing::Exclusive);
-        let e = TrainConfig::from_layers(None, &["routing.unflagged=both".into()]).unwrap_err().to_string();
-        assert!(e.contains("unflagged"), "{e}");
+        assert_layered_error(None, &["routing.unflagged=both"], "unflagged");
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("config.toml");
         std::fs::write(&p, c.to_toml()).unwrap();

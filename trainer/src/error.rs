@@ -6,23 +6,9 @@ pub enum TrainError {
     /// A setting is unknown, out of range or inconsistent, or names missing data (the message names the key).
     #[error("config: {0}")]
     Config(String),
-    /// Reading or writing a file failed (the io error is the source).
-    #[error("{path}")]
-    Io {
-        /// The file or directory being read or written.
-        path: PathBuf,
-        /// What the operating system reported.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file was read but is not what it should be (a corrupt state, a bad line).
-    #[error("{path}: {reason}")]
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, with the line number when there is one.
-        reason: String,
-    },
+    /// A file could not be read or written, or is not what it should be (the message starts with its path).
+    #[error(transparent)]
+    File(#[from] agentrt_assets::FileError),
     /// Saving or loading the optimizer's state failed.
     #[error("optimizer state {path}")]
     OptimizerState {
@@ -49,5 +35,5 @@ pub enum TrainError {
 
 /// Maps an io error to one naming the path.
 pub fn io_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> TrainError + '_ {
-    move |e| TrainError::Io { path: path.to_path_buf(), source: e }
+    move |e| agentrt_assets::FileError::io(path)(e).into()
 }

@@ -13,6 +13,7 @@
 //! text is tokenised here, once.
 
 use crate::error::TrainError;
+use agentrt_assets::FileError;
 use agentrt_policy::Policy;
 use agentrt_rollout::{Conversation, Finish, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Reply, RolloutError, TurnPolicy};
 use async_trait::async_trait;
@@ -111,13 +112,13 @@ impl AdapterPublisher {
         let partial = root.join(format!(".step-{step}.partial"));
         for d in [&dir, &partial] {
             if d.exists() {
-                std::fs::remove_dir_all(d).map_err(|source| TrainError::Io { path: d.to_path_buf(), source })?;
+                std::fs::remove_dir_all(d).map_err(FileError::io(d))?;
             }
         }
-        std::fs::create_dir_all(&root).map_err(|source| TrainError::Io { path: root.clone(), source })?;
+        std::fs::create_dir_all(&root).map_err(FileError::io(&root))?;
         policy.save_adapters(&partial)?;
-        std::fs::rename(&partial, &dir).map_err(|source| TrainError::Io { path: dir.clone(), source })?;
-        let absolute: PathBuf = dir.canonicalize().map_err(|source| TrainError::Io { path: dir.clone(), source })?;
+        std::fs::rename(&partial, &dir).map_err(FileError::io(&dir))?;
+        let absolute: PathBuf = dir.canonicalize().map_err(FileError::io(&dir))?;
         let name = served_name(&self.config.model, step);
         if !self.loaded.contains(&name) {
             self.loaded.push(name.clone());
@@ -134,7 +135,7 @@ impl AdapterPublisher {
             }
             let old = root.join(format!("step-{}", step.saturating_sub(2)));
             if step >= 2 && old.exists() {
-                std::fs::remove_dir_all(&old).map_err(|source| TrainError::Io { path: old.clone(), source })?;
+                std::fs::remove_dir_all(&old).map_err(FileError::io(&old))?;
             }
         }
         Ok(name)

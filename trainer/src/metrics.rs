@@ -14,6 +14,7 @@
 //! [`RunDir::append`]: crate::run_dir::RunDir::append
 
 use crate::error::{io_err, TrainError};
+use agentrt_assets::FileError;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::path::Path;
 
@@ -304,12 +305,7 @@ fn read_log<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<V
         match serde_json::from_str(line) {
             Ok(m) => out.push(m),
             Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
-            Err(e) => {
-                return Err(TrainError::Malformed {
-                    path: path.to_path_buf(),
-                    reason: format!("line {}: not {what} (written by another version of agentrt?): {e}", n + 1),
-                })
-            }
+            Err(e) => return Err(FileError::malformed(path, format!("line {}: not {what} (written by another version of agentrt?): {e}", n + 1)).into()),
         }
     }
     Ok(out)

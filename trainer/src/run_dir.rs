@@ -5,6 +5,7 @@
 use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
 use crate::metrics::StepMetrics;
+use agentrt_assets::FileError;
 use agentrt_policy::{AdamW, Policy};
 use agentrt_rollout::EpisodeSpec;
 use serde::{Deserialize, Serialize};
@@ -200,7 +201,7 @@ impl RunDir {
     pub fn read_state(checkpoint: &Path) -> Result<TrainerState, TrainError> {
         let p = checkpoint.join(STATE);
         let text = std::fs::read_to_string(&p).map_err(io_err(&p))?;
-        serde_json::from_str(&text).map_err(|e| TrainError::Malformed { path: p, reason: format!("corrupt trainer state: {e}") })
+        serde_json::from_str(&text).map_err(|e| TrainError::from(FileError::malformed(p, format!("corrupt trainer state: {e}"))))
     }
 
     /// The adapters directory of a checkpoint.
@@ -240,7 +241,7 @@ fn read_jsonl(p: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
             Ok(v) => out.push(v),
             // Only the last line can be torn by a kill during its write.
             Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
-            Err(e) => return Err(TrainError::Malformed { path: p.to_path_buf(), reason: format!("line {}: {e}", i + 1) }),
+            Err(e) => return Err(FileError::malformed(p, format!("line {}: {e}", i + 1)).into()),
         }
     }
     Ok(out)

@@ -4,6 +4,7 @@
 
 use crate::error::TrainError;
 use crate::routing::Detector;
+use agentrt_assets::FileError;
 use agentrt_environments::wiki::{demonstration, system_prompt, system_prompt_template};
 use agentrt_policy::{Message, Policy};
 use agentrt_rollout::TraceBuilder;
@@ -53,7 +54,7 @@ pub struct ReadStats {
 }
 
 fn line_err(path: &Path, line: usize, reason: impl std::fmt::Display) -> TrainError {
-    TrainError::Malformed { path: path.to_path_buf(), reason: format!("line {line}: {reason}") }
+    FileError::malformed(path, format!("line {line}: {reason}")).into()
 }
 
 /// Reads one JSON Lines file: `{"messages": [...]}` lines, `agentrt eval` transcript lines (an episode:

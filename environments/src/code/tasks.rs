@@ -1,6 +1,7 @@
 //! Code tasks in HumanEval's format: `task_id`, `prompt` (a signature and docstring), `tests` (a
 //! `check(candidate)` function), `entry_point`, and optionally `split` and `canonical_solution`.
 
+use agentrt_assets::FileError;
 use agentrt_rollout::{Question, RolloutError};
 use serde::Deserialize;
 use std::path::Path;
@@ -50,10 +51,9 @@ pub fn documented_split(task_id: &str) -> &'static str {
 /// one). A bad row is an error naming the file and the line.
 pub fn read_tasks(path: &Path, split: Option<&str>) -> Result<Vec<CodeTask>, RolloutError> {
     // The bundled tasks are found from any folder (see `agentrt_assets::data_file`).
-    let found =
-        agentrt_assets::data_file(path, "--questions FILE (or the config's env.tasks)").map_err(|source| RolloutError::Io { path: path.into(), source })?;
+    let found = agentrt_assets::data_file(path, "--questions FILE (or the config's env.tasks)").map_err(FileError::io(path))?;
     let path = found.as_path();
-    let text = std::fs::read_to_string(path).map_err(|source| RolloutError::Io { path: path.into(), source })?;
+    let text = std::fs::read_to_string(path).map_err(FileError::io(path))?;
     let mut tasks = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, line) in text.lines().enumerate() {

@@ -30,15 +30,32 @@ pub struct AttentionShape {
     pub head_dim: usize,
 }
 
-impl AttentionShape {
+/// The widths that follow from a grouped-query attention's heads, for every shape of call.
+pub(crate) trait GroupedHeads {
+    /// (query heads, key/value heads, width of one head).
+    fn head_counts(&self) -> (usize, usize, usize);
+
+    /// Width of a row of queries (and of the output).
     fn q_width(&self) -> usize {
-        self.heads * self.head_dim
+        let (heads, _, head_dim) = self.head_counts();
+        heads * head_dim
     }
+
+    /// Width of a row of keys or values.
     fn kv_width(&self) -> usize {
-        self.kv_heads * self.head_dim
+        let (_, kv_heads, head_dim) = self.head_counts();
+        kv_heads * head_dim
     }
+
+    /// The scores' scale, `1 / √hd`.
     fn scale(&self) -> f32 {
-        1.0 / (self.head_dim as f32).sqrt()
+        1.0 / (self.head_counts().2 as f32).sqrt()
+    }
+}
+
+impl GroupedHeads for AttentionShape {
+    fn head_counts(&self) -> (usize, usize, usize) {
+        (self.heads, self.kv_heads, self.head_dim)
     }
 }
 

@@ -13,7 +13,7 @@
 //! in the backward each task returns its keys' and values' gradients and they are added in a fixed order
 //! afterwards (the prefix rows are shared by every task, so no task writes them directly).
 
-use super::attention::{composed_causal_attention, AttentionShape};
+use super::attention::{composed_causal_attention, AttentionShape, GroupedHeads};
 use super::causal_softmax::{softmax_row, softmax_row_backward};
 use super::contiguous_f32;
 use super::gemm::matmul_strided;
@@ -37,6 +37,12 @@ pub struct SharedPrefixShape {
     pub head_dim: usize,
 }
 
+impl GroupedHeads for SharedPrefixShape {
+    fn head_counts(&self) -> (usize, usize, usize) {
+        (self.heads, self.kv_heads, self.head_dim)
+    }
+}
+
 impl SharedPrefixShape {
     /// All rows: the prefix's and every segment's.
     pub fn rows(&self) -> usize {
@@ -51,18 +57,6 @@ impl SharedPrefixShape {
             p.extend(self.prefix as u32..(self.prefix + len) as u32);
         }
         p
-    }
-
-    fn q_width(&self) -> usize {
-        self.heads * self.head_dim
-    }
-
-    fn kv_width(&self) -> usize {
-        self.kv_heads * self.head_dim
-    }
-
-    fn scale(&self) -> f32 {
-        1.0 / (self.head_dim as f32).sqrt()
     }
 
     /// Unit `u`: 0 is the prefix, `1 + b` segment `b`. Returns (first row, rows) of its queries.
