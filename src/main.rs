@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod commands;
+mod inference_options;
 mod policy_options;
 mod run_options;
 mod sandbox_options;

@@ -2,6 +2,7 @@
 //! layers, resuming, the model and warm start, the seed, where the run goes, and progress. Each command adds
 //! the flags of its own sections and maps them with [`RunOptions::overrides`].
 
+use agentrt_trainer::RunConfig;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -58,22 +59,28 @@ impl RunOptions {
         self.set.iter().cloned().chain(flags).collect()
     }
 
-    /// What `--print-config` prints: `defaults` (commented) when nothing layers over them, else `merged()`.
-    pub fn config_to_print(&self, overrides: &[String], defaults: &str, merged: impl FnOnce() -> anyhow::Result<String>) -> anyhow::Result<String> {
-        if self.config.is_none() && overrides.is_empty() {
-            Ok(defaults.to_string())
-        } else {
-            merged()
+    /// The config a run goes on with, its run directory, and whether it resumes there; `None` when
+    /// `--print-config` printed the config instead (the embedded defaults, commented, when nothing layers
+    /// over them). The run directory is `--resume DIR`, or the one the config names (`output_dir/run_name`).
+    /// A resumed run goes on with its saved config (data files included: none need be given again), with
+    /// what is given now layered over it; only its length and cadences may change.
+    pub fn resolve<C: RunConfig>(&self, overrides: &[String]) -> anyhow::Result<Option<(C, PathBuf, bool)>> {
+        let file = self.config.as_deref();
+        if self.print_config && self.resume.is_none() {
+            let text = if file.is_none() && overrides.is_empty() { C::DEFAULTS.to_string() } else { C::from_layers(file, overrides)?.to_toml() };
+            print!("{text}");
+            return Ok(None);
         }
-    }
-
-    /// The run directory and whether to resume it: `--resume DIR`, or `--resume` alone for the directory
-    /// the config names (`output_dir/run_name`), or a new run there.
-    pub fn run_dir(&self, output_dir: &str, run_name: String) -> (PathBuf, bool) {
-        match &self.resume {
-            Some(p) if !p.as_os_str().is_empty() => (p.clone(), true),
-            Some(_) => (PathBuf::from(output_dir).join(run_name), true),
-            None => (PathBuf::from(output_dir).join(run_name), false),
+        let config = C::from_layers(file, overrides)?;
+        let (run_dir, resume) = match &self.resume {
+            Some(dir) if !dir.as_os_str().is_empty() => (dir.clone(), true),
+            given => (config.run_dir(), given.is_some()),
+        };
+        let config = if resume { C::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), file, overrides)? } else { config };
+        if self.print_config {
+            print!("{}", config.to_toml());
+            return Ok(None);
         }
+        Ok(Some((config, run_dir, resume)))
     }
 }

@@ -1,8 +1,9 @@
 //! `agentrt generate`: sample a completion from the policy, as the trainer and eval harness do (with `--decode-activations f32`,
 //! exactly: by default it decodes with 8-bit activations, as `agentrt serve` and llama.cpp do).
 
+use crate::inference_options::{InferenceOptions, LoadedModel};
 use agentrt_policy::rand::SeedableRng;
-use agentrt_policy::{Message, ModelSource, Policy, SamplingParams};
+use agentrt_policy::{Message, SamplingParams};
 use anyhow::Context;
 
 /// Arguments of `agentrt generate`.
@@ -19,18 +20,10 @@ pub struct Args {
     /// default, if any).
     #[arg(long)]
     pub system: Option<String>,
-    /// `smollm2-135m` (SmolLM2-135M-Instruct, GGUF), `qwen2.5-coder-0.5b`, a `.gguf` file, or a safetensors
-    /// directory (config.json, tokenizer.json, *.safetensors). Named models are fetched and checked once.
-    /// Default: the adapter's own base model (its `agent.json`), else `smollm2-135m`.
-    #[arg(long)]
-    pub model: Option<String>,
     /// An adapter to apply: a checkpoint of `agentrt train` / `agentrt sft` (or `models/...`), a PEFT
     /// LoRA adapter directory, or a dual `retain/` + `forget/` directory.
     #[arg(long)]
     pub adapter: Option<std::path::PathBuf>,
-    /// `cpu` or `cuda:N` (CUDA needs a build with `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
     /// Most tokens to generate.
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
@@ -46,31 +39,21 @@ pub struct Args {
     /// Random seed for sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// What decoding multiplies the model's GGUF blocks with: `int8` (activations rounded to 8 bits per
-    /// 32 values, integer dot products, as llama.cpp decodes) or `f32` (the training forward's products:
-    /// what `agentrt train` and `agentrt eval` sample with, log-probs the trainer's to float rounding).
-    #[arg(long, default_value = "int8")]
-    pub decode_activations: agentrt_policy::DecodeActivations,
     /// Print token ids and their log-probs after the text.
     #[arg(long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub inference: InferenceOptions,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let device = agentrt_policy::parse_device(&args.device)?;
-    let trained = match &args.adapter {
-        Some(dir) => agentrt_rollout::EpisodeSpec::read_agent_file(dir)?,
-        None => None,
-    };
-    let model = args.model.clone().or(trained.as_ref().map(|(model, _)| model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
-    let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
-    policy.decoder.decode_activations = args.decode_activations;
+    let LoadedModel { mut policy, trained, .. } = args.inference.load(args.adapter.as_deref())?;
     if let Some(dir) = &args.adapter {
         policy.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir)).with_context(|| format!("loading adapter {}", dir.display()))?;
     }
     let mut messages = Vec::new();
     let trained_prompt =
-        trained.as_ref().map(|(_, s)| agentrt_environments::wiki::system_prompt(agentrt_environments::wiki::system_prompt_template(&s.system_prompt), &[]));
+        trained.as_ref().map(|s| agentrt_environments::wiki::system_prompt(agentrt_environments::wiki::system_prompt_template(&s.system_prompt), &[]));
     if let Some(s) = args.system.clone().or(trained_prompt) {
         messages.push(Message::system(s));
     }

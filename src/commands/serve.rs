@@ -1,7 +1,7 @@
 //! `agentrt serve`: a model and any number of adapters behind an OpenAI-compatible API (see the
 //! `agentrt-serve` crate).
 
-use agentrt_policy::{ModelSource, Policy};
+use crate::inference_options::{InferenceOptions, LoadedModel};
 use agentrt_serve::{ServeConfig, ServerState};
 use anyhow::Context;
 use std::io::Write;
@@ -25,10 +25,6 @@ use std::path::PathBuf;
     ends (id, model, tokens, time to first token, total). The server binds loopback unless --host says\n\
     otherwise; give it an --api-key before it listens beyond.")]
 pub struct Args {
-    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory. Default: the first
-    /// adapter's base model (its `agent.json`), else smollm2-135m.
-    #[arg(long)]
-    pub model: Option<String>,
     /// An adapter to serve, `NAME=PATH` or `PATH` (named after its directory): a checkpoint of `agentrt
     /// train` / `sft`, a copy of one (`models/...`), or a PEFT adapter directory. Repeat for several.
     #[arg(long)]
@@ -42,9 +38,6 @@ pub struct Args {
     /// Port to bind (0: any free port; the address is printed).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// `cpu` or `cuda:N` (CUDA needs a build with `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
     /// Sequences (request choices) decoding together at most, as vLLM's flag; later requests wait for a
     /// slot.
     #[arg(long, default_value_t = ServeConfig::default().max_num_seqs)]
@@ -67,11 +60,6 @@ pub struct Args {
     /// used go first. 0 turns the cache off. (Requests for an adapter do not use it.)
     #[arg(long, default_value_t = ServeConfig::default().prefix_cache_bytes >> 20)]
     pub prefix_cache_mib: usize,
-    /// What decoding multiplies the model's GGUF blocks with: `int8` (activations rounded to 8 bits per
-    /// 32 values, integer dot products, as llama.cpp serves) or `f32` (the training forward's products, so
-    /// log-probs match a trainer's to float rounding).
-    #[arg(long, default_value = "int8")]
-    pub decode_activations: agentrt_policy::DecodeActivations,
     /// `invariant`: a request's arithmetic is its own, so its tokens and log-probs at temperature 0 (or with
     /// a seed) do not depend on the other requests it is batched with, on how its prompt is cut into steps
     /// or on the prefix cache. `fastest`: long prompts by the general matrix product, and requests that share
@@ -95,6 +83,8 @@ pub struct Args {
     /// request and frees what it held. 0: no limit.
     #[arg(long, default_value_t = agentrt_serve::DEFAULT_WRITE_TIMEOUT_S)]
     pub timeout_s: u64,
+    #[command(flatten)]
+    pub inference: InferenceOptions,
 }
 
 /// `NAME=PATH` or `PATH` (named after the directory).
@@ -115,14 +105,7 @@ fn named_adapter(spec: &str) -> anyhow::Result<(String, PathBuf)> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let adapters: Vec<(String, PathBuf)> = args.adapter.iter().map(|s| named_adapter(s)).collect::<anyhow::Result<_>>()?;
-    let first_settings = match adapters.first() {
-        Some((_, path)) => agentrt_rollout::EpisodeSpec::read_agent_file(path)?,
-        None => None,
-    };
-    let model = args.model.clone().or(first_settings.map(|(model, _)| model)).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
-    let device = agentrt_policy::parse_device(&args.device)?;
-    let mut policy = Policy::load_for_inference(&ModelSource::parse(&model), &device).with_context(|| format!("loading model `{model}`"))?;
-    policy.decoder.decode_activations = args.decode_activations;
+    let LoadedModel { mut policy, name: model, .. } = args.inference.load(adapters.first().map(|(_, path)| path.as_path()))?;
     policy.decoder.batching = args.batching;
     let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
     let config = ServeConfig {

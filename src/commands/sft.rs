@@ -1,7 +1,7 @@
 //! `agentrt sft`: supervised LoRA fine-tuning on conversations (see `agentrt_trainer::sft`).
 
 use crate::run_options::RunOptions;
-use agentrt_trainer::{sft, RunConfig, SftConfig, SftRequest};
+use agentrt_trainer::{sft, SftConfig, SftRequest};
 
 /// Arguments of `agentrt sft`.
 #[derive(clap::Args)]
@@ -67,26 +67,7 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let overrides = args.overrides();
-    if args.run.print_config && args.run.resume.is_none() {
-        print!(
-            "{}",
-            args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_SFT_CONFIG, || Ok(SftConfig::from_layers(
-                args.run.config.as_deref(),
-                &overrides
-            )?
-            .to_toml()))?
-        );
-        return Ok(());
-    }
-    let config = SftConfig::from_layers(args.run.config.as_deref(), &overrides)?;
-    let (run_dir, resume) = args.run.run_dir(&config.run.output_dir, config.run_name());
-    // A resumed run goes on with its saved config (data files included: none need be given again), with
-    // what is given now layered over it; only its length and cadences may change.
-    let config = if resume { SftConfig::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), args.run.config.as_deref(), &overrides)? } else { config };
-    if args.run.print_config {
-        print!("{}", config.to_toml());
-        return Ok(());
-    }
+    let Some((config, run_dir, resume)) = args.run.resolve::<SftConfig>(&overrides)? else { return Ok(()) };
     let summary = sft(SftRequest { config, run_dir, resume, progress: !args.run.no_progress })?;
     let plot = agentrt_trainer::plot::plot_run(&summary.run_dir, None)?;
     println!("run: {}", summary.run_dir.display());

@@ -2,7 +2,7 @@
 
 use crate::run_options::RunOptions;
 use crate::sandbox_options::ToolOptions;
-use agentrt_trainer::{train, RunConfig, TrainConfig, TrainRequest};
+use agentrt_trainer::{train, TrainConfig, TrainRequest};
 use std::sync::Arc;
 
 /// Arguments of `agentrt train`.
@@ -78,24 +78,7 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let overrides = args.overrides();
-    if args.run.print_config && args.run.resume.is_none() {
-        print!(
-            "{}",
-            args.run.config_to_print(&overrides, agentrt_trainer::DEFAULT_CONFIG, || Ok(
-                TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?.to_toml()
-            ))?
-        );
-        return Ok(());
-    }
-    let config = TrainConfig::from_layers(args.run.config.as_deref(), &overrides)?;
-    let (run_dir, resume) = args.run.run_dir(&config.run.output_dir, config.run_name());
-    // A resumed run goes on with its saved config (data files included: none need be given again), with
-    // what is given now layered over it; only its length and cadences may change.
-    let config = if resume { TrainConfig::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), args.run.config.as_deref(), &overrides)? } else { config };
-    if args.run.print_config {
-        print!("{}", config.to_toml());
-        return Ok(());
-    }
+    let Some((config, run_dir, resume)) = args.run.resolve::<TrainConfig>(&overrides)? else { return Ok(()) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let summary = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);

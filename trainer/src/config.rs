@@ -287,6 +287,30 @@ impl RunConfig for TrainConfig {
         "run.eval_steps",
     ];
 
+    fn run_section(&self) -> (&str, &str) {
+        (&self.run.output_dir, &self.run.run_name)
+    }
+
+    /// Seed 004's convention, `smollm2-135m_lr1e-5_g4_beta0.02_s42`, plus the advantage and `dual` when not
+    /// the defaults.
+    fn derived_name(&self) -> String {
+        let mut name = format!(
+            "{}_lr{}_g{}_beta{}_s{}",
+            model_stem(&self.model.name),
+            short_float(self.algorithm.lr),
+            self.rollout.num_rollouts,
+            self.algorithm.beta,
+            self.run.seed
+        );
+        if self.algorithm.advantage != AdvantageKind::Grpo {
+            name.push_str(&format!("_{}", self.algorithm.advantage.name()));
+        }
+        if self.model.dual_lora {
+            name.push_str("_dual");
+        }
+        name
+    }
+
     fn validate(&self) -> Result<(), TrainError> {
         let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
         let r = &self.rollout;
@@ -359,23 +383,9 @@ impl RunConfig for TrainConfig {
     }
 }
 
-impl TrainConfig {
-    /// The run's name: `run.run_name`, or one built from the hyperparameters (seed 004's convention,
-    /// `smollm2-135m_lr1e-5_g4_beta0.02_s42`, plus the advantage and `dual` when not the defaults).
-    pub fn run_name(&self) -> String {
-        if !self.run.run_name.is_empty() {
-            return self.run.run_name.clone();
-        }
-        let model = Path::new(&self.model.name).file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
-        let mut name = format!("{model}_lr{}_g{}_beta{}_s{}", short_float(self.algorithm.lr), self.rollout.num_rollouts, self.algorithm.beta, self.run.seed);
-        if self.algorithm.advantage != AdvantageKind::Grpo {
-            name.push_str(&format!("_{}", self.algorithm.advantage.name()));
-        }
-        if self.model.dual_lora {
-            name.push_str("_dual");
-        }
-        name
-    }
+/// A model's name in a run's name: a named model as it is, a file or directory by its stem.
+pub(crate) fn model_stem(model: &str) -> &str {
+    Path::new(model).file_stem().and_then(|s| s.to_str()).unwrap_or("model")
 }
 
 /// `1e-5` rather than `0.00001`.
@@ -397,6 +407,25 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     const RUN_DIRECTORY: &'static str;
     /// The keys a resumed run may change: its length and how often it logs, evaluates and saves.
     const CHANGEABLE_ON_RESUME: &'static [&'static str];
+
+    /// `run.output_dir` (where run directories go) and `run.run_name` (empty: derived).
+    fn run_section(&self) -> (&str, &str);
+
+    /// The run's name when `run.run_name` is empty: the model's and the hyperparameters that tell runs apart.
+    fn derived_name(&self) -> String;
+
+    /// The run's name: `run.run_name`, or [`RunConfig::derived_name`].
+    fn run_name(&self) -> String {
+        match self.run_section().1 {
+            "" => self.derived_name(),
+            given => given.to_string(),
+        }
+    }
+
+    /// The run directory this config names: `output_dir/run_name`.
+    fn run_dir(&self) -> std::path::PathBuf {
+        Path::new(self.run_section().0).join(self.run_name())
+    }
 
     /// Checks ranges and combinations; the message names the key.
     fn validate(&self) -> Result<(), TrainError>;

@@ -15,7 +15,7 @@
 //!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
 //!   from exactly, and curves.png ([`crate::plot::plot_run`]).
 
-use crate::config::{ModelSection, RunConfig};
+use crate::config::{model_stem, ModelSection, RunConfig};
 use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::metrics::SftStepMetrics;
@@ -136,6 +136,20 @@ impl RunConfig for SftConfig {
     const CHANGEABLE_ON_RESUME: &'static [&'static str] =
         &["sft.max_steps", "sft.epochs", "sft.eval_steps", "run.save_steps", "run.save_total_limit", "run.output_dir", "run.run_name"];
 
+    fn run_section(&self) -> (&str, &str) {
+        (&self.run.output_dir, &self.run.run_name)
+    }
+
+    /// `smollm2-135m_sft_lr1e-4_b4_s42` (plus `_dual`).
+    fn derived_name(&self) -> String {
+        let batch = self.sft.batch_size * self.sft.gradient_accumulation_steps;
+        let mut name = format!("{}_sft_lr{:e}_b{batch}_s{}", model_stem(&self.model.name), self.sft.lr, self.run.seed);
+        if self.model.dual_lora {
+            name.push_str("_dual");
+        }
+        name
+    }
+
     fn validate(&self) -> Result<(), TrainError> {
         let bad = |key: &str, why: &str| Err(TrainError::Config(format!("{key}: {why}")));
         let (d, s) = (&self.data, &self.sft);
@@ -172,19 +186,6 @@ impl RunConfig for SftConfig {
 }
 
 impl SftConfig {
-    /// `run.run_name`, or `smollm2-135m_sft_lr1e-4_b4_s42` (plus `_dual`).
-    pub fn run_name(&self) -> String {
-        if !self.run.run_name.is_empty() {
-            return self.run.run_name.clone();
-        }
-        let model = Path::new(&self.model.name).file_stem().and_then(|s| s.to_str()).unwrap_or("model").to_string();
-        let mut name = format!("{model}_sft_lr{:e}_b{}_s{}", self.sft.lr, self.sft.batch_size * self.sft.gradient_accumulation_steps, self.run.seed);
-        if self.model.dual_lora {
-            name.push_str("_dual");
-        }
-        name
-    }
-
     /// The learning rate of `step` (1-based): linear warm-up over `warmup_steps`, then `lr`.
     pub fn lr_at(&self, step: usize) -> f64 {
         let w = self.sft.warmup_steps;

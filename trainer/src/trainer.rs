@@ -3,7 +3,7 @@
 
 use crate::advantages::advantages;
 use crate::config::LossAggregation;
-use crate::config::TrainConfig;
+use crate::config::{RunConfig, TrainConfig};
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
