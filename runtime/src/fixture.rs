@@ -10,32 +10,20 @@ pub struct FixtureTools {
     pages: Vec<FixturePage>,
 }
 
+/// A page: its id, title and sections, each `[section id, heading, text]`.
+#[derive(serde::Deserialize)]
 struct FixturePage {
-    id: &'static str,
-    title: &'static str,
-    sections: Vec<(&'static str, &'static str, &'static str)>,
+    id: String,
+    title: String,
+    sections: Vec<(String, String, String)>,
 }
 
-/// The pages: (id, title).
-const PAGES: [(&str, &str); 3] = [("denver_broncos", "Denver Broncos"), ("paris", "Paris"), ("oxygen", "Oxygen")];
-
-/// The sections: (id `page:slug`, heading, text), each under the page its id starts with.
-const SECTIONS: [(&str, &str, &str); 6] = [
-    ("denver_broncos:summary", "Summary", "The Denver Broncos are a professional American football team based in Denver, Colorado."),
-    ("denver_broncos:super-bowl-50", "Super Bowl 50", "The Broncos defeated the Carolina Panthers 24-10 in Super Bowl 50 on February 7, 2016."),
-    ("paris:summary", "Summary", "Paris is the capital and most populous city of France."),
-    ("paris:history", "History", "The Parisii, a sub-tribe of the Celtic Senones, inhabited the Paris area from around 250 BC."),
-    ("oxygen:summary", "Summary", "Oxygen is a chemical element with symbol O and atomic number 8."),
-    ("oxygen:discovery", "Discovery", "Oxygen was discovered by Carl Wilhelm Scheele and Joseph Priestley in the 1770s."),
-];
+/// The corpus, as JSON: what [`FixtureTools::default`] reads and what the Python peer embeds.
+const CORPUS: &str = include_str!("fixture_corpus.json");
 
 impl Default for FixtureTools {
     fn default() -> Self {
-        let pages = PAGES
-            .iter()
-            .map(|&(id, title)| FixturePage { id, title, sections: SECTIONS.iter().copied().filter(|s| s.0.split(':').next() == Some(id)).collect() })
-            .collect();
-        Self { pages }
+        Self { pages: serde_json::from_str(CORPUS).expect("the embedded fixture corpus is valid JSON of pages") }
     }
 }
 
@@ -43,18 +31,7 @@ impl FixtureTools {
     /// The same corpus and the same three tools as plain Python functions, for the benchmark's peer:
     /// a program that runs here runs there unchanged.
     pub fn python_source(&self) -> String {
-        let pages: Vec<serde_json::Value> = self
-            .pages
-            .iter()
-            .map(|p| {
-                serde_json::json!({
-                    "id": p.id,
-                    "title": p.title,
-                    "sections": p.sections.iter().map(|s| serde_json::json!([s.0, s.1, s.2])).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        let pages = serde_json::to_string(&pages).expect("fixture pages serialise");
+        let pages = CORPUS.trim();
         format!(
             r#"import json
 PAGES = json.loads({pages:?})
@@ -96,14 +73,14 @@ impl ToolHost for FixtureTools {
             .pages
             .iter()
             .map(|page| {
-                let text = format!("{} {}", page.title, page.sections.iter().map(|s| s.2).collect::<Vec<_>>().join(" ")).to_lowercase();
+                let text = format!("{} {}", page.title, page.sections.iter().map(|s| s.2.as_str()).collect::<Vec<_>>().join(" ")).to_lowercase();
                 let score = words.iter().filter(|w| text.contains(w.as_str())).count() as f32;
                 // The section holding most of the query's words; the first of equals (as Python's max).
-                let matches = |s: &(&str, &str, &str)| words.iter().filter(|w| s.2.to_lowercase().contains(w.as_str())).count();
+                let matches = |s: &(String, String, String)| words.iter().filter(|w| s.2.to_lowercase().contains(w.as_str())).count();
                 // `max_by_key` keeps the last of equals, so it runs over the sections in reverse.
                 let best = page.sections.iter().rev().max_by_key(|s| matches(s));
-                let section_id = best.map(|s| s.0).unwrap_or_default().into();
-                PageHit { page_id: page.id.into(), title: page.title.into(), score, section_id }
+                let section_id = best.map(|s| s.0.clone()).unwrap_or_default();
+                PageHit { page_id: page.id.clone(), title: page.title.clone(), score, section_id }
             })
             .filter(|hit| hit.score > 0.0)
             .collect();
@@ -114,7 +91,7 @@ impl ToolHost for FixtureTools {
 
     async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {
         let page = self.pages.iter().find(|p| p.id == page_id).ok_or_else(|| ToolFailure::NotFound(format!("no page with id `{page_id}`")))?;
-        Ok(page.sections.iter().map(|s| SectionRef { section_id: s.0.into(), title: s.1.into() }).collect())
+        Ok(page.sections.iter().map(|s| SectionRef { section_id: s.0.clone(), title: s.1.clone() }).collect())
     }
 
     async fn read_section(&self, section_id: &str) -> Result<String, ToolFailure> {
@@ -122,7 +99,7 @@ impl ToolHost for FixtureTools {
             .iter()
             .flat_map(|p| &p.sections)
             .find(|s| s.0 == section_id)
-            .map(|s| s.2.to_string())
+            .map(|s| s.2.clone())
             .ok_or_else(|| ToolFailure::NotFound(format!("no section with id `{section_id}`")))
     }
 }

@@ -76,21 +76,6 @@ fn hostile_programs_exit_nonzero_with_their_typed_error() {
     }
 }
 
-#[test]
-fn broken_components_exit_with_status_2_and_say_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let garbage = write(dir.path(), "garbage.wasm", b"\0asm\x0d\0\x01\0 not really");
-    let (code, _, stderr) = exit_and_text(&["exec", &garbage, "--fixture"]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("garbage.wasm is not a valid WebAssembly component"), "{stderr}");
-
-    let wasm = wat::parse_str(r#"(component (import "evil:host/escape" (instance (export "break-out" (func)))))"#).unwrap();
-    let escape = write(dir.path(), "escape.wasm", &wasm);
-    let (code, _, stderr) = exit_and_text(&["exec", &escape, "--fixture"]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("imports something the host does not provide") && stderr.contains("evil:host/escape"), "{stderr}");
-}
-
 /// A hit names its page's best-matching section, so one `read_section` reaches the passage: the same in
 /// the sandbox's fixture tools as in the index.
 #[test]
@@ -128,8 +113,9 @@ fn a_misspelled_name_says_its_line() {
     assert!(error["traceback"].as_str().unwrap().contains("NameError: name 'bst' is not defined"), "{report}");
 }
 
-/// What a user trips on first: a file that is not wasm at all, a program that is not UTF-8, a zero
-/// timeout, no program. Each says what is wrong, where, in words.
+/// What a user trips on first: a file that is not wasm at all, a core module, a component that imports
+/// what the host does not provide, a program that is not UTF-8, a zero timeout, no program. Each exits
+/// with status 2 and says what is wrong, where, in words.
 #[test]
 fn unusable_inputs_are_refused_in_words() {
     let dir = tempfile::tempdir().unwrap();
@@ -141,6 +127,10 @@ fn unusable_inputs_are_refused_in_words() {
     let module = write(dir.path(), "module.wasm", &wat::parse_str("(module)").unwrap());
     let (_, stderr) = text(&agentrt(&["exec", &module, "--fixture"]));
     assert!(stderr.contains("module.wasm is not a valid WebAssembly component: it is a core WebAssembly module"), "{stderr}");
+    let wasm = wat::parse_str(r#"(component (import "evil:host/escape" (instance (export "break-out" (func)))))"#).unwrap();
+    let (code, _, stderr) = exit_and_text(&["exec", &write(dir.path(), "escape.wasm", &wasm), "--fixture"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("imports something the host does not provide") && stderr.contains("evil:host/escape"), "{stderr}");
 
     let latin1 = write(dir.path(), "latin1.py", b"print('caf\xe9')\n");
     let (code, stdout, stderr) = exit_and_text(&["exec", &latin1, "--fixture", "--json"]);

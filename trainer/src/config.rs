@@ -691,6 +691,14 @@ mod tests {
         TrainConfig::from_layers(file, &overrides).unwrap_err().to_string()
     }
 
+    /// `from_layers` fails for a config file holding `text`; its error is the file's path, then `at`.
+    fn assert_file_error(text: &str, at: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, text).unwrap();
+        assert_layered_error(Some(&p), &[], format!("{}:{at}", p.display()));
+    }
+
     /// `from_layers` fails for this file and these `--set`s, and its error says `expected`.
     fn assert_layered_error(file: Option<&Path>, overrides: &[&str], expected: impl AsRef<str>) {
         let e = layered_error(file, overrides);
@@ -748,8 +756,7 @@ mod tests {
         let e = layered_error(Some(&p), &[]);
         assert!(e.contains("c.toml") && e.contains("[nope]"), "{e}");
         // A wrong type names the file, the line and the key; a --set names itself.
-        std::fs::write(&p, "# my run\n[algorithm]\nlr = 0.001\n\n[rollout]\ntemperature = 0.7\nbatch_size = \"two\"\n").unwrap();
-        assert_layered_error(Some(&p), &[], format!("{}:7: rollout.batch_size: invalid type", p.display()));
+        assert_file_error("# my run\n[algorithm]\nlr = 0.001\n\n[rollout]\ntemperature = 0.7\nbatch_size = \"two\"\n", "7: rollout.batch_size: invalid type");
         assert_layered_error(None, &["rollout.batch_size=two"], "--set rollout.batch_size=two: invalid type");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n").unwrap();
         assert_eq!(TrainConfig::from_layers(Some(&p), &[]).unwrap().algorithm.lr, 0.001);
@@ -757,14 +764,10 @@ mod tests {
 
     #[test]
     fn an_unknown_key_names_its_line_and_the_key_it_resembles() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("c.toml");
-        std::fs::write(&p, "[algorithm]\nlr = 0.001\n\n[rollout]\nnum_rolouts = 4\n").unwrap();
-        assert_layered_error(Some(&p), &[], format!("{}:5: unknown key rollout.num_rolouts (did you mean `num_rollouts`?)", p.display()));
+        assert_file_error("[algorithm]\nlr = 0.001\n\n[rollout]\nnum_rolouts = 4\n", "5: unknown key rollout.num_rolouts (did you mean `num_rollouts`?)");
         assert_layered_error(None, &["rollout.num_rolouts=4"], "unknown key rollout.num_rolouts (did you mean `num_rollouts`?)");
         assert_layered_error(None, &["rolout.num_rollouts=4"], "unknown section [rolout] (did you mean `rollout`?)");
-        std::fs::write(&p, "[algorithm]\nlr = 0.001\n[algorythm]\nbeta = 0\n").unwrap();
-        assert_layered_error(Some(&p), &[], format!("{}:3: unknown section [algorythm] (did you mean `algorithm`?)", p.display()));
+        assert_file_error("[algorithm]\nlr = 0.001\n[algorythm]\nbeta = 0\n", "3: unknown section [algorythm] (did you mean `algorithm`?)");
         // Nothing close: no guess.
         let e = layered_error(None, &["algorithm.zzzzzz=1"]);
         assert!(e.contains("unknown key algorithm.zzzzzz") && !e.contains("did you mean"), "{e}");
@@ -779,8 +782,7 @@ mod tests {
         // The --set that gave it wins over the file.
         assert_layered_error(Some(&p), &["algorithm.lr=2"], "--set algorithm.lr=2: algorithm.lr: must be in (0, 1)");
         // A key of a combined check (`beta / max_grad_norm / weight_decay`) is found too.
-        std::fs::write(&p, "[algorithm]\nweight_decay = -0.5\n").unwrap();
-        assert_layered_error(Some(&p), &[], format!("{}:2: algorithm.beta / max_grad_norm / weight_decay", p.display()));
+        assert_file_error("[algorithm]\nweight_decay = -0.5\n", "2: algorithm.beta / max_grad_norm / weight_decay");
     }
 
     #[test]
