@@ -1,29 +1,8 @@
 //! The host side of the wiki tools: a trait, so that the search index (or a test fixture) plugs in
 //! without the runtime knowing about either.
 
+pub use agentrt_tool_types::{PageHit, SectionRef};
 use serde::Serialize;
-
-/// One page found by a search.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PageHit {
-    /// The id to pass to `view_sections`.
-    pub page_id: String,
-    /// The page's title.
-    pub title: String,
-    /// Higher is better; the scale depends on the search mode.
-    pub score: f32,
-    /// The page's section that matched the query best (for `read_section`).
-    pub section_id: String,
-}
-
-/// One section of a page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SectionRef {
-    /// The id to pass to `read_section`.
-    pub section_id: String,
-    /// The section's heading, or its first words.
-    pub title: String,
-}
 
 /// Why a tool call failed, in words meant for the model that made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]

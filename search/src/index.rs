@@ -16,7 +16,7 @@ use crate::manifest::{FileSum, Inputs, Manifest, FORMAT_VERSION, MANIFEST_FILE};
 use crate::query_encoder::QueryEncoder;
 use crate::sections::{self, ChunkParams};
 use crate::vectors::{VectorStore, VECTORS_FILE};
-use serde::Serialize;
+pub use agentrt_tool_types::{PageHit, SectionRef};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,29 +27,6 @@ use std::time::Instant;
 pub const CURRENT_FILE: &str = "CURRENT";
 /// How many section hits each ranking looks at before grouping into pages.
 const SECTION_CANDIDATES: usize = 300;
-
-/// One page returned by `search_pages`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PageHit {
-    /// The id to pass to `view_sections`.
-    pub page_id: String,
-    /// The page's title.
-    pub title: String,
-    /// Higher is better; the scale depends on the mode.
-    pub score: f32,
-    /// The page's section that matched the query best (the id to pass to `read_section`), so a program
-    /// can read the passage that made the page a hit without listing the page's sections first.
-    pub section_id: String,
-}
-
-/// One entry of `view_sections`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SectionInfo {
-    /// The id to pass to `read_section` (`page_id:slug`).
-    pub section_id: String,
-    /// The heading, or the chunk's first words.
-    pub title: String,
-}
 
 /// Knobs of `build_index`.
 #[derive(Debug, Clone)]
@@ -369,9 +346,9 @@ impl WikiIndex {
     }
 
     /// The sections of a page, in order, with their ids and titles.
-    pub fn view_sections(&self, page_id: &str) -> Result<Vec<SectionInfo>, SearchError> {
+    pub fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, SearchError> {
         let p = &self.catalog.pages[self.catalog.page(page_id.trim())?];
-        Ok(self.catalog.sections[p.first..p.first + p.count].iter().map(|s| SectionInfo { section_id: s.id.clone(), title: s.title.clone() }).collect())
+        Ok(self.catalog.sections[p.first..p.first + p.count].iter().map(|s| SectionRef { section_id: s.id.clone(), title: s.title.clone() }).collect())
     }
 
     /// The text of one section.

@@ -55,7 +55,7 @@ pub use embedder::{Embedder, ModelId};
 pub use error::SearchError;
 pub use eval::{evaluate, Recall, RetrievalReport};
 pub use hybrid::{Fusion, SearchMode};
-pub use index::{build_index, BuildOptions, BuildOutcome, PageHit, Progress, Rankings, SectionInfo, WikiIndex};
+pub use index::{build_index, BuildOptions, BuildOutcome, PageHit, Progress, Rankings, SectionRef, WikiIndex};
 pub use ingest::{read_pages, Corpus, Page};
 pub use query_encoder::QueryEncoder;
 pub use questions::{read_questions, Question, DEFAULT_QUESTIONS_FILE};

@@ -17,6 +17,8 @@ const WIT_BINDGEN: &str = "0.57";
 /// scripts.
 const PYTHON_BUILD: &str = include_str!("tool_templates/python/build.sh");
 const JS_BUILD: &str = include_str!("tool_templates/js/build.sh");
+/// The lines that resolve OUT.wasm and the cache, the same in every build.sh that installs a toolchain.
+const BUILD_PATHS: &str = include_str!("tool_templates/common/build_paths.sh");
 
 /// The toolchain version a build script pins: the value of its `VERSION=` line.
 fn pinned_version(build_script: &'static str) -> &'static str {
@@ -215,7 +217,10 @@ fn write_project(root: &Path, name: &str, lang: Lang) -> anyhow::Result<()> {
 /// A template with its placeholders filled in: the tool's name in kebab-case and snake_case, and the
 /// pinned toolchain versions.
 fn fill(template: &str, name: &str) -> String {
+    // The shared lines first: they hold placeholders of their own.
+    let build_paths = BUILD_PATHS.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
     template
+        .replace("{{build_paths}}", &build_paths)
         .replace("{{name}}", name)
         .replace("{{snake}}", &name.replace('-', "_"))
         .replace("{{wit_bindgen}}", WIT_BINDGEN)

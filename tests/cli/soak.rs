@@ -39,6 +39,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{hand_written_plugin, read_jsonl, Describe};
+use agentrt_policy::rand::rngs::StdRng;
+use agentrt_policy::rand::seq::SliceRandom;
+use agentrt_policy::rand::{Rng, SeedableRng};
 use agentrt_trainer::StepMetrics;
 
 /// The binary soaked: `AGENTRT_SOAK_BIN`, or this build's.
@@ -131,23 +134,6 @@ impl Settings {
             f1_weight: std::env::var("AGENTRT_SOAK_F1_WEIGHT").map_or(1.0, |v| v.parse().unwrap_or_else(|e| panic!("AGENTRT_SOAK_F1_WEIGHT={v}: {e}"))),
             report: std::env::var_os("AGENTRT_SOAK_REPORT").map(PathBuf::from),
         }
-    }
-}
-
-/// SplitMix64: the faults of a seed are the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -370,7 +356,7 @@ const STEP_LIMIT: Duration = Duration::from_secs(900);
 #[allow(clippy::too_many_arguments)]
 fn drive(
     s: &Settings,
-    rng: &mut Rng,
+    rng: &mut StdRng,
     config: &Path,
     index: &Path,
     plugin: &Path,
@@ -388,15 +374,12 @@ fn drive(
         // Each fault lands after 0 or 1 more step and then 0 to 4 s into the next: before, during and after
         // sampling, judging, the update and the checkpoint.
         // The kinds come in rounds of five in a seeded order, so every five faults hold one of each.
-        let plan = |rng: &mut Rng, done: usize, injected: &[Injected]| {
+        let plan = |rng: &mut StdRng, done: usize, injected: &[Injected]| {
             (injected.len() < faults).then(|| {
                 let round = injected.len() / FAULTS.len();
                 let mut kinds = FAULTS;
-                let mut shuffle = Rng(s.seed ^ (round as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
-                for i in (1..kinds.len()).rev() {
-                    kinds.swap(i, shuffle.below(i as u64 + 1) as usize);
-                }
-                (kinds[injected.len() % kinds.len()], done + rng.below(2) as usize, Duration::from_millis(rng.below(4000)))
+                kinds.shuffle(&mut StdRng::seed_from_u64(s.seed ^ (round as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)));
+                (kinds[injected.len() % kinds.len()], done + rng.random_range(0..2), Duration::from_millis(rng.random_range(0..4000)))
             })
         };
         let mut pending = plan(rng, steps_done(run), &injected);
@@ -553,7 +536,8 @@ fn soak(s: Settings) {
     let (index, questions) = index_and_questions(&s, work.path());
     let mut judge = Judge::start(free_port(), logs.join("judge"));
     let config = write_config(&s, work.path(), &questions, &format!("{}@{}", Judge::name(judge.port), judge.url()));
-    let mut rng = Rng(s.seed ^ 0x50a4);
+    // rand's StdRng at the version Cargo.lock pins: the faults of a seed are the same on every machine.
+    let mut rng = StdRng::seed_from_u64(s.seed ^ 0x50a4);
 
     // A plug-in whose `describe()` traps: a plug-in with a bug in its start, for the `plugin-trap` fault.
     let trapping = std::fs::read(hand_written_plugin(work.path(), "trapping.wasm", Describe::Traps, &["flaky-count"])).unwrap();

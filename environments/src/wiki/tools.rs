@@ -47,13 +47,11 @@ impl ToolHost for IndexTools {
     async fn search_pages(&self, query: &str, k: usize) -> Result<Vec<PageHit>, ToolFailure> {
         let index = self.index.clone();
         let query = query.to_string();
-        let hits = blocking(move || index.search_pages(&query, k)).await?;
-        Ok(hits.into_iter().map(|h| PageHit { page_id: h.page_id, title: h.title, score: h.score, section_id: h.section_id }).collect())
+        blocking(move || index.search_pages(&query, k)).await
     }
 
     async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {
-        let sections = self.index.view_sections(page_id).map_err(failure)?;
-        Ok(sections.into_iter().map(|s| SectionRef { section_id: s.section_id, title: s.title }).collect())
+        self.index.view_sections(page_id).map_err(failure)
     }
 
     async fn read_section(&self, section_id: &str) -> Result<String, ToolFailure> {

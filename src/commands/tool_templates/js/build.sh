@@ -6,10 +6,7 @@
 set -euo pipefail
 
 VERSION=0.23.0
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-out="${1:-$here/{{snake}}.wasm}"
-case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-cache="${AGENTRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrt}"
+{{build_paths}}
 prefix="$cache/toolchains/componentize-js-$VERSION"
 componentize_js="$prefix/node_modules/.bin/componentize-js"
 

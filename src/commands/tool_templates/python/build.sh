@@ -6,10 +6,7 @@
 set -euo pipefail
 
 VERSION=0.25.1
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-out="${1:-$here/{{snake}}.wasm}"
-case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-cache="${AGENTRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentrt}"
+{{build_paths}}
 venv="$cache/toolchains/componentize-py-$VERSION"
 
 # Installed beside its place and renamed into it whole, so an install that fails or races another build
