@@ -91,9 +91,9 @@ SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
 mapfile -t PLAYED < <(python3 - "$SFT_CKPT/agent.json" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))
-for k in ["system_prompt", "demonstration", "max_turns", "max_new_tokens"]:
+for section, k in [("env.wiki", "system_prompt"), ("env.wiki", "demonstration"), ("rollout", "max_turns"), ("rollout", "max_new_tokens")]:
     print("--set")
-    print(f"rollout.{k}={json.dumps(a[k]) if k == 'system_prompt' else str(a[k]).lower()}")
+    print(f"{section}.{k}={json.dumps(a[k]) if k == 'system_prompt' else str(a[k]).lower()}")
 PY
 )
 rl() {

@@ -1,8 +1,8 @@
 //! The model that `generate` and `serve` load for inference: which one, where it runs, and how decoding
 //! multiplies its quantised blocks. One set of flags and one loader, so the two commands load alike.
 
+use agentrt_environments::AgentSettings;
 use agentrt_policy::{DecodeActivations, ModelSource, Policy};
-use agentrt_rollout::EpisodeSpec;
 use anyhow::Context;
 use std::path::Path;
 
@@ -30,7 +30,7 @@ pub struct LoadedModel {
     /// Its name: `--model`, or the one the adapter's settings named.
     pub name: String,
     /// How the adapter it was chosen for was trained to play (its `agent.json`), when it has one.
-    pub trained: Option<EpisodeSpec>,
+    pub trained: Option<AgentSettings>,
 }
 
 impl InferenceOptions {
@@ -38,12 +38,11 @@ impl InferenceOptions {
     /// `--device`, decoding as `--decode-activations` says. The adapter itself is not loaded.
     pub fn load(&self, adapter: Option<&Path>) -> anyhow::Result<LoadedModel> {
         let device = agentrt_policy::parse_device(&self.device)?;
-        let settings = match adapter {
-            Some(dir) => EpisodeSpec::read_agent_file(dir)?,
+        let trained = match adapter {
+            Some(dir) => AgentSettings::read(dir)?,
             None => None,
         };
-        let (trained_model, trained) = settings.map_or((None, None), |(model, spec)| (Some(model), Some(spec)));
-        let name = self.model.clone().or(trained_model).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+        let name = self.model.clone().or(trained.as_ref().map(|a| a.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
         let mut policy = Policy::load_for_inference(&ModelSource::parse(&name), &device).with_context(|| format!("loading model `{name}`"))?;
         policy.decoder.decode_activations = self.decode_activations;
         Ok(LoadedModel { policy, name, trained })

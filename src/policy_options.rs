@@ -1,12 +1,12 @@
 //! The policy flags shared by every command that plays episodes with a chosen policy (`eval`,
 //! `trajectories sample`), what such a command plays ([`PolicyOptions::played`]: a training config,
-//! whose environment `agentrt_trainer::environment` builds as `train` does) and how the flags become a
+//! whose environment `Environment::build` builds as `train` does) and how the flags become a
 //! [`TurnPolicy`]: one construction, so a policy plays the same wherever it is measured or sampled.
 
 use agentrt_environments::wiki::RandomPolicy;
-use agentrt_environments::Environment;
+use agentrt_environments::{AgentSettings, Environment};
 use agentrt_policy::{ModelSource, Policy};
-use agentrt_rollout::{EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, TurnPolicy};
+use agentrt_rollout::{LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, TurnPolicy};
 use agentrt_trainer::TrainConfig;
 use std::path::PathBuf;
 
@@ -59,7 +59,7 @@ pub struct PolicyOptions {
 pub struct LoadedPolicy {
     pub local: Option<Policy>,
     /// How the adapter was trained to play (its `agent.json`), when an adapter with one plays.
-    pub trained: Option<EpisodeSpec>,
+    pub trained: Option<AgentSettings>,
     /// `smollm2-135m zero-shot`, `MODEL + ADAPTER (scales r,f)`, `random baseline` or the endpoint spec.
     pub name: String,
 }
@@ -79,18 +79,18 @@ impl PolicyOptions {
             .map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
         anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
         let agent_file = match (&self.policy, &self.baseline, &self.adapter) {
-            (None, None, Some(dir)) => EpisodeSpec::read_agent_file(dir)?,
+            (None, None, Some(dir)) => AgentSettings::read(dir)?,
             (Some(_), _, _) => match &self.agent_settings {
                 Some(p) => {
                     let dir = if p.is_file() { p.parent().unwrap_or(p.as_path()) } else { p.as_path() };
-                    Some(EpisodeSpec::read_agent_file(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?)
+                    Some(AgentSettings::read(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?)
                 }
                 None => None,
             },
             _ => None,
         };
-        let model = self.model.clone().or(agent_file.as_ref().map(|(m, _)| m.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
-        let trained = agent_file.map(|(_, spec)| spec);
+        let model = self.model.clone().or(agent_file.as_ref().map(|a| a.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+        let trained = agent_file;
         Ok(match (&self.policy, self.baseline.as_deref()) {
             (Some(p), _) => LoadedPolicy { local: None, trained, name: p.clone() },
             (None, Some("random")) => LoadedPolicy { local: None, trained, name: "random baseline".into() },
@@ -123,12 +123,15 @@ impl PolicyOptions {
     /// neither a config, an adapter's settings nor `--max-new-tokens`, a reply is as long as the
     /// environment's replies need ([`agentrt_environments::EnvSection::default_max_new_tokens`]).
     pub fn played(&self, mut config: TrainConfig, given: bool, loaded: &LoadedPolicy, temperature: f64) -> TrainConfig {
-        let spec = &mut config.rollout.episode;
         match (&loaded.trained, given) {
-            (Some(trained), false) => *spec = spec.played_as(trained),
-            (None, false) => spec.max_new_tokens = config.env.default_max_new_tokens(),
+            (Some(trained), false) => {
+                config.rollout.episode = config.rollout.episode.played_as(&trained.spec);
+                config.env.wiki = trained.prompted(&config.env.wiki);
+            }
+            (None, false) => config.rollout.episode.max_new_tokens = config.env.default_max_new_tokens(),
             (_, true) => {}
         }
+        let spec = &mut config.rollout.episode;
         spec.temperature = temperature;
         spec.top_k = self.top_k;
         if let Some(n) = self.max_new_tokens {
@@ -158,24 +161,26 @@ impl PolicyOptions {
     }
 }
 
-/// The flags that shape an episode, where given, over `spec`: turns, system prompt, demonstration, judge.
+/// The flags that shape an episode, where given, over `config`: turns (`[rollout]`), and the wiki's system
+/// prompt, demonstration and judge (`[env.wiki]`).
 pub fn apply_episode_flags(
-    spec: &mut EpisodeSpec,
+    config: &mut TrainConfig,
     max_turns: Option<usize>,
     system_prompt: Option<&String>,
     demonstration: Option<bool>,
     judge: Option<&String>,
 ) {
     if let Some(t) = max_turns {
-        spec.max_turns = t;
+        config.rollout.episode.max_turns = t;
     }
+    let wiki = &mut config.env.wiki;
     if let Some(p) = system_prompt {
-        spec.system_prompt = p.clone();
+        wiki.system_prompt = p.clone();
     }
     if let Some(d) = demonstration {
-        spec.demonstration = d;
+        wiki.demonstration = d;
     }
     if let Some(j) = judge {
-        spec.judge = j.clone();
+        wiki.judge = j.clone();
     }
 }

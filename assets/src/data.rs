@@ -24,7 +24,7 @@ fn roots() -> Vec<PathBuf> {
 /// The file `path` names: itself when it exists, is absolute or is not under `data/` (the user's own
 /// file, read as given); otherwise, for the bundled data, the first of `$AGENTRT_DATA_ROOT/path` and
 /// CHECKOUT/path that exists. When none does, a not-found error that says where it looked and what names
-/// another file (`names_another`, e.g. "--questions FILE or the config's data.questions").
+/// another file (`names_another`, e.g. "--questions FILE or the config's env.wiki.questions").
 pub fn data_file(path: &Path, names_another: &str) -> std::io::Result<PathBuf> {
     if path.is_absolute() || path.exists() || !path.starts_with("data") {
         return Ok(path.to_path_buf());

@@ -19,6 +19,7 @@
 //! An environment is chosen by name (`wiki`, `code`) in the `[env]` section of a training config
 //! ([`EnvSection`]), which `agentrt train` and `agentrt eval --env` read the same way.
 
+pub mod agent_file;
 pub mod code;
 /// Test set-up shared with other crates' tests; not part of the product's API (the `testing` feature,
 /// which only dev-dependencies turn on).
@@ -26,20 +27,24 @@ pub mod code;
 pub mod testing;
 pub mod wiki;
 
+pub use agent_file::{AgentSettings, AGENT_FILE};
 use agentrt_policy::Message;
 use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyGrammar, RolloutError};
 use agentrt_runtime::Sandbox;
+pub use code::settings::{CodeSection, CODE_TEST_FUEL, CODE_TEST_TIMEOUT_MS};
 use code::tasks::CodeTask;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wiki::WikiQuestions;
+pub use wiki::WikiSection;
 
 /// Which environment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EnvName {
     /// Answer questions about a Wikipedia corpus by writing programs that search and read it.
+    #[default]
     Wiki,
     /// Write a Python function from its signature and docstring; its tests are the reward.
     Code,
@@ -60,95 +65,37 @@ impl EnvName {
     }
 }
 
-/// Fuel a code test may burn when `env.test_fuel` does not say (ten times `rollout.fuel`'s default, so a
-/// correct but plain solution of a HumanEval task is not cut short: at 200 million, 18 of 1,640
-/// Qwen2.5-Coder samples that CPython passes failed on fuel alone).
-pub const CODE_TEST_FUEL: u64 = 2_000_000_000;
-
-/// A code test's wall time when `env.test_timeout_ms` does not say: HumanEval's harness allows 3 s.
-pub const CODE_TEST_TIMEOUT_MS: u64 = 3_000;
-
-/// The `[env]` section of a training config: which environment, and the code environment's own keys
-/// (the wiki's live in `[data]` and `[rollout]`, where they were before environments had a name).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The `[env]` section of a training config: which environment is played, and each environment's own
+/// settings (`[env.wiki]`, `[env.code]`); what every environment has (turns, sampling, the sandbox's
+/// bounds) is `[rollout]`'s [`EpisodeSpec`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvSection {
     /// Which environment is played (`env.name`; default `wiki`).
     pub name: EnvName,
-    /// Code tasks (JSON Lines in HumanEval's format).
-    pub tasks: String,
-    /// Which tasks train: `train`, `test` or `all` (HumanEval's documented split: every fourth is `test`).
-    pub split: String,
-    /// Require `<reasoning>…</reasoning><answer>…</answer>` (a reply without it scores 0).
-    pub reasoning_format: bool,
-    /// Reward for passing every test, paid pro rata.
-    pub base_weight: f64,
-    /// Added when every test passes.
-    pub perfect_weight: f64,
-    /// Tests run per task at most (its first ones); 0: all.
-    pub max_tests_per_problem: usize,
-    /// Fuel each test program may burn. A test calls the candidate on real inputs (HumanEval/147 loops
-    /// over 10^6 triples: 0.75 billion fuel, about 0.1 s), far more work than a wiki program's tool calls.
-    #[serde(default = "default_test_fuel")]
-    pub test_fuel: u64,
-    /// Wall time each test program may take, in milliseconds (HumanEval's own harness gives a task 3 s).
-    #[serde(default = "default_test_timeout_ms")]
-    pub test_timeout_ms: u64,
-}
-
-// Configs saved before the code tests had their own limits load with the defaults.
-fn default_test_fuel() -> u64 {
-    CODE_TEST_FUEL
-}
-
-fn default_test_timeout_ms() -> u64 {
-    CODE_TEST_TIMEOUT_MS
-}
-
-impl Default for EnvSection {
-    fn default() -> Self {
-        EnvSection {
-            name: EnvName::Wiki,
-            tasks: "data/humaneval/HumanEval.jsonl".into(),
-            split: "train".into(),
-            reasoning_format: false,
-            base_weight: 1.0,
-            perfect_weight: 0.5,
-            max_tests_per_problem: 0,
-            test_fuel: CODE_TEST_FUEL,
-            test_timeout_ms: CODE_TEST_TIMEOUT_MS,
-        }
-    }
+    /// `[env.wiki]`: the questions file, the prompt and the judge.
+    #[serde(default)]
+    pub wiki: WikiSection,
+    /// `[env.code]`: the tasks, the reply format, the reward and the tests' bounds.
+    #[serde(default)]
+    pub code: CodeSection,
 }
 
 impl EnvSection {
-    /// Checks ranges; the message names the key.
+    /// Checks both environments' settings; the message names the key.
     pub fn validate(&self) -> Result<(), String> {
-        for (key, v) in [("env.base_weight", self.base_weight), ("env.perfect_weight", self.perfect_weight)] {
-            if !(v >= 0.0 && v.is_finite()) {
-                return Err(format!("{key}: must be a finite number, 0 or more"));
-            }
-        }
-        if self.name == EnvName::Code && self.base_weight + self.perfect_weight == 0.0 {
-            return Err("env.base_weight / env.perfect_weight: both 0 would reward nothing".into());
-        }
-        if self.test_fuel == 0 || self.test_timeout_ms == 0 {
-            return Err("env.test_fuel / env.test_timeout_ms: must be at least 1".into());
-        }
-        if !["train", "test", "all"].contains(&self.split.as_str()) {
-            return Err(format!("env.split: `{}`: expected train, test or all", self.split));
-        }
-        Ok(())
+        self.wiki.validate()?;
+        self.code.validate(self.name == EnvName::Code)
     }
 
     /// How this environment plays `spec` (the `[rollout]` keys): the wiki as it stands; the code
-    /// environment one reply, read whole as the answer, each test under `test_fuel` and `test_timeout_ms`
+    /// environment one reply, read whole as the answer, each test under `env.code.test_fuel` and `test_timeout_ms`
     /// (memory and tool-call bounds are `[rollout]`'s). The one place a spec is adapted: an
     /// [`Environment`] holds the result, and every command asks it.
     pub fn played(&self, spec: &EpisodeSpec) -> EpisodeSpec {
         match self.name {
             EnvName::Wiki => spec.clone(),
-            EnvName::Code => EpisodeSpec { max_turns: 1, fuel: self.test_fuel, timeout_ms: self.test_timeout_ms, ..spec.clone() },
+            EnvName::Code => EpisodeSpec { max_turns: 1, fuel: self.code.test_fuel, timeout_ms: self.code.test_timeout_ms, ..spec.clone() },
         }
     }
 
@@ -200,24 +147,32 @@ impl EnvSection {
         Ok(())
     }
 
-    /// This section as the code environment (its `[env]` keys kept): what `eval --regrade` grades again,
+    /// This section as the code environment (its `[env.code]` keys kept): what `eval --regrade` grades again,
     /// since only test-graded replies can be regraded.
     pub fn as_code(&self) -> EnvSection {
         EnvSection { name: EnvName::Code, ..self.clone() }
     }
 
-    /// The split training plays: `wiki_split` (`[data]`'s) for the wiki, `split` for the code tasks.
-    pub fn training_split<'a>(&'a self, wiki_split: &'a str) -> &'a str {
+    /// The split training plays: `env.wiki.split` or `env.code.split`.
+    pub fn training_split(&self) -> &str {
         match self.name {
-            EnvName::Wiki => wiki_split,
-            EnvName::Code => &self.split,
+            EnvName::Wiki => &self.wiki.split,
+            EnvName::Code => &self.code.split,
         }
     }
 
-    /// The questions of `split` (`all`: every one): the wiki's from `wiki_questions`, the code tasks'
-    /// from `tasks`. None is an error naming the split and the file.
-    pub fn read_questions(&self, wiki_questions: &Path, split: &str) -> Result<Vec<Question>, RolloutError> {
-        Dataset::read(self, wiki_questions)?.questions(split)
+    /// The file the played environment asks from: `env.wiki.questions` or `env.code.tasks`.
+    pub fn questions_file(&self) -> &str {
+        match self.name {
+            EnvName::Wiki => &self.wiki.questions,
+            EnvName::Code => &self.code.tasks,
+        }
+    }
+
+    /// The questions of `split` (`all`: every one) of the played environment's file. None is an error
+    /// naming the split and the file.
+    pub fn read_questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
+        Dataset::read(self)?.questions(split)
     }
 
     /// Tokens a reply may take when neither a flag nor an adapter's settings say: a wiki reply is a short
@@ -237,16 +192,6 @@ impl EnvSection {
             EnvName::Code => code::CODE_STOP_STRINGS,
         };
         stops.iter().map(|s| s.to_string()).collect()
-    }
-
-    /// The test reward of the code environment.
-    pub fn test_reward(&self) -> code::grader::TestReward {
-        code::grader::TestReward {
-            base_weight: self.base_weight as f32,
-            perfect_weight: self.perfect_weight as f32,
-            max_tests_per_problem: self.max_tests_per_problem,
-            reasoning_format: self.reasoning_format,
-        }
     }
 }
 
@@ -279,11 +224,11 @@ enum Dataset {
 }
 
 impl Dataset {
-    fn read(section: &EnvSection, wiki_questions: &Path) -> Result<Dataset, RolloutError> {
+    fn read(section: &EnvSection) -> Result<Dataset, RolloutError> {
         Ok(match section.name {
-            EnvName::Wiki => Dataset::Wiki(WikiQuestions::new(wiki_questions)),
+            EnvName::Wiki => Dataset::Wiki(WikiQuestions::new(Path::new(&section.wiki.questions))),
             EnvName::Code => {
-                let path = PathBuf::from(&section.tasks);
+                let path = PathBuf::from(&section.code.tasks);
                 Dataset::Code { tasks: code::tasks::read_tasks(&path, None)?, path }
             }
         })
@@ -351,23 +296,22 @@ impl Environment {
 
 impl Environment {
     /// The environment `section` names, playing `spec` (the `[rollout]` keys; [`EnvSection::played`]
-    /// adapts them). The wiki's prompt, demonstration and judge are the spec's and its questions come from
-    /// `wiki_questions`; the code environment reads its tasks here, once (the grader knows every task,
-    /// whichever split is played).
-    pub fn build(section: &EnvSection, spec: &EpisodeSpec, wiki_questions: &Path, sandbox: Arc<Sandbox>) -> Result<Environment, RolloutError> {
+    /// adapts them), with its own settings (`[env.wiki]`, `[env.code]`); the code environment reads its
+    /// tasks here, once (the grader knows every task, whichever split is played).
+    pub fn build(section: &EnvSection, spec: &EpisodeSpec, sandbox: Arc<Sandbox>) -> Result<Environment, RolloutError> {
         section.validate().map_err(RolloutError::Invalid)?;
         spec.validate().map_err(|e| RolloutError::Invalid(format!("rollout.{e}")))?;
         let spec = section.played(spec);
         let (stop, reply_grammar) = (section.stop_strings(), section.reply_grammar());
-        let dataset = Dataset::read(section, wiki_questions)?;
+        let dataset = Dataset::read(section)?;
         let (system_prompt, demonstration, grader): (String, Vec<Message>, Arc<dyn Grader>) = match &dataset {
             Dataset::Wiki(_) => {
-                let (prompt, demonstration, grader) = wiki::played(&spec, &sandbox)?;
+                let (prompt, demonstration, grader) = wiki::played(&section.wiki, &sandbox)?;
                 (prompt, demonstration, grader)
             }
             Dataset::Code { tasks, .. } => {
-                let grader = code::grader::TestGrader::new(sandbox, tasks, spec.limits(), section.test_reward())?;
-                let prompt = if section.reasoning_format { code::CODE_REASONING_SYSTEM_PROMPT } else { code::CODE_SYSTEM_PROMPT };
+                let grader = code::grader::TestGrader::new(sandbox, tasks, spec.limits(), section.code.test_reward())?;
+                let prompt = if section.code.reasoning_format { code::CODE_REASONING_SYSTEM_PROMPT } else { code::CODE_SYSTEM_PROMPT };
                 (prompt.into(), Vec::new(), Arc::new(grader))
             }
         };

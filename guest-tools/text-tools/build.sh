@@ -23,13 +23,17 @@ out="${2:-$here/$lang/text_tools.wasm}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 project="$(mktemp -d)"
-trap 'rm -rf "$project"' EXIT
+paths="$(mktemp)"
+trap 'rm -rf "$project" "$paths"' EXIT
 mkdir -p "$project/wit/deps/agentrt-tools"
 cp "$here"/wit/*.wit "$project/wit/"
 cp "$repo/wit/agentrt-tools.wit" "$project/wit/deps/agentrt-tools/"
 cp "$here/$lang/$source" "$project/"
 template="$repo/src/commands/tool_templates/$lang/build.sh"
-sed -e 's/{{name}}/text-tools/g' -e 's/{{snake}}/text_tools/g' "$template" >"$project/build.sh"
+# The shared lines first (they hold placeholders of their own), without their comment.
+grep -v '^#' "$repo/src/commands/tool_templates/common/build_paths.sh" >"$paths"
+sed -e "/{{build_paths}}/{r $paths" -e 'd}' "$template" |
+    sed -e 's/{{name}}/text-tools/g' -e 's/{{snake}}/text_tools/g' >"$project/build.sh"
 if grep -n '{{' "$project/build.sh" >&2; then
     echo "$template has a placeholder this script does not fill (the lines above); fill it here as src/commands/tool.rs does" >&2
     exit 1

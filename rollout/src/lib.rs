@@ -31,7 +31,7 @@ mod turn_policy;
 pub use baselines::ScriptedPolicy;
 pub use conversation::{Conversation, TokenTrace};
 pub use episode::{Episode, EpisodeOutcome, EpisodeRunner, PhaseTimes, RolloutBatch, ToolCallRecord, TurnAction, TurnRecord};
-pub use episode_spec::{EpisodeSpec, AGENT_FILE};
+pub use episode_spec::EpisodeSpec;
 pub use error::RolloutError;
 pub use grading::{FailureKind, Grade, Grader, TestFailure, TestResult, TestRun};
 pub use local_policy::LocalPolicy;

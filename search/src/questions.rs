@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The bundled wiki questions, relative to the repository root: every command's default (and
-/// `trainer/default.toml`'s `data.questions`, which a test holds to it).
+/// `trainer/default.toml`'s `env.wiki.questions`, which a test holds to it).
 pub const DEFAULT_QUESTIONS_FILE: &str = "data/wiki/questions.jsonl";
 
 /// One question with its accepted answers.
@@ -64,7 +64,7 @@ pub fn find_word_ci(hay: &str, needle: &str) -> Option<usize> {
 /// `split` when `split` is given.
 pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>, SearchError> {
     // The bundled questions are found from any folder (see `agentrt_assets::data_file`).
-    let found = agentrt_assets::data_file(path, "--questions FILE (or the config's data.questions)")
+    let found = agentrt_assets::data_file(path, "--questions FILE (or the config's env.wiki.questions)")
         .map_err(|source| SearchError::Io { path: path.to_path_buf(), source })?;
     let path = found.as_path();
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();

@@ -53,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut messages = Vec::new();
     let trained_prompt =
-        trained.as_ref().map(|s| agentrt_environments::wiki::system_prompt(agentrt_environments::wiki::system_prompt_template(&s.system_prompt), &[]));
+        trained.as_ref().map(|a| agentrt_environments::wiki::system_prompt(agentrt_environments::wiki::system_prompt_template(&a.system_prompt), &[]));
     if let Some(s) = args.system.clone().or(trained_prompt) {
         messages.push(Message::system(s));
     }

@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long)]
     pub sampler: Option<String>,
     /// The environment: `wiki` (search and read the corpus) or `code` (write a function; its tests in the
-    /// sandbox are the reward). Sets `env.name`; the `[env]` section configures it.
+    /// sandbox are the reward). Sets `env.name`; its `[env.wiki]` or `[env.code]` section configures it.
     #[arg(long, value_name = "NAME")]
     pub env: Option<String>,
     #[command(flatten)]
@@ -69,7 +69,7 @@ impl Args {
             ("algorithm.beta", self.beta.map(|v| v.to_string())),
             ("rollout.max_turns", self.max_turns.map(|v| v.to_string())),
             ("algorithm.advantage", self.advantage.clone()),
-            ("rollout.judge", self.judge.clone()),
+            ("env.wiki.judge", self.judge.clone()),
             ("rollout.sampler", self.sampler.clone()),
             ("env.name", self.env.clone()),
         ])
@@ -91,13 +91,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("metrics: {}", summary.run_dir.join(agentrt_trainer::run_dir::METRICS).display());
     println!("curves: {}", plot.display());
-    if summary.steps_run > 0 && summary.steps_updated == 0 {
+    if summary.steps_run > 0 && summary.run_steps_updated == 0 {
         anyhow::bail!(
             "the run trained nothing: in each of its {} steps every group had equal rewards (optimizer_steps 0 in metrics.jsonl), \
              so the adapters are as they started. More rollouts per question (--num-rollouts), more questions per step \
              (--batch-size), a higher rollout.temperature, partial credit (algorithm.f1_weight, algorithm.program_bonus) \
              or --advantage reinforce give the groups a signal",
-            summary.steps_run
+            summary.run_steps
         );
     }
     Ok(())

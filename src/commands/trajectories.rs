@@ -6,7 +6,7 @@
 
 use crate::policy_options::{apply_episode_flags, PolicyOptions};
 use crate::sandbox_options::ToolOptions;
-use agentrt_environments::wiki::{check_visible, SynthesizingPolicy};
+use agentrt_environments::wiki::{check_visible, SynthesizingPolicy, WikiSection};
 use agentrt_environments::Environment;
 use agentrt_progress::Progress;
 use agentrt_rollout::{Episode, Offered, Question, TrajectorySet, TurnPolicy};
@@ -142,7 +142,7 @@ fn questions(c: &CommonArgs) -> anyhow::Result<Vec<Question>> {
     Ok(questions)
 }
 
-fn settings(c: &CommonArgs, environment: &Environment) -> serde_json::Value {
+fn settings(c: &CommonArgs, wiki: &WikiSection, environment: &Environment) -> serde_json::Value {
     serde_json::json!({
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "seed": c.seed,
@@ -154,8 +154,8 @@ fn settings(c: &CommonArgs, environment: &Environment) -> serde_json::Value {
             "max_turns": environment.spec.max_turns,
             "max_observation_chars": environment.spec.max_observation_chars,
             "limits": environment.spec.limits(),
-            "system_prompt": environment.spec.system_prompt,
-            "demonstration": environment.spec.demonstration,
+            "system_prompt": wiki.system_prompt,
+            "demonstration": wiki.demonstration,
             "tools": if c.tools.fixture { "fixture".to_string() } else { c.tools.index_dir.clone().unwrap_or_else(agentrt_search::default_index_dir).display().to_string() },
         },
     })
@@ -217,7 +217,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let full = "full".to_string();
     let mut config = TrainConfig::default();
     apply_episode_flags(
-        &mut config.rollout.episode,
+        &mut config,
         Some(c.max_turns.unwrap_or(4)),
         Some(c.system_prompt.as_ref().unwrap_or(&full)),
         Some(c.demonstration.unwrap_or(false)),
@@ -228,14 +228,14 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let (environment, set) = runtime.block_on(async {
         let host = c.tools.tool_host()?;
         let sandbox = Arc::new(c.tools.build_with(config.rollout.episode.limits(), host.clone()).await?);
-        let environment = agentrt_trainer::environment(&config, sandbox.clone())?;
+        let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
         let runner = environment.runner(sandbox);
         let policy = SynthesizingPolicy::new(args.style, host, &questions);
         let mut set = TrajectorySet::new("synth");
         play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
         anyhow::Ok((environment, set))
     })?;
-    let mut manifest = settings(c, &environment);
+    let mut manifest = settings(c, &config.env.wiki, &environment);
     manifest["model"] = serde_json::Value::Null;
     manifest["policy"] = match args.style {
         agentrt_environments::wiki::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
@@ -257,7 +257,7 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     // without the demonstration (it reads none).
     let mut config = args.policy.played(TrainConfig::default(), false, &loaded, args.temperature);
     apply_episode_flags(
-        &mut config.rollout.episode,
+        &mut config,
         c.max_turns.or(loaded.trained.is_none().then_some(4)),
         c.system_prompt.as_ref(),
         c.demonstration.or(args.policy.is_random().then_some(false)),
@@ -267,14 +267,14 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (environment, set) = runtime.block_on(async {
         let sandbox = Arc::new(c.tools.build(config.rollout.episode.limits()).await?);
-        let environment = agentrt_trainer::environment(&config, sandbox.clone())?;
+        let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(&loaded, c.seed, &environment)?;
         let mut set = TrajectorySet::new("sample");
         play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
         anyhow::Ok((environment, set))
     })?;
-    let mut manifest = settings(c, &environment);
+    let mut manifest = settings(c, &config.env.wiki, &environment);
     manifest["model"] = loaded.name.clone().into();
     manifest["k"] = args.k.into();
     manifest["settings"]["temperature"] = environment.spec.temperature.into();

@@ -44,7 +44,7 @@ fn train_env_code_logs_each_part_of_the_test_reward_and_evaluates_its_held_out_t
                 "--batch-size",
                 "2",
             ])
-            .args(["--advantage", "reinforce", "--set", "rollout.max_new_tokens=12", "--set", &format!("env.tasks={}", tasks.display())])
+            .args(["--advantage", "reinforce", "--set", "rollout.max_new_tokens=12", "--set", &format!("env.code.tasks={}", tasks.display())])
             .args(["--set", "run.eval_steps=1", "--set", "run.eval_skip=0"])
             .args(["--output-dir", out.to_str().unwrap(), "--run-name", "code"]),
     );
@@ -109,7 +109,7 @@ fn eval_env_code_reports_pass_at_k_per_task_and_resumes() {
 }
 
 /// `--regrade` grades stored replies again under the code tests' own limits, with no model: a slow but
-/// correct answer fails under a small `env.test_fuel` and passes under the default.
+/// correct answer fails under a small `env.code.test_fuel` and passes under the default.
 #[test]
 fn eval_env_code_regrade_grades_stored_replies_under_new_limits() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,7 +143,7 @@ fn eval_env_code_regrade_grades_stored_replies_under_new_limits() {
     assert_eq!(roomy["settings"]["limits"]["fuel"], 2_000_000_000u64);
     assert_eq!(roomy["settings"]["regraded_from"], from.display().to_string());
     // --regrade implies --env code.
-    let tight = regrade("tight", &["--set", "env.test_fuel=1000000"]);
+    let tight = regrade("tight", &["--set", "env.code.test_fuel=1000000"]);
     assert_eq!(tight["metrics"]["outcomes"], serde_json::json!({"passed": 1, "wrong_answer": 1, "format": 1, "limit": 1}), "{tight}");
     // The replies' own directory is not overwritten.
     let o = agentrt().args(["eval", "--env", "code", "--regrade", from.to_str().unwrap(), "--output-dir", from.to_str().unwrap()]).output().unwrap();

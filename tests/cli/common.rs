@@ -94,7 +94,7 @@ pub fn questions(dir: &Path) -> PathBuf {
 /// `agentrt train` on the fixture tools: `steps` steps of 2 questions x 2 rollouts, short replies, a
 /// checkpoint every step.
 pub fn train_args(model: &Path, questions: &Path, out: &Path, name: &str, steps: usize) -> Vec<String> {
-    let (questions, steps) = (format!("data.questions={}", questions.display()), steps.to_string());
+    let (questions, steps) = (format!("env.wiki.questions={}", questions.display()), steps.to_string());
     let flags: [&[&str]; 4] = [
         &["train", "--fixture", "--no-progress", "--model", model.to_str().unwrap(), "--set", &questions, "--max-steps", &steps],
         &["--num-rollouts", "2", "--batch-size", "2", "--advantage", "reinforce", "--lr", "1e-2", "--set", "run.save_steps=1"],

@@ -280,8 +280,8 @@ fn write_config(s: &Settings, work: &Path, questions: &Path, judge: &str) -> Pat
     let agent: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(warm_start.join("agent.json")).unwrap()).unwrap();
     let prompt = format!("{}\n{{plugins}}", agent["system_prompt"].as_str().unwrap());
     let config = format!(
-        "[model]\ninit_adapter = {adapter:?}\n\n[data]\nquestions = {questions:?}\n\n[rollout]\nbatch_size = {batch}\nnum_rollouts = {rollouts}\n\
-max_turns = 2\nmax_new_tokens = 96\nsystem_prompt = {prompt:?}\ndemonstration = false\njudge = \"openai:{judge}\"\n\n\
+        "[model]\ninit_adapter = {adapter:?}\n\n[rollout]\nbatch_size = {batch}\nnum_rollouts = {rollouts}\nmax_turns = 2\nmax_new_tokens = 96\n\n\
+[env.wiki]\nquestions = {questions:?}\nsystem_prompt = {prompt:?}\ndemonstration = false\njudge = \"openai:{judge}\"\n\n\
 [algorithm]\nf1_weight = {f1_weight}\n\n[run]\nmax_steps = {steps}\nseed = {seed}\nsave_steps = 1\nsave_total_limit = 2\n",
         adapter = warm_start.display().to_string(),
         questions = questions.display().to_string(),

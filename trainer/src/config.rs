@@ -1,7 +1,8 @@
-//! Every hyperparameter of a run, as TOML: embedded defaults, a user file, `--set section.key=value`
-//! overrides, each checked (unknown keys are errors, not ignored).
+//! Every hyperparameter of an `agentrt train` run, one section each, as `trainer/default.toml` lays them out;
+//! how such a config is layered, resumed and read is [`crate::run_config`]'s.
 
 use crate::error::TrainError;
+use crate::run_config::RunConfig;
 use agentrt_environments::EnvSection;
 use agentrt_policy::{Routing, Target};
 use agentrt_rollout::EpisodeSpec;
@@ -18,9 +19,7 @@ pub const DEFAULT_CONFIG: &str = include_str!("../default.toml");
 pub struct TrainConfig {
     /// The base model and its LoRA adapters.
     pub model: ModelSection,
-    /// The wiki questions the run trains on.
-    pub data: DataSection,
-    /// How each step's episodes are played: batch, sampling, prompt, sampler, judge and sandbox limits.
+    /// How each step's episodes are played, in every environment: batch, turns, sampling, sampler and sandbox limits.
     pub rollout: RolloutSection,
     /// How rewards become an update: advantages, the KL penalty, the optimizer and reward shaping.
     pub algorithm: AlgorithmSection,
@@ -28,8 +27,8 @@ pub struct TrainConfig {
     pub routing: RoutingSection,
     /// The run's length, seed and name, and how often it logs and saves checkpoints.
     pub run: RunSection,
-    /// Which environment, and the code environment's keys (absent from configs saved before it had a
-    /// name: those ran the wiki).
+    /// Which environment is played, and each environment's own settings (`[env.wiki]`, `[env.code]`).
+    /// Configs saved before it had a name ran the wiki.
     #[serde(default)]
     pub env: EnvSection,
 }
@@ -58,19 +57,9 @@ pub struct ModelSection {
     pub init_adapter: String,
 }
 
-/// `[data]`: where the wiki's training questions come from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DataSection {
-    /// The questions file (JSON Lines).
-    pub questions: String,
-    /// The split of that file that trains.
-    pub split: String,
-}
-
 /// `[rollout]`: how many episodes a step plays and where they are sampled; how each episode is played
-/// (turns, sampling, prompt, judge, sandbox bounds) is its [`EpisodeSpec`], whose keys sit in the same
-/// section and which every checkpoint saves as its `agent.json`.
+/// (turns, sampling, observation size, sandbox bounds) is its [`EpisodeSpec`], whose keys sit in the same
+/// section and which every checkpoint saves in its `agent.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutSection {
@@ -286,6 +275,22 @@ impl RunConfig for TrainConfig {
         "routing.eval_routing_steps",
         "run.eval_steps",
     ];
+    // Where the wiki's and the code environment's keys were before each environment had its section.
+    const MOVED_KEYS: &'static [(&'static str, &'static str)] = &[
+        ("data.questions", "env.wiki.questions"),
+        ("data.split", "env.wiki.split"),
+        ("rollout.system_prompt", "env.wiki.system_prompt"),
+        ("rollout.demonstration", "env.wiki.demonstration"),
+        ("rollout.judge", "env.wiki.judge"),
+        ("env.tasks", "env.code.tasks"),
+        ("env.split", "env.code.split"),
+        ("env.reasoning_format", "env.code.reasoning_format"),
+        ("env.base_weight", "env.code.base_weight"),
+        ("env.perfect_weight", "env.code.perfect_weight"),
+        ("env.max_tests_per_problem", "env.code.max_tests_per_problem"),
+        ("env.test_fuel", "env.code.test_fuel"),
+        ("env.test_timeout_ms", "env.code.test_timeout_ms"),
+    ];
 
     fn run_section(&self) -> (&str, &str) {
         (&self.run.output_dir, &self.run.run_name)
@@ -393,297 +398,10 @@ fn short_float(x: f64) -> String {
     format!("{x:e}")
 }
 
-/// The config of a command that makes a run directory (`agentrt train`'s [`TrainConfig`], `agentrt sft`'s
-/// [`crate::SftConfig`]): built from its embedded defaults, a file and `--set` overrides, saved as the
-/// run's `config.toml`, read back exactly, and layered again to resume. The one home of how every such
-/// config is built, resumed, read and saved; each config brings its defaults, what a resume may change,
-/// and its own checks.
-pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq {
-    /// The embedded defaults (TOML with every key).
-    const DEFAULTS: &'static str;
-    /// What errors call the defaults.
-    const DEFAULTS_NAME: &'static str;
-    /// What errors call a directory holding a run of this config (`a run directory`).
-    const RUN_DIRECTORY: &'static str;
-    /// The keys a resumed run may change: its length and how often it logs, evaluates and saves.
-    const CHANGEABLE_ON_RESUME: &'static [&'static str];
-
-    /// `run.output_dir` (where run directories go) and `run.run_name` (empty: derived).
-    fn run_section(&self) -> (&str, &str);
-
-    /// The run's name when `run.run_name` is empty: the model's and the hyperparameters that tell runs apart.
-    fn derived_name(&self) -> String;
-
-    /// The run's name: `run.run_name`, or [`RunConfig::derived_name`].
-    fn run_name(&self) -> String {
-        match self.run_section().1 {
-            "" => self.derived_name(),
-            given => given.to_string(),
-        }
-    }
-
-    /// The run directory this config names: `output_dir/run_name`.
-    fn run_dir(&self) -> std::path::PathBuf {
-        Path::new(self.run_section().0).join(self.run_name())
-    }
-
-    /// Checks ranges and combinations; the message names the key.
-    fn validate(&self) -> Result<(), TrainError>;
-
-    /// The defaults, then the file (a partial file is fine: its keys replace the defaults'), then each
-    /// `section.key=value` override (the value parsed as TOML, else taken as a string); then checked.
-    fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
-        let config: Self = layered(Self::DEFAULTS, Self::DEFAULTS_NAME, file, overrides)?;
-        config.validate().map_err(|e| located(e, file, overrides))?;
-        Ok(config)
-    }
-
-    /// The config a resumed run goes on with: its saved `config.toml` (`saved`) with `file` and
-    /// `overrides` layered over it (not over the defaults, so a key not given keeps its saved value); an
-    /// error names every key that differs from the saved one outside [`RunConfig::CHANGEABLE_ON_RESUME`].
-    fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
-        let text = std::fs::read_to_string(saved).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
-        let old: Self = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
-        let new: Self = layered(&text, &saved.display().to_string(), file, overrides)?;
-        check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
-        new.validate().map_err(|e| located(e, file, overrides))?;
-        Ok(new)
-    }
-
-    /// Reads a saved run's `config.toml` exactly (no defaults layered under it), then checks it.
-    fn read(path: &Path) -> Result<Self, TrainError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        let config: Self = toml::from_str(&text).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The config as TOML, as saved in the run's config.toml.
-    fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a config always serialises")
-    }
-}
-
-/// A config from layers, for every command that has one (`train`, `sft`): the embedded `defaults`
-/// (`what` names them in errors), then the file (a partial file is fine: its keys replace the defaults'),
-/// then each `section.key=value` override (the value parsed as TOML, else taken as a string). Unknown
-/// keys are errors, by the config type's `deny_unknown_fields`.
-pub(crate) fn layered<T: serde::de::DeserializeOwned>(defaults: &str, what: &str, file: Option<&Path>, overrides: &[String]) -> Result<T, TrainError> {
-    let mut value: toml::Table = defaults.parse().map_err(|e| TrainError::Config(format!("{what}: {e}")))?;
-    let typed = |value: &toml::Table| toml::Value::Table(value.clone()).try_into::<T>();
-    if let Err(e) = typed(&value) {
-        return Err(TrainError::Config(format!("{what}: {}", type_error(&e))));
-    }
-    // Each key is type-checked as it lands, so a wrong type is reported where it was written: the file and
-    // line, or the --set that gave it (the layers below it are known to be well typed).
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        let user: toml::Table = text.parse().map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-        merge(&mut value, user, path.display().to_string(), &text, |section, key, value| {
-            typed(value).map(drop).map_err(|e| {
-                let line = key_line(&text, section, key).map(|l| format!(":{l}")).unwrap_or_default();
-                TrainError::Config(format!("{}{line}: {section}.{key}: {}", path.display(), type_error(&e)))
-            })
-        })?;
-    }
-    for o in overrides {
-        set(&mut value, o)?;
-        typed(&value).map_err(|e| TrainError::Config(format!("--set {o}: {}", type_error(&e))))?;
-    }
-    typed(&value).map_err(|e| TrainError::Config(format!("{e}")))
-}
-
-/// A range or combination error of `validate` (`section.key: why`, or `section.a / b: why`), prefixed
-/// with where its key was given: the last `--set` that names it, else the file and line. Unchanged when
-/// the key came from the defaults.
-fn located(e: TrainError, file: Option<&Path>, overrides: &[String]) -> TrainError {
-    let TrainError::Config(message) = e else { return e };
-    let Some((names, _)) = message.split_once(": ") else { return TrainError::Config(message) };
-    let Some((section, _)) = names.split_once('.') else { return TrainError::Config(message) };
-    let keys: Vec<&str> = names.split(" / ").map(|k| k.trim().strip_prefix(section).and_then(|k| k.strip_prefix('.')).unwrap_or(k.trim())).collect();
-    let given = |o: &String| o.split_once('=').is_some_and(|(path, _)| keys.iter().any(|k| path.trim() == format!("{section}.{k}")));
-    if let Some(o) = overrides.iter().rev().find(|o| given(o)) {
-        return TrainError::Config(format!("--set {o}: {message}"));
-    }
-    if let Some(path) = file {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Some(line) = keys.iter().find_map(|k| key_line(&text, section, k)) {
-                return TrainError::Config(format!("{}:{line}: {message}", path.display()));
-            }
-        }
-    }
-    TrainError::Config(message)
-}
-
-/// ` (did you mean `x`?)` for the candidate closest to `name` by edit distance, when one is close enough
-/// to be a typo (at most a third of the name's letters, and at least one, differ).
-fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
-    let limit = (name.chars().count() / 3).max(1);
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|&(d, _)| d <= limit)
-        .min()
-        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
-        .unwrap_or_default()
-}
-
-/// Levenshtein distance: the fewest insertions, deletions and substitutions from `a` to `b`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let next = (diagonal + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
-
-/// The sections of `base` that have `key`, as `[a], [b]`.
-fn sections_with(base: &toml::Table, key: &str) -> Vec<String> {
-    base.iter().filter(|(_, v)| v.as_table().is_some_and(|t| t.contains_key(key))).map(|(s, _)| format!("[{s}]")).collect()
-}
-
-/// The 1-based line of a top-level `key = ...` (before any `[section]`) or of the header `[key]`.
-fn top_line(text: &str, key: &str) -> Option<usize> {
-    let mut in_section = false;
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
-            if header.trim() == key {
-                return Some(i + 1);
-            }
-            in_section = true;
-        } else if !in_section && line.strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=') || rest.starts_with('.')) {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
-/// A deserialisation error's message without the `in `section.key`` suffix its caller already names.
-fn type_error(e: &toml::de::Error) -> String {
-    e.message().trim().to_string()
-}
-
-/// The 1-based line of `section.key` in a TOML file's text: under its `[section]` header, or as a dotted
-/// `section.key = ...` at the top (a best effort for error messages; `None` when not found).
-fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    let assigns = |line: &str, name: &str| line.strip_prefix(name).is_some_and(|rest| rest.trim_start().starts_with('='));
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.split(']').next()) {
-            current = header.trim().to_string();
-        } else if (current == section && assigns(line, key)) || (current.is_empty() && assigns(line, &format!("{section}.{key}"))) {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
-/// A resumed run may change how long it goes on and how often it logs, evaluates and saves (the keys of
-/// `changeable`); any other key that differs from the saved config is an error naming it and both
-/// values, since a run changed midway would be neither the old run nor a new one.
-pub(crate) fn check_resumable<T: Serialize>(saved: &T, resumed: &T, changeable: &[&str]) -> Result<(), TrainError> {
-    let table = |c: &T| toml::Table::try_from(c).expect("a config always serialises");
-    let (old, new) = (table(saved), table(resumed));
-    let mut changed = Vec::new();
-    for (section, values) in &new {
-        let (Some(values), Some(before)) = (values.as_table(), old.get(section).and_then(|v| v.as_table())) else { continue };
-        for (key, value) in values {
-            let name = format!("{section}.{key}");
-            if before.get(key) != Some(value) && !changeable.contains(&name.as_str()) {
-                changed.push(format!("{name} = {} (saved: {})", value, before.get(key).map(|v| v.to_string()).unwrap_or_else(|| "absent".into())));
-            }
-        }
-    }
-    if changed.is_empty() {
-        Ok(())
-    } else {
-        Err(TrainError::Config(format!(
-            "--resume continues the run as it was configured; only {} may change, but this would change {}: start a new run from its last checkpoint (--init-adapter RUN/checkpoint-N) to change them",
-            changeable.join(", "),
-            changed.join(", ")
-        )))
-    }
-}
-
-/// Lays `user`'s keys over `base` (`origin` names where they come from in errors, `text` is what was
-/// parsed, for line numbers), each checked by `check` once it is in place, so the first bad key is the
-/// one reported.
-pub(crate) fn merge(
-    base: &mut toml::Table,
-    user: toml::Table,
-    origin: String,
-    text: &str,
-    mut check: impl FnMut(&str, &str, &toml::Table) -> Result<(), TrainError>,
-) -> Result<(), TrainError> {
-    for (section, v) in user {
-        let toml::Value::Table(v) = v else {
-            let at = top_line(text, &section).map(|l| format!(":{l}")).unwrap_or_default();
-            if base.get(&section).is_some_and(toml::Value::is_table) {
-                return Err(TrainError::Config(format!("{origin}{at}: `{section}` must be a [section]")));
-            }
-            let home = sections_with(base, &section);
-            let hint = if home.is_empty() { String::new() } else { format!(": put it under {}", home.join(" or ")) };
-            return Err(TrainError::Config(format!("{origin}{at}: `{section}` is outside any [section] (top-level keys are not allowed){hint}")));
-        };
-        if !base.get(&section).is_some_and(toml::Value::is_table) {
-            let at = top_line(text, &section).map(|l| format!(":{l}")).unwrap_or_default();
-            let hint = did_you_mean(&section, base.iter().filter(|(_, v)| v.is_table()).map(|(s, _)| s.as_str()));
-            return Err(TrainError::Config(format!("{origin}{at}: unknown section [{section}]{hint}")));
-        }
-        for (key, value) in v {
-            let target = base.get_mut(&section).and_then(|t| t.as_table_mut()).expect("a table, checked above");
-            if !target.contains_key(&key) {
-                let at = key_line(text, &section, &key).map(|l| format!(":{l}")).unwrap_or_default();
-                let hint = did_you_mean(&key, target.keys().map(String::as_str));
-                return Err(TrainError::Config(format!("{origin}{at}: unknown key {section}.{key}{hint}")));
-            }
-            target.insert(key.clone(), value);
-            check(&section, &key, base)?;
-        }
-    }
-    Ok(())
-}
-
-/// Applies one `section.key=value`.
-pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
-    let (path, raw) = assignment.split_once('=').ok_or_else(|| TrainError::Config(format!("`{assignment}`: expected section.key=value")))?;
-    let (section, key) = path.trim().split_once('.').ok_or_else(|| TrainError::Config(format!("`{path}`: expected section.key")))?;
-    let sections = did_you_mean(section, base.iter().filter(|(_, v)| v.is_table()).map(|(s, _)| s.as_str()));
-    let table = base
-        .get_mut(section)
-        .and_then(|t| t.as_table_mut())
-        .ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{section}]{sections}")))?;
-    let keys = did_you_mean(key, table.keys().map(String::as_str));
-    let old = table.get(key).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown key {section}.{key}{keys}")))?;
-    let raw = raw.trim();
-    let parsed: toml::Value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").expect("just parsed"),
-        Err(_) => toml::Value::String(raw.to_string()),
-    };
-    // A float key given an integer (`lr=1`) is still a float.
-    let parsed = match (old, parsed) {
-        (toml::Value::Float(_), toml::Value::Integer(i)) => toml::Value::Float(i as f64),
-        (toml::Value::String(_), toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_)) => toml::Value::String(raw.to_string()),
-        // A list key given one bare value (`data.train=a.jsonl`) is a list of one.
-        (toml::Value::Array(_), v @ toml::Value::String(_)) => toml::Value::Array(vec![v]),
-        (_, v) => v,
-    };
-    table.insert(key.to_string(), parsed);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run_config::check_resumable;
 
     /// The error `from_layers` gives for this file and these `--set`s.
     fn layered_error(file: Option<&Path>, overrides: &[&str]) -> String {
@@ -713,8 +431,8 @@ mod tests {
     }
 
     /// `default.toml` is the one source of the defaults; the types that also stand alone (an `agent.json`
-    /// lacking a key reads `EpisodeSpec`'s defaults; an old config without `[env]` reads `EnvSection`'s)
-    /// must agree with it, key by key.
+    /// lacking a key reads `EpisodeSpec`'s and `WikiSection`'s defaults; an old config without `[env]` reads
+    /// `EnvSection`'s) must agree with it, key by key.
     #[test]
     fn the_types_defaults_agree_with_default_toml_key_by_key() {
         fn differing<T: Serialize>(section: &str, from_toml: &T, from_type: &T) -> Vec<String> {
@@ -725,9 +443,10 @@ mod tests {
         }
         let c = TrainConfig::default();
         let mut wrong = differing("rollout", &c.rollout.episode, &EpisodeSpec::default());
-        wrong.extend(differing("env", &c.env, &EnvSection::default()));
+        wrong.extend(differing("env.wiki", &c.env.wiki, &agentrt_environments::WikiSection::default()));
+        wrong.extend(differing("env.code", &c.env.code, &agentrt_environments::CodeSection::default()));
         assert!(wrong.is_empty(), "{wrong:#?}");
-        assert_eq!(c.data.questions, agentrt_rollout::DEFAULT_QUESTIONS_FILE);
+        assert_eq!(c.env, EnvSection::default());
     }
 
     #[test]
@@ -793,6 +512,59 @@ mod tests {
         let e = layered_error(Some(&p), &[]);
         assert!(e.contains(&format!("{}:2: `max_steps` is outside any [section] (top-level keys are not allowed): put it under [run]", p.display())), "{e}");
         assert!(!e.contains("unknown section"), "{e}");
+    }
+
+    /// Sections nest: `[env.wiki]` in a file and `env.wiki.KEY` in a `--set` reach their key, the rest of
+    /// the section keeps its defaults, and a stranger is named with its line and the key it resembles.
+    #[test]
+    fn nested_sections_layer_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[env.wiki]\njudge = \"rule:0.5\"\n\n[env.code]\ntest_fuel = 9\n").unwrap();
+        let c = TrainConfig::from_layers(Some(&p), &["env.wiki.split=dev".into()]).unwrap();
+        assert_eq!((c.env.wiki.judge.as_str(), c.env.wiki.split.as_str(), c.env.code.test_fuel), ("rule:0.5", "dev", 9));
+        assert_eq!((c.env.wiki.system_prompt.as_str(), c.env.code.test_timeout_ms), ("short", 3000), "the rest keeps its defaults");
+        assert_file_error("[env.wiki]\njudg = \"rule\"\n", "2: unknown key env.wiki.judg (did you mean `judge`?)");
+        assert_file_error("[env.wik]\njudge = \"rule\"\n", "1: unknown section [env.wik] (did you mean `wiki`?)");
+        assert_file_error("[env]\nwiki = 3\n", "2: `env.wiki` must be a [section]");
+        assert_file_error("[env.code]\ntest_fuel = \"lots\"\n", "2: env.code.test_fuel: invalid type");
+        assert_layered_error(None, &["env.wiki.judg=rule"], "unknown key env.wiki.judg (did you mean `judge`?)");
+        assert_layered_error(None, &["env.wiki=rule"], "[env.wiki] is a section: set one of its keys");
+        // A range error names the nested key and where it was given.
+        assert_file_error("[env.code]\nname = 1\n", "2: unknown key env.code.name");
+        assert_layered_error(
+            None,
+            &["env.name=code", "env.code.base_weight=0", "env.code.perfect_weight=0"],
+            "--set env.code.perfect_weight=0: env.code.base_weight / env.code.perfect_weight: both 0",
+        );
+    }
+
+    /// The wiki's keys lived in `[data]` and `[rollout]`, the code environment's flat in `[env]`, until each
+    /// environment had its section: a file, a `--set` or a saved run's config.toml that names them there
+    /// reads them where they are now; one that sets a key in both places is refused.
+    #[test]
+    fn keys_where_they_were_before_the_env_sections_read_where_they_are() {
+        let saved = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config-before-env-sections.toml");
+        let old = TrainConfig::read(&saved).unwrap();
+        let expected = TrainConfig::from_layers(None, &["env.name=code".into(), "env.code.test_fuel=7".into(), "env.wiki.judge=rule:0.5".into()]).unwrap();
+        assert_eq!(old, expected);
+        // Such a run resumes, and may still change only its length.
+        let resumed = TrainConfig::resumed(&saved, None, &["run.max_steps=20".into()]).unwrap();
+        assert_eq!((resumed.run.max_steps, &resumed.env), (20, &expected.env));
+        let e = TrainConfig::resumed(&saved, None, &["rollout.judge=rule".into()]).unwrap_err().to_string();
+        assert!(e.contains("env.wiki.judge = \"rule\" (saved: \"rule:0.5\")"), "{e}");
+        // A user's file in the old layout, and --set with the old names.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "[data]\nsplit = \"dev\"\n\n[rollout]\nsystem_prompt = \"full\"\nmax_turns = 2\n\n[env]\ntest_timeout_ms = 900\n").unwrap();
+        let c = TrainConfig::from_layers(Some(&p), &["data.questions=q.jsonl".into(), "env.reasoning_format=true".into()]).unwrap();
+        assert_eq!((c.env.wiki.split.as_str(), c.env.wiki.system_prompt.as_str(), c.rollout.episode.max_turns), ("dev", "full", 2));
+        assert_eq!((c.env.code.test_timeout_ms, c.env.wiki.questions.as_str(), c.env.code.reasoning_format), (900, "q.jsonl", true));
+        // Both places at once is ambiguous.
+        assert_file_error(
+            "[data]\nsplit = \"dev\"\n\n[env.wiki]\nsplit = \"train\"\n",
+            " sets both `data.split` (where it was) and `env.wiki.split` (where it is now)",
+        );
     }
 
     #[test]

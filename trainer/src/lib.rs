@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod plot;
 pub mod reward;
 pub mod routing;
+pub mod run_config;
 pub mod run_dir;
 mod run_loop;
 pub mod sft;
@@ -35,12 +36,11 @@ pub mod toy;
 mod trainer;
 pub mod warm_start;
 
-pub use config::{AdvantageKind, RunConfig, TrainConfig, DEFAULT_CONFIG};
+pub use config::{AdvantageKind, TrainConfig, DEFAULT_CONFIG};
 pub use error::TrainError;
 pub use learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 pub use metrics::{HeldOutEval, RoutingEval, RoutingModeEval, SftStepMetrics, StepMetrics, StepSeconds};
+pub use run_config::RunConfig;
 pub use run_dir::{RunDir, TrainerState};
 pub use sft::{sft, SftConfig, SftRequest, SftSummary, DEFAULT_SFT_CONFIG};
-pub use trainer::{
-    environment, eval_slice, eval_split, learner_config, sample_seed, sampling_of, train, training_questions, training_split, TrainRequest, TrainSummary,
-};
+pub use trainer::{eval_slice, eval_split, learner_config, sample_seed, train, TrainRequest, TrainSummary};

@@ -2,12 +2,12 @@
 //! at any moment leaves every file readable (whole-file writes go through a temporary file and a rename;
 //! a checkpoint is assembled in a hidden directory and renamed into place).
 
-use crate::config::RunConfig;
 use crate::error::{io_err, TrainError};
 use crate::metrics::StepMetrics;
+use crate::run_config::RunConfig;
 use agentrt_assets::FileError;
+use agentrt_environments::AgentSettings;
 use agentrt_policy::{AdamW, Policy};
-use agentrt_rollout::EpisodeSpec;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -165,14 +165,7 @@ impl RunDir {
 
     /// Saves adapters (PEFT format), the settings they are played with (`agent.json`), optimizer state and
     /// trainer state as `checkpoint-STEP`, then deletes the oldest beyond `keep`.
-    pub fn save_checkpoint(
-        &self,
-        policy: &Policy,
-        agent: (&str, &EpisodeSpec),
-        optimizer: &AdamW,
-        state: &TrainerState,
-        keep: usize,
-    ) -> Result<PathBuf, TrainError> {
+    pub fn save_checkpoint(&self, policy: &Policy, agent: &AgentSettings, optimizer: &AdamW, state: &TrainerState, keep: usize) -> Result<PathBuf, TrainError> {
         let final_path = self.checkpoint_path(state.step);
         let partial = self.path.join(format!(".checkpoint-{}.partial", state.step));
         if partial.exists() {
@@ -180,7 +173,7 @@ impl RunDir {
         }
         std::fs::create_dir_all(&partial).map_err(io_err(&partial))?;
         policy.save_adapters(&partial.join(ADAPTERS))?;
-        agent.1.write_agent_file(&partial, agent.0)?;
+        agent.write(&partial)?;
         let opt = partial.join(OPTIMIZER);
         optimizer.save_state(&opt).map_err(|e| TrainError::OptimizerState { path: opt.clone(), source: e })?;
         write_atomic(&partial.join(STATE), serde_json::to_string_pretty(state).expect("state serialises").as_bytes())?;

@@ -13,13 +13,14 @@
 //!   the checkpoints (adapters, `agent.json`, optimizer, data position) every `save_steps` and at the
 //!   last step, the oldest beyond the limit deleted.
 
-use crate::config::{check_resumable, ModelSection, RunConfig};
+use crate::config::ModelSection;
 use crate::error::TrainError;
 use crate::learner::Learner;
+use crate::run_config::{check_resumable, RunConfig};
 use crate::run_dir::{write_atomic, RunDir, TrainerState, CONFIG, METRICS};
+use agentrt_environments::AgentSettings;
 use agentrt_policy::Policy;
 use agentrt_progress::Progress;
-use agentrt_rollout::EpisodeSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -116,10 +117,9 @@ pub(crate) struct Plan {
     pub seed: u64,
     /// See `seed`.
     pub run_name: String,
-    /// The base model the adapters sit on, saved with `episode` as each checkpoint's `agent.json`.
-    pub model: String,
-    /// How the adapters are to be played.
-    pub episode: EpisodeSpec,
+    /// How the adapters are to be played (the base model they sit on, the episode spec, the prompt), saved
+    /// as each checkpoint's `agent.json`.
+    pub agent: AgentSettings,
     /// Show progress: a bar on a terminal; elsewhere each step's metrics line and a progress line with the
     /// ETA. Without it, only the metrics lines.
     pub progress: bool,
@@ -184,8 +184,7 @@ impl RunLoop {
             command.after_metrics(step, &mut learner, &run).await?;
             if step.is_multiple_of(plan.save_steps) || step == plan.total_steps {
                 let state = TrainerState { step, questions_seen: seen, seed: plan.seed, run_name: plan.run_name.clone() };
-                last_checkpoint =
-                    Some(run.save_checkpoint(&learner.policy, (&plan.model, &plan.episode), &learner.optimizer, &state, plan.save_total_limit)?);
+                last_checkpoint = Some(run.save_checkpoint(&learner.policy, &plan.agent, &learner.optimizer, &state, plan.save_total_limit)?);
             }
             if !bar.as_ref().is_some_and(Progress::is_terminal) {
                 tracing::info!("step {step}: {}", serde_json::to_value(&metrics).expect("metrics lines serialise"));
@@ -264,8 +263,11 @@ mod tests {
             save_total_limit: 0,
             seed: 7,
             run_name: "counting".into(),
-            model: "tiny".into(),
-            episode: EpisodeSpec { demonstration: false, max_turns: 1, max_new_tokens: 8, ..EpisodeSpec::default() },
+            agent: AgentSettings::new(
+                "tiny",
+                &agentrt_rollout::EpisodeSpec { max_turns: 1, max_new_tokens: 8, ..Default::default() },
+                &agentrt_environments::WikiSection { demonstration: false, ..Default::default() },
+            ),
             progress: false,
         };
         let mut step = Counting { begun: 0 };

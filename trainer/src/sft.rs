@@ -15,14 +15,16 @@
 //!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
 //!   from exactly, and curves.png ([`crate::plot::plot_run`]).
 
-use crate::config::{model_stem, ModelSection, RunConfig};
+use crate::config::{model_stem, ModelSection};
 use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::metrics::SftStepMetrics;
 use crate::routing::Detector;
+use crate::run_config::RunConfig;
 use crate::run_dir::{DataOrder, RunDir};
 use crate::run_loop::{Plan, RunStart, RunStep};
 use crate::sft_data::{read_conversations, tokenize, Example, ReadStats, TranscriptOptions};
+use agentrt_environments::AgentSettings;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, Routing};
 use agentrt_rollout::EpisodeSpec;
 use rand::seq::SliceRandom;
@@ -235,7 +237,7 @@ pub struct SftSummary {
 /// most replies an episode of them holds and the longest reply in tokens (plus a quarter, for a longer
 /// question quoted in a program, rounded up to 32 and at least the episode default of 160, so the adapter
 /// can write what it was taught).
-fn episode_spec_of(fallback_prompt: &str, conversations: &[crate::sft_data::Conversation], longest_reply: usize) -> EpisodeSpec {
+fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate::sft_data::Conversation], longest_reply: usize) -> AgentSettings {
     use agentrt_environments::wiki::{demonstration, system_prompt, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
     let demo = demonstration();
     let mut prompts: Vec<String> = Vec::new();
@@ -269,14 +271,13 @@ fn episode_spec_of(fallback_prompt: &str, conversations: &[crate::sft_data::Conv
     } else {
         text
     };
-    // The rest (observation size, sandbox bounds, sampling, judge) are the episode defaults, which the
+    // The rest (observation size, sandbox bounds, sampling) are the episode defaults, which the
     // conversations of `agentrt trajectories synth` were played with.
-    EpisodeSpec {
+    AgentSettings {
+        model: model.into(),
         system_prompt: named,
         demonstration: with_demo * 2 > conversations.len(),
-        max_turns,
-        max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32,
-        ..EpisodeSpec::default()
+        spec: EpisodeSpec { max_turns, max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32, ..EpisodeSpec::default() },
     }
 }
 
@@ -292,7 +293,7 @@ pub fn load_examples(config: &SftConfig, policy: &Policy) -> Result<(Vec<Example
 
 /// What [`load_examples_and_settings`] reads: training and validation examples, the examples dropped,
 /// the reading counts, and the agent settings the conversations imply.
-type ExamplesAndSettings = (Vec<Example>, Vec<Example>, usize, ReadStats, EpisodeSpec);
+type ExamplesAndSettings = (Vec<Example>, Vec<Example>, usize, ReadStats, AgentSettings);
 
 /// [`load_examples`], and the agent settings the training conversations imply.
 fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<ExamplesAndSettings, TrainError> {
@@ -326,7 +327,7 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<Exa
         train.extend(read(p, &mut stats, Some(&mut train_conversations))?);
     }
     let mut val = if d.val.is_empty() { vec![] } else { read(&d.val, &mut stats, None)? };
-    let settings = episode_spec_of(&d.system_prompt, &train_conversations, train.iter().map(longest_reply).max().unwrap_or(0));
+    let settings = agent_settings_of(&config.model.name, &d.system_prompt, &train_conversations, train.iter().map(longest_reply).max().unwrap_or(0));
     if d.val.is_empty() {
         let n_val = if d.val_examples > 0 { d.val_examples } else { (d.val_fraction * train.len() as f64).round() as usize };
         if n_val > 0 {
@@ -429,8 +430,7 @@ async fn run_sft(request: SftRequest) -> Result<SftSummary, TrainError> {
         save_total_limit: config.run.save_total_limit,
         seed,
         run_name: config.run_name(),
-        model: config.model.name.clone(),
-        episode: agent,
+        agent,
         progress,
     };
     let run_loop = start.into_loop(learner, at, plan)?;

@@ -1,8 +1,9 @@
 //! `agentrt sweep` (seed 004): a grid of values times fixed parameters; each point is one `agentrt train`
 //! run (a child process, so runs are isolated and N can go at once), and a summary table at the end.
 
-use crate::config::{RunConfig, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::run_config::RunConfig;
 use crate::run_dir::RunDir;
 use std::path::Path;
 

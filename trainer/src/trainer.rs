@@ -3,19 +3,20 @@
 
 use crate::advantages::advantages;
 use crate::config::LossAggregation;
-use crate::config::{RunConfig, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::metrics::{HeldOutEval, RoutingEval, RoutingModeEval, StepMetrics, StepSeconds};
 use crate::reward::RewardParts;
 use crate::routing::Detector;
+use crate::run_config::RunConfig;
 use crate::run_dir::{DataOrder, RunDir, DEV_EVAL, ROUTING_EVAL, TRANSCRIPTS};
 use crate::run_loop::{Plan, RunStart, RunStep};
-use agentrt_environments::Environment;
+use agentrt_environments::{AgentSettings, Environment};
 use agentrt_eval::Metrics;
 use agentrt_policy::{AdamWConfig, ModelSource, Policy, SamplingParams};
-use agentrt_rollout::{seeded_order, Episode, EpisodeRunner, EpisodeSpec, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
+use agentrt_rollout::{seeded_order, Episode, EpisodeRunner, LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, Question, TurnPolicy};
 use agentrt_runtime::Sandbox;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -48,30 +49,13 @@ pub struct TrainSummary {
     pub last_checkpoint: Option<PathBuf>,
     /// Steps this invocation ran (a resumed run's earlier ones not counted).
     pub steps_run: usize,
-    /// Of those, the steps whose update changed the adapters (took at least one optimizer step): 0 when
-    /// every group of every step had equal rewards, and the run trained nothing.
+    /// Of those, the steps whose update changed the adapters (took at least one optimizer step).
     pub steps_updated: usize,
-}
-
-/// The environment a config plays (`[env]` playing `[rollout]`'s episode spec), in `sandbox`: the one
-/// construction of `train`, and of every command that measures or samples what a config plays.
-pub fn environment(config: &TrainConfig, sandbox: Arc<Sandbox>) -> Result<Environment, TrainError> {
-    Ok(Environment::build(&config.env, &config.rollout.episode, Path::new(&config.data.questions), sandbox)?)
-}
-
-/// The split a config trains on: `[data]`'s for the wiki, `[env]`'s for an environment with its own tasks.
-pub fn training_split(config: &TrainConfig) -> &str {
-    config.env.training_split(&config.data.split)
-}
-
-/// The questions a config trains on ([`training_split`] of its environment's questions).
-pub fn training_questions(config: &TrainConfig) -> Result<Vec<Question>, TrainError> {
-    Ok(config.env.read_questions(Path::new(&config.data.questions), training_split(config))?)
-}
-
-/// The sampling parameters of a config.
-pub fn sampling_of(config: &TrainConfig) -> SamplingParams {
-    config.rollout.episode.sampling(config.env.stop_strings())
+    /// Steps of the whole run (a resumed run's earlier ones included), as its `metrics.jsonl` logs them.
+    pub run_steps: usize,
+    /// Of those, the steps whose update changed the adapters: 0 when every group of every step had equal
+    /// rewards, and the run trained nothing.
+    pub run_steps_updated: usize,
 }
 
 /// How the learner updates under a config: `[algorithm]`'s KL weight, clipping, AdamW and shared-prefix update.
@@ -124,19 +108,19 @@ pub fn sample_seed(seed: u64, step: usize, micro: usize) -> u64 {
     seed.wrapping_mul(1_000_003).wrapping_add((step * 131 + micro) as u64)
 }
 
-/// A warm start from an adapter trained with other prompt settings (its `agent.json`) than `rollout.*`
+/// A warm start from an adapter trained with other prompt settings (its `agent.json`) than this run's
 /// plays it off its training distribution: say so, naming both. An unreadable `agent.json` is an error
 /// (an adapter without one, e.g. a PEFT directory from elsewhere, is fine).
 fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
     if config.model.init_adapter.is_empty() {
         return Ok(());
     }
-    if let Some((_, a)) = EpisodeSpec::read_agent_file(Path::new(&config.model.init_adapter))? {
-        let r = &config.rollout.episode;
-        if (a.system_prompt.as_str(), a.demonstration, a.max_turns) != (r.system_prompt.as_str(), r.demonstration, r.max_turns) {
+    if let Some(a) = AgentSettings::read(Path::new(&config.model.init_adapter))? {
+        let (w, r) = (&config.env.wiki, &config.rollout.episode);
+        if (a.system_prompt.as_str(), a.demonstration, a.spec.max_turns) != (w.system_prompt.as_str(), w.demonstration, r.max_turns) {
             tracing::warn!(
-                "model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set rollout.system_prompt / demonstration / max_turns to match unless that is the point",
-                config.model.init_adapter, a.system_prompt, a.demonstration, a.max_turns, r.system_prompt, r.demonstration, r.max_turns
+                "model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set env.wiki.system_prompt / env.wiki.demonstration / rollout.max_turns to match unless that is the point",
+                config.model.init_adapter, a.system_prompt, a.demonstration, a.spec.max_turns, w.system_prompt, w.demonstration, r.max_turns
             );
         }
     }
@@ -152,8 +136,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 
     // The environment is built once: its questions (the code tasks read once) serve training, the
     // held-out slice and the routing evaluation alike.
-    let env = environment(&config, sandbox.clone())?;
-    let questions = env.questions(training_split(&config))?;
+    let env = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
+    let questions = env.questions(config.env.training_split())?;
     let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
         // The routing evaluation plays held-out questions (run.eval_split's, in file order).
         env.questions(eval_split(&config))?.into_iter().take(config.routing.eval_questions).collect()
@@ -182,8 +166,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         save_total_limit: config.run.save_total_limit,
         seed,
         run_name: config.run_name(),
-        model: config.model.name.clone(),
-        episode: config.rollout.episode.clone(),
+        agent: AgentSettings::new(&config.model.name, &config.rollout.episode, &config.env.wiki),
         progress,
     };
     let run_loop = start.into_loop(learner, at, plan)?;
@@ -211,7 +194,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         run_loop.learner.policy.base_name,
         config.env.name.as_str(),
         questions.len(),
-        training_split(&config),
+        config.env.training_split(),
         config.rollout.batch_size,
         config.rollout.num_rollouts,
         config.run.max_steps,
@@ -242,12 +225,16 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     if step.steps_run > 0 && step.steps_updated < step.steps_run {
         tracing::warn!("{} of {} steps updated nothing: every group of theirs had equal rewards", step.steps_run - step.steps_updated, step.steps_run);
     }
+    // Whether the run trained anything is the whole run's question: a resumed run's earlier steps count.
+    let logged = StepMetrics::read(&finished.run.path.join(crate::run_dir::METRICS))?;
     Ok(TrainSummary {
         run_dir: finished.run.path,
         steps: config.run.max_steps,
         last_checkpoint: finished.last_checkpoint,
         steps_run: step.steps_run,
         steps_updated: step.steps_updated,
+        run_steps: logged.len(),
+        run_steps_updated: logged.iter().filter(|m| m.optimizer_steps > 0).count(),
     })
 }
 
@@ -488,7 +475,7 @@ impl Drawn {
         config: &TrainConfig,
     ) -> Result<usize, TrainError> {
         let group = config.rollout.num_rollouts;
-        let local = LocalPolicy::new(&learner.policy, sampling_of(config), seed);
+        let local = LocalPolicy::new(&learner.policy, config.rollout.episode.sampling(config.env.stop_strings()), seed);
         let (mut rollouts, logprobs_known) = match served {
             None => {
                 let r = runner.run(&local, batch).await?;
@@ -611,7 +598,7 @@ impl DevEval {
 /// Greedy episodes on the held-out slice with the adapters as they are.
 async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], config: &TrainConfig) -> Result<DevEval, TrainError> {
     let started = Instant::now();
-    let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..sampling_of(config) }, 0);
+    let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..config.rollout.episode.sampling(config.env.stop_strings()) }, 0);
     let batch = runner.run(&local, questions).await?;
     let metrics = Metrics::from_episodes(&batch.episodes);
     Ok(DevEval { questions: questions.len(), metrics, seconds: started.elapsed().as_secs_f64() })
@@ -721,7 +708,7 @@ async fn routing_eval(
     config: &TrainConfig,
     step: usize,
 ) -> Result<RoutingEval, TrainError> {
-    let params = SamplingParams { temperature: 0.0, ..sampling_of(config) };
+    let params = SamplingParams { temperature: 0.0, ..config.rollout.episode.sampling(config.env.stop_strings()) };
     let mut mode = async |(retain, forget): (f64, f64)| -> Result<RoutingModeEval, TrainError> {
         policy.set_adapter_scales(retain, forget);
         let local = LocalPolicy::new(policy, params.clone(), 0);

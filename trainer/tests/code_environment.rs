@@ -17,12 +17,12 @@ fn the_code_environment_reads_its_tasks_once_and_evaluates_from_them() {
     let dir = tempfile::tempdir().unwrap();
     let tasks = dir.path().join("tasks.jsonl");
     std::fs::write(&tasks, TASKS).unwrap();
-    let config = TrainConfig::from_layers(None, &["env.name=code".to_string(), format!("env.tasks={:?}", tasks.display().to_string())]).unwrap();
+    let config = TrainConfig::from_layers(None, &["env.name=code".to_string(), format!("env.code.tasks={:?}", tasks.display().to_string())]).unwrap();
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), Arc::new(NoWikiTools)).await.unwrap());
-        let environment = agentrt_trainer::environment(&config, sandbox.clone()).unwrap();
+        let environment = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox.clone()).unwrap();
         std::fs::remove_file(&tasks).unwrap();
 
         let questions = environment.questions("all").unwrap();
@@ -56,7 +56,7 @@ fn the_held_out_slice_comes_from_the_environment_played() {
     let layers = |split: &str| {
         vec![
             "env.name=code".to_string(),
-            format!("env.tasks={:?}", tasks.display().to_string()),
+            format!("env.code.tasks={:?}", tasks.display().to_string()),
             "run.eval_steps=5".to_string(),
             format!("run.eval_split={split:?}"),
             "run.eval_skip=0".to_string(),
@@ -67,12 +67,12 @@ fn the_held_out_slice_comes_from_the_environment_played() {
         let sandbox = Arc::new(Sandbox::new(SandboxConfig::default(), Arc::new(NoWikiTools)).await.unwrap());
         // The code tasks' held-out split (T/0 by HumanEval's documented split), not the wiki's questions.
         let config = TrainConfig::from_layers(None, &layers("test")).unwrap();
-        let environment = agentrt_trainer::environment(&config, sandbox.clone()).unwrap();
+        let environment = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox.clone()).unwrap();
         let slice = agentrt_trainer::eval_slice(&config, &environment).unwrap();
         assert_eq!(slice.iter().map(|q| q.id.as_str()).collect::<Vec<_>>(), ["T/0"]);
         // The wiki's split name is refused by the code environment, naming the split and the tasks file.
         let config = TrainConfig::from_layers(None, &layers("dev")).unwrap();
-        let environment = agentrt_trainer::environment(&config, sandbox).unwrap();
+        let environment = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox).unwrap();
         let e = agentrt_trainer::eval_slice(&config, &environment).unwrap_err().to_string();
         assert!(e.contains("split `dev`") && e.contains("tasks.jsonl"), "{e}");
     });

@@ -6,6 +6,7 @@ pub const NAME: &str = "code";
 
 pub mod answer;
 pub mod grader;
+pub mod settings;
 pub mod tasks;
 pub mod test_cases;
 

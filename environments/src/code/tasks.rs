@@ -51,7 +51,7 @@ pub fn documented_split(task_id: &str) -> &'static str {
 /// one). A bad row is an error naming the file and the line.
 pub fn read_tasks(path: &Path, split: Option<&str>) -> Result<Vec<CodeTask>, RolloutError> {
     // The bundled tasks are found from any folder (see `agentrt_assets::data_file`).
-    let found = agentrt_assets::data_file(path, "--questions FILE (or the config's env.tasks)").map_err(FileError::io(path))?;
+    let found = agentrt_assets::data_file(path, "--questions FILE (or the config's env.code.tasks)").map_err(FileError::io(path))?;
     let path = found.as_path();
     let text = std::fs::read_to_string(path).map_err(FileError::io(path))?;
     let mut tasks = Vec::new();

@@ -1,6 +1,6 @@
 //! The wiki environment: answer questions about a Wikipedia corpus by writing short programs that search
 //! and read it. Everything that defines it is here:
-//! - **what is asked**: [`questions`], the questions file (`data.questions`; the bundled
+//! - **what is asked**: [`questions`], the questions file (`env.wiki.questions`; the bundled
 //!   `data/wiki/questions.jsonl`), read per split by the one reader of question files.
 //! - **how it is played**: the system prompt and the worked demonstration ([`prompt`]); the reply grammar
 //!   ([`reply`]: a fenced program or the one-call `<tool>` form runs, an `<answer>` ends the episode) and
@@ -8,6 +8,9 @@
 //!   index behind `search_pages`, `view_sections` and `read_section`).
 //! - **how it is scored**: [`grader`], a judge against the gold answers (the offline rule judge or any
 //!   OpenAI-compatible model).
+//!
+//! Its settings are `[env.wiki]` of a training config ([`settings`]: the questions file and split, the
+//! prompt, the judge).
 //!
 //! Beside them, two policies without a model that only make sense here: the trajectory synthesiser
 //! ([`synthetic`], the supervised data of `agentrt trajectories synth`) and the random baseline
@@ -18,6 +21,7 @@ pub mod prompt;
 pub mod questions;
 pub mod random_policy;
 pub mod reply;
+pub mod settings;
 pub mod synthetic;
 pub mod tools;
 
@@ -26,23 +30,24 @@ pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_S
 pub use questions::WikiQuestions;
 pub use random_policy::RandomPolicy;
 pub use reply::{ToolPrograms, STOP_STRINGS};
+pub use settings::WikiSection;
 pub use synthetic::{check_visible, passages_program, question_overlap, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
 pub use tools::IndexTools;
 
 use agentrt_policy::Message;
-use agentrt_rollout::{EpisodeSpec, RolloutError};
+use agentrt_rollout::RolloutError;
 use agentrt_runtime::Sandbox;
 use std::sync::Arc;
 
 /// The environment's name, as `--env` and `env.name` spell it.
 pub const NAME: &str = "wiki";
 
-/// The wiki's side of an [`crate::Environment`] playing `spec` in `sandbox`: the system prompt (listing the
-/// sandbox's plug-in tools), the demonstration when `spec` shows one, and the judge `spec` names.
-pub(crate) fn played(spec: &EpisodeSpec, sandbox: &Sandbox) -> Result<(String, Vec<Message>, Arc<JudgeGrader>), RolloutError> {
+/// The wiki's side of an [`crate::Environment`] in `sandbox`: the system prompt `settings` name (listing the
+/// sandbox's plug-in tools), the demonstration when they show one, and the judge they name.
+pub(crate) fn played(settings: &WikiSection, sandbox: &Sandbox) -> Result<(String, Vec<Message>, Arc<JudgeGrader>), RolloutError> {
     let plugins = sandbox.plugins().signatures();
-    let judge = agentrt_judge::judge_from_spec(&spec.judge).map_err(|e| RolloutError::Invalid(format!("judge {:?}: {e}", spec.judge)))?;
-    let prompt = system_prompt(system_prompt_template(&spec.system_prompt), &plugins);
-    let demonstration = if spec.demonstration { demonstration() } else { Vec::new() };
+    let judge = agentrt_judge::judge_from_spec(&settings.judge).map_err(|e| RolloutError::Invalid(format!("env.wiki.judge {:?}: {e}", settings.judge)))?;
+    let prompt = system_prompt(system_prompt_template(&settings.system_prompt), &plugins);
+    let demonstration = if settings.demonstration { demonstration() } else { Vec::new() };
     Ok((prompt, demonstration, Arc::new(JudgeGrader::new(judge))))
 }

@@ -1,4 +1,4 @@
-//! The wiki's questions: a questions file (`data.questions`; by default the bundled
+//! The wiki's questions: a questions file (`env.wiki.questions`; by default the bundled
 //! `data/wiki/questions.jsonl`, 8,313 SQuAD questions over the corpus with their gold page and split),
 //! read per split when asked. The reader is the one reader of question files (`agentrt_search::questions`,
 //! which retrieval evaluation shares): JSON Lines or Parquet, a bad row an error naming file, line and

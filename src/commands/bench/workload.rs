@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// The options both training benchmarks take.
 #[derive(clap::Args)]
 pub struct WorkloadArgs {
-    /// A training config (TOML, as `agentrt train --config`): its [model], [data], [rollout] and
+    /// A training config (TOML, as `agentrt train --config`): its [model], [rollout], [env] and
     /// [algorithm] define the workload. Default: the embedded one.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -65,7 +65,7 @@ impl Workload {
         let mut policy = Policy::load(&source, &agentrt_policy::parse_device(&config.model.device)?)?;
         agentrt_trainer::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
         policy.set_routing(config.routing.unflagged);
-        let questions = agentrt_trainer::training_questions(&config)?;
+        let questions = config.env.read_questions(config.env.training_split())?;
         let order = DataOrder::new(questions.len(), config.run.seed);
         Ok(Workload { config, policy, model_path, questions, order })
     }

@@ -36,7 +36,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (sandbox, environment) = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(env, config.rollout.episode.limits()).await?);
-        anyhow::Ok((sandbox.clone(), agentrt_trainer::environment(config, sandbox)?))
+        anyhow::Ok((sandbox.clone(), Environment::build(&config.env, &config.rollout.episode, sandbox)?))
     })?;
     let mut questions = seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(0), args.seed);
     questions.sort_by_key(|q| task_number(&q.id));
@@ -44,7 +44,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     // What decides the samples; a resumed run must match it.
     let settings = serde_json::json!({
         "policy": loaded.name,
-        "tasks": env.tasks,
+        "tasks": env.code.tasks,
         "split": split,
         "num_samples": args.num_samples.unwrap_or(0),
         "num_generations": n,
@@ -52,9 +52,9 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
         "top_k": environment.spec.top_k,
         "max_new_tokens": environment.spec.max_new_tokens,
         "seed": args.seed,
-        "reasoning_format": env.reasoning_format,
+        "reasoning_format": env.code.reasoning_format,
         "limits": environment.spec.limits(),
-        "max_tests_per_problem": env.max_tests_per_problem,
+        "max_tests_per_problem": env.code.max_tests_per_problem,
     });
     let dir = &args.output_dir;
     let done = prepare_output(dir, &settings, args.resume, args.force)?;
@@ -79,7 +79,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
                 task_lines.push('\n');
                 for (i, e) in episodes.iter().enumerate() {
                     let reply = e.turns.first().map_or("", |t| t.reply.as_str());
-                    sample_lines.push_str(&sample_line(task_of(&environment, &q.id)?, i, reply, env.reasoning_format, e.reward, e.tests.as_ref())?);
+                    sample_lines.push_str(&sample_line(task_of(&environment, &q.id)?, i, reply, env.code.reasoning_format, e.reward, e.tests.as_ref())?);
                 }
             }
             // Samples first: a task line promises its samples are written.
@@ -93,7 +93,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     })?;
 
     let ids: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
-    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.tasks), environment.name.as_str())
+    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.code.tasks), environment.name.as_str())
 }
 
 /// The code task `id` of `environment` (the program each sample's tests run, for a reference run outside
@@ -156,8 +156,9 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
     let text = |key: &str| source[key].as_str().map(String::from).ok_or_else(|| anyhow::anyhow!("{}: no string `{key}`", saved.display()));
     let mut config = config.clone();
     config.env = config.env.as_code();
-    config.env.tasks = text("tasks")?;
-    config.env.reasoning_format = source["reasoning_format"].as_bool().ok_or_else(|| anyhow::anyhow!("{}: no bool `reasoning_format`", saved.display()))?;
+    config.env.code.tasks = text("tasks")?;
+    config.env.code.reasoning_format =
+        source["reasoning_format"].as_bool().ok_or_else(|| anyhow::anyhow!("{}: no bool `reasoning_format`", saved.display()))?;
     let env = &config.env;
 
     // The replies, by task in the source's order; every task must have samples 0..n.
@@ -190,11 +191,11 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let environment = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(env, config.rollout.episode.limits()).await?);
-        anyhow::Ok(agentrt_trainer::environment(&config, sandbox)?)
+        anyhow::Ok(Environment::build(&config.env, &config.rollout.episode, sandbox)?)
     })?;
     let mut settings = source.clone();
     settings["limits"] = serde_json::to_value(environment.spec.limits())?;
-    settings["max_tests_per_problem"] = env.max_tests_per_problem.into();
+    settings["max_tests_per_problem"] = env.code.max_tests_per_problem.into();
     settings["regraded_from"] = from.display().to_string().into();
     prepare_output(dir, &settings, false, args.force)?;
     let questions: std::collections::HashMap<String, Question> = environment.questions("all")?.into_iter().map(|q| (q.id.clone(), q)).collect();
@@ -204,7 +205,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
         let progress = Progress::new("regrade", "tasks", by_task.len() as u64, 0);
         let mut passed = 0usize;
         for (done, (id, replies)) in by_task.iter().enumerate() {
-            let question = questions.get(id).ok_or_else(|| anyhow::anyhow!("{}: task {id} is not in {}", path.display(), env.tasks))?;
+            let question = questions.get(id).ok_or_else(|| anyhow::anyhow!("{}: task {id} is not in {}", path.display(), env.code.tasks))?;
             let items: Vec<(&Question, &str)> = replies.iter().map(|r| (question, r.as_str())).collect();
             let grades = grader.grade(&items).await?;
             let runs: Vec<_> = grades.iter().map(|g| g.tests.as_ref()).collect();
@@ -212,7 +213,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
             passed += result.correct;
             let mut sample_lines = String::new();
             for (i, (reply, grade)) in replies.iter().zip(&grades).enumerate() {
-                sample_lines.push_str(&sample_line(task_of(&environment, id)?, i, reply, env.reasoning_format, grade.reward, grade.tests.as_ref())?);
+                sample_lines.push_str(&sample_line(task_of(&environment, id)?, i, reply, env.code.reasoning_format, grade.reward, grade.tests.as_ref())?);
             }
             append(&dir.join(SAMPLES), &sample_lines)?;
             append(&dir.join(TASKS), &format!("{}\n", serde_json::to_string(&result)?))?;
@@ -224,7 +225,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
     let ids: Vec<String> = by_task.into_iter().map(|(id, _)| id).collect();
     let policy = text("policy")?;
     let split = text("split")?;
-    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.tasks), environment.name.as_str())
+    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.code.tasks), environment.name.as_str())
 }
 
 /// `HumanEval/12` sorts as 12, so tasks run and are written in their order.

@@ -19,7 +19,8 @@ pub struct EpisodeArgs {
     #[arg(long)]
     pub split: Option<String>,
     /// Questions (JSON Lines or Parquet with question, answer or answers, page), or code tasks with --env
-    /// code. Default: data/wiki/questions.jsonl, or the config's `env.tasks` (data/humaneval/HumanEval.jsonl).
+    /// code. Default: the config's `env.wiki.questions` (data/wiki/questions.jsonl) or `env.code.tasks`
+    /// (data/humaneval/HumanEval.jsonl).
     #[arg(long)]
     pub questions: Option<PathBuf>,
     /// Questions to evaluate (a seeded random subset of the split; 0: all). Default: 50 for the wiki, all
@@ -39,7 +40,7 @@ pub struct EpisodeArgs {
     #[arg(long, conflicts_with = "resume")]
     pub force: bool,
     /// Code (implies --env code): grade the replies of an earlier run (its OUTPUT_DIR) again under this
-    /// run's test limits (`env.test_fuel`, `env.test_timeout_ms`) and reward, without loading a model; the
+    /// run's test limits (`env.code.test_fuel`, `env.code.test_timeout_ms`) and reward, without loading a model; the
     /// new grades go to --output-dir. Tasks, split, reply format and sampling settings are the earlier run's.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["resume", "questions", "num_samples", "split"])]
     pub regrade: Option<PathBuf>,
@@ -47,11 +48,11 @@ pub struct EpisodeArgs {
     /// evaluations with the same seed play the same questions, as `eval compare` pairs them.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`. Default: the config's `rollout.judge`, else rule.
+    /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`. Default: the config's `env.wiki.judge`, else rule.
     #[arg(long)]
     pub judge: Option<String>,
-    /// A training config (TOML, as `agentrt train --config`): its `[rollout]` turns, observation size,
-    /// sandbox limits, system prompt and demonstration are played exactly as training plays them,
+    /// A training config (TOML, as `agentrt train --config`): its `[rollout]` turns, observation size and
+    /// sandbox limits and its `[env.wiki]` system prompt and demonstration are played exactly as training plays them,
     /// instead of the adapter's `agent.json`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -61,12 +62,12 @@ pub struct EpisodeArgs {
     /// Replies per episode at most. Default: the config, else the adapter's `agent.json`, else training's (3).
     #[arg(long)]
     pub max_turns: Option<usize>,
-    /// `short`, `full`, or the system prompt's own text (as `rollout.system_prompt` in training).
+    /// `short`, `full`, or the system prompt's own text (as `env.wiki.system_prompt` in training).
     /// Default: the config, else the adapter's `agent.json`, else `short`.
     #[arg(long)]
     pub system_prompt: Option<String>,
     /// Leave out the worked episode shown before every question (training shows it unless
-    /// `rollout.demonstration = false`; evaluate the way the model was trained).
+    /// `env.wiki.demonstration = false`; evaluate the way the model was trained).
     #[arg(long)]
     pub no_demonstration: bool,
     /// 0 is greedy.
@@ -122,19 +123,20 @@ pub(super) fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -
     }
     if let Some(q) = &args.questions {
         // The file of questions, or of tasks for an environment with its own.
-        config.data.questions = q.display().to_string();
-        config.env.tasks = q.display().to_string();
+        config.env.wiki.questions = q.display().to_string();
+        config.env.code.tasks = q.display().to_string();
     }
     if let Some(loaded) = loaded {
         config = args.policy.played(config, given, loaded, args.temperature);
     }
-    apply_episode_flags(&mut config.rollout.episode, args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false), args.judge.as_ref());
+    apply_episode_flags(&mut config, args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false), args.judge.as_ref());
     Ok(config)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentrt_environments::{AgentSettings, Environment};
     use clap::Parser;
     use std::sync::Arc;
 
@@ -156,8 +158,8 @@ mod tests {
         let file = dir.path().join("train.toml");
         std::fs::write(
             &file,
-            "[rollout]\nmax_turns = 2\nmax_observation_chars = 640\nsystem_prompt = \"full\"\ndemonstration = false\n\
-             fuel = 12345678\nmemory_mib = 48\ntimeout_ms = 900\nmax_host_calls = 7\ntemperature = 0.0\n",
+            "[rollout]\nmax_turns = 2\nmax_observation_chars = 640\nfuel = 12345678\nmemory_mib = 48\ntimeout_ms = 900\nmax_host_calls = 7\n\
+             temperature = 0.0\n\n[env.wiki]\nsystem_prompt = \"full\"\ndemonstration = false\n",
         )
         .unwrap();
         let config = TrainConfig::from_layers(Some(&file), &[]).unwrap();
@@ -166,19 +168,20 @@ mod tests {
         assert_eq!(played, config, "eval --config plays the config as train does");
 
         // An adapter saved by that run plays the same in eval without the config: its agent.json holds the
-        // spec, and the measurement's judge and sampling are eval's (greedy, top-k 50: the defaults here).
-        config.rollout.episode.write_agent_file(dir.path(), "smollm2-135m").unwrap();
-        let (_, trained) = agentrt_rollout::EpisodeSpec::read_agent_file(dir.path()).unwrap().unwrap();
-        assert_eq!(trained, config.rollout.episode, "agent.json round-trips the spec");
+        // spec and the prompt, and the measurement's judge and sampling are eval's (greedy, top-k 50: the
+        // defaults here).
+        AgentSettings::new("smollm2-135m", &config.rollout.episode, &config.env.wiki).write(dir.path()).unwrap();
+        let trained = AgentSettings::read(dir.path()).unwrap().unwrap();
+        assert_eq!(trained.spec, config.rollout.episode, "agent.json round-trips the spec");
         let loaded = LoadedPolicy { local: None, trained: Some(trained), name: "test".into() };
         let by_adapter = played_config(&parse(&[]), Some(&loaded)).unwrap();
-        assert_eq!(by_adapter.rollout.episode, config.rollout.episode);
+        assert_eq!((&by_adapter.rollout.episode, &by_adapter.env.wiki), (&config.rollout.episode, &config.env.wiki));
 
         // --set layers over the config as in train; flags go over everything.
         let set = played_config(&parse(&["--config", path, "--set", "rollout.max_host_calls=3"]), None).unwrap();
         assert_eq!(set.rollout.episode.limits().max_host_calls, 3);
         let flagged = played_config(&parse(&["--config", path, "--max-turns", "5", "--system-prompt", "short"]), Some(&loaded)).unwrap();
-        assert_eq!((flagged.rollout.episode.max_turns, flagged.rollout.episode.system_prompt.as_str()), (5, "short"));
+        assert_eq!((flagged.rollout.episode.max_turns, flagged.env.wiki.system_prompt.as_str()), (5, "short"));
 
         // Without a config or an adapter: the training defaults, greedy, with the environment's reply length.
         let plain = LoadedPolicy { local: None, trained: None, name: "test".into() };
@@ -193,23 +196,24 @@ mod tests {
     /// `eval --config` builds is the one `train` builds from the same config, for the wiki and for code.
     #[test]
     fn eval_and_train_build_the_same_environment_from_one_config() {
+        let build = |config: &TrainConfig, sandbox: &Arc<agentrt_runtime::Sandbox>| Environment::build(&config.env, &config.rollout.episode, sandbox.clone());
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         runtime.block_on(async {
             let sandbox = Arc::new(
                 agentrt_runtime::Sandbox::new(agentrt_runtime::SandboxConfig::default(), Arc::new(agentrt_runtime::FixtureTools::default())).await.unwrap(),
             );
             for set in [
-                vec!["rollout.max_turns=2", "rollout.judge=rule:0.5"],
-                vec!["env.name=code", "env.reasoning_format=true", "env.test_fuel=1234567", "env.test_timeout_ms=2500", "rollout.memory_mib=48"],
+                vec!["rollout.max_turns=2", "env.wiki.judge=rule:0.5"],
+                vec!["env.name=code", "env.code.reasoning_format=true", "env.code.test_fuel=1234567", "env.code.test_timeout_ms=2500", "rollout.memory_mib=48"],
             ] {
                 let set: Vec<String> = set.into_iter().map(String::from).collect();
                 let config = TrainConfig::from_layers(None, &set).unwrap();
-                let trained = agentrt_trainer::environment(&config, sandbox.clone()).unwrap().settings();
+                let trained = build(&config, &sandbox).unwrap().settings();
                 let mut flags = vec![];
                 for s in &set {
                     flags.extend(["--set", s.as_str()]);
                 }
-                let evaluated = agentrt_trainer::environment(&played_config(&parse(&flags), None).unwrap(), sandbox.clone()).unwrap().settings();
+                let evaluated = build(&played_config(&parse(&flags), None).unwrap(), &sandbox).unwrap().settings();
                 assert_eq!(evaluated, trained);
                 if config.env.grades_with_tests() {
                     assert_eq!((trained.spec.max_turns, trained.reply_format), (1, "final_answer"));
@@ -220,12 +224,9 @@ mod tests {
                     assert_eq!(trained.grader, "rule(f1>=0.5)");
                 }
                 // `--env code` over the wiki defaults is the code environment of the defaults.
-                let by_flag =
-                    agentrt_trainer::environment(&played_config(&parse(&["--env", agentrt_environments::code::NAME]), None).unwrap(), sandbox.clone())
-                        .unwrap()
-                        .settings();
+                let by_flag = build(&played_config(&parse(&["--env", agentrt_environments::code::NAME]), None).unwrap(), &sandbox).unwrap().settings();
                 let code = TrainConfig::from_layers(None, &["env.name=code".to_string()]).unwrap();
-                assert_eq!(by_flag, agentrt_trainer::environment(&code, sandbox.clone()).unwrap().settings());
+                assert_eq!(by_flag, build(&code, &sandbox).unwrap().settings());
             }
         });
     }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:\n  agentrt eval --split dev --num-samples 50 --output-dir eval/zero-shot\n  \
     agentrt eval --split dev --num-samples 50 --baseline random --output-dir eval/random\n  \
     agentrt eval --env code --model qwen2.5-coder-0.5b --num-generations 10 --temperature 0.2 --output-dir eval/he\n  \
-    agentrt eval --regrade eval/he --set env.test_fuel=4000000000 --output-dir eval/he-more-fuel\n  \
+    agentrt eval --regrade eval/he --set env.code.test_fuel=4000000000 --output-dir eval/he-more-fuel\n  \
     agentrt eval --adapter runs/RUN/checkpoint-10 --output-dir eval/trained\n  \
     agentrt eval --adapter runs/RUN/checkpoint-10 --adapter-scales 1,0 --output-dir eval/retain-only\n  \
     agentrt eval --policy openai:qwen2.5:7b@http://localhost:11434/v1 --output-dir eval/qwen7b\n  \

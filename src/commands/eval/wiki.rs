@@ -3,6 +3,7 @@
 
 use super::episode_args::EpisodeArgs;
 use crate::policy_options::LoadedPolicy;
+use agentrt_environments::Environment;
 use agentrt_eval::{write_report, DegeneracyThresholds, EvalInfo, Metrics};
 use agentrt_progress::Progress;
 use agentrt_trainer::TrainConfig;
@@ -15,7 +16,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (environment, episodes) = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
-        let environment = agentrt_trainer::environment(config, sandbox.clone())?;
+        let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
         let questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(loaded, args.seed, &environment)?;
@@ -37,8 +38,8 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
     let info = EvalInfo {
         policy: policy_name,
-        judge: environment.spec.judge.clone(),
-        questions: format!("{} split of {}", split, config.data.questions),
+        judge: config.env.wiki.judge.clone(),
+        questions: format!("{} split of {}", split, config.env.wiki.questions),
         seed: args.seed,
         max_turns: environment.spec.max_turns,
     };

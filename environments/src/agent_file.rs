@@ -1,0 +1,154 @@
+//! `agent.json`: how an adapter was trained to play, saved beside every trained adapter (a checkpoint of
+//! `agentrt train` or `agentrt sft`), so that `agentrt eval --adapter DIR`, `agentrt generate --adapter DIR`
+//! and `agentrt serve` play it as it was trained without a flag.
+//!
+//! The file is flat JSON: `model` (the base model), the wiki's `system_prompt` and `demonstration`, and
+//! the [`EpisodeSpec`]'s keys. Files written by earlier versions read as they meant: a nested `limits` as the
+//! four sandbox keys, a key the spec did not have yet as its default, and a `judge` (which belongs to a
+//! measurement, not to the adapter) dropped.
+
+use crate::wiki::WikiSection;
+use agentrt_assets::FileError;
+use agentrt_rollout::{EpisodeSpec, RolloutError};
+use agentrt_runtime::Limits;
+use serde::Serialize;
+use std::path::Path;
+
+/// The file name, in a checkpoint directory (beside `adapters/`) or in a PEFT adapter directory.
+pub const AGENT_FILE: &str = "agent.json";
+
+/// How an adapter was trained to play.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentSettings {
+    /// The base model the adapter sits on (a named model or a path).
+    pub model: String,
+    /// The wiki's system prompt it was trained with: `short`, `full`, or the prompt's own text.
+    pub system_prompt: String,
+    /// Whether it was shown the worked demonstration before every question.
+    pub demonstration: bool,
+    /// Its turns, reply length, sampling, observation size and sandbox bounds.
+    #[serde(flatten)]
+    pub spec: EpisodeSpec,
+}
+
+impl AgentSettings {
+    /// The settings of an adapter trained on `model` with `spec` and the wiki's prompt settings `wiki`.
+    pub fn new(model: &str, spec: &EpisodeSpec, wiki: &WikiSection) -> AgentSettings {
+        AgentSettings { model: model.into(), system_prompt: wiki.system_prompt.clone(), demonstration: wiki.demonstration, spec: spec.clone() }
+    }
+
+    /// `dir/agent.json` if `dir` has one; a file that is there but unreadable or malformed is an error
+    /// naming it.
+    pub fn read(dir: &Path) -> Result<Option<AgentSettings>, RolloutError> {
+        let path = dir.join(AGENT_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let malformed = |reason: String| RolloutError::from(FileError::malformed(path.clone(), reason));
+        let text = std::fs::read_to_string(&path).map_err(FileError::io(&path))?;
+        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
+        let object = value.as_object_mut().ok_or_else(|| malformed("not a JSON object".into()))?;
+        if let Some(old) = object.remove("limits") {
+            let limits: Limits = serde_json::from_value(old).map_err(|e| malformed(format!("`limits`: {e}")))?;
+            object.insert("fuel".into(), limits.fuel.into());
+            object.insert("memory_mib".into(), (limits.memory_bytes >> 20).into());
+            object.insert("timeout_ms".into(), (limits.timeout.as_millis() as u64).into());
+            object.insert("max_host_calls".into(), limits.max_host_calls.into());
+        }
+        object.remove("judge");
+        let model = match object.remove("model") {
+            Some(serde_json::Value::String(m)) if !m.trim().is_empty() => m,
+            Some(_) => return Err(malformed("`model` must be a model name or path".into())),
+            None => return Err(malformed("missing field `model`".into())),
+        };
+        let wiki = WikiSection::default();
+        let system_prompt = match object.remove("system_prompt") {
+            Some(serde_json::Value::String(p)) if !p.trim().is_empty() => p,
+            Some(_) => return Err(malformed("`system_prompt` must be `short`, `full` or the prompt's text".into())),
+            None => wiki.system_prompt,
+        };
+        let demonstration = match object.remove("demonstration") {
+            Some(serde_json::Value::Bool(d)) => d,
+            Some(_) => return Err(malformed("`demonstration` must be true or false".into())),
+            None => wiki.demonstration,
+        };
+        let spec: EpisodeSpec = serde_json::from_value(value).map_err(|e| malformed(format!("not a valid episode spec: {e}")))?;
+        spec.validate().map_err(malformed)?;
+        Ok(Some(AgentSettings { model, system_prompt, demonstration, spec }))
+    }
+
+    /// Writes `dir/agent.json` atomically.
+    pub fn write(&self, dir: &Path) -> Result<(), RolloutError> {
+        let path = dir.join(AGENT_FILE);
+        let text = serde_json::to_string_pretty(self).expect("agent settings serialise") + "\n";
+        agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| FileError::io(&path)(e).into())
+    }
+
+    /// `wiki` as this adapter was trained to be prompted (its questions and judge kept).
+    pub fn prompted(&self, wiki: &WikiSection) -> WikiSection {
+        WikiSection { system_prompt: self.system_prompt.clone(), demonstration: self.demonstration, ..wiki.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn agent_file_round_trips_and_bad_files_name_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(AgentSettings::read(dir.path()).unwrap(), None);
+        let spec = EpisodeSpec { max_turns: 2, max_observation_chars: 900, max_host_calls: 5, ..EpisodeSpec::default() };
+        let wiki = WikiSection { system_prompt: "full".into(), demonstration: false, ..WikiSection::default() };
+        let settings = AgentSettings::new("smollm2-135m", &spec, &wiki);
+        settings.write(dir.path()).unwrap();
+        assert_eq!(AgentSettings::read(dir.path()).unwrap(), Some(settings.clone()));
+        assert_eq!(settings.prompted(&WikiSection::default()), WikiSection { system_prompt: "full".into(), demonstration: false, ..WikiSection::default() });
+
+        for (text, said) in [
+            ("{\"system_prompt\": \"short\"}", "missing field `model`"),
+            ("{\"model\": \"x\", \"max_turns\": 0}", "max_turns"),
+            ("{\"model\": \"x\", \"max_turnz\": 2}", "unknown field `max_turnz`"),
+            ("{\"model\": \"x\", \"demonstration\": \"yes\"}", "`demonstration` must be true or false"),
+        ] {
+            std::fs::write(dir.path().join(AGENT_FILE), text).unwrap();
+            let e = AgentSettings::read(dir.path()).unwrap_err().to_string();
+            assert!(e.contains("agent.json") && e.contains(said), "{e}");
+        }
+    }
+
+    #[test]
+    fn agent_files_of_earlier_versions_read_as_they_meant() {
+        let dir = tempfile::tempdir().unwrap();
+        // Before the spec held every key: the defaults for the rest.
+        std::fs::write(
+            dir.path().join(AGENT_FILE),
+            "{\"model\": \"x\", \"system_prompt\": \"short\", \"demonstration\": true, \"max_turns\": 4, \"max_new_tokens\": 160}",
+        )
+        .unwrap();
+        let old = AgentSettings::read(dir.path()).unwrap().unwrap();
+        assert_eq!(old, AgentSettings::new("x", &EpisodeSpec { max_turns: 4, ..EpisodeSpec::default() }, &WikiSection::default()));
+        // The nested `limits` of the first files, and the `judge` every file carried until the wiki's
+        // settings left the spec.
+        std::fs::write(
+            dir.path().join(AGENT_FILE),
+            "{\"model\": \"x\", \"system_prompt\": \"full\", \"demonstration\": false, \"judge\": \"rule\", \"max_turns\": 2, \"max_new_tokens\": 96, \
+             \"max_observation_chars\": 700, \"limits\": {\"fuel\": 7, \"memory_bytes\": 50331648, \"timeout\": 900, \"max_output_bytes\": 65536, \"max_host_calls\": 5}}",
+        )
+        .unwrap();
+        let old = AgentSettings::read(dir.path()).unwrap().unwrap();
+        let spec = EpisodeSpec {
+            max_turns: 2,
+            max_new_tokens: 96,
+            max_observation_chars: 700,
+            fuel: 7,
+            memory_mib: 48,
+            timeout_ms: 900,
+            max_host_calls: 5,
+            ..EpisodeSpec::default()
+        };
+        assert_eq!((old.system_prompt.as_str(), old.demonstration, &old.spec), ("full", false, &spec));
+        assert_eq!(old.spec.limits(), Limits { fuel: 7, memory_bytes: 48 << 20, timeout: Duration::from_millis(900), max_host_calls: 5, ..Limits::default() });
+    }
+}
