@@ -93,7 +93,13 @@ pub fn parse_device(s: &str) -> Result<Device> {
         "cpu" => Ok(Device::Cpu),
         s if s == "cuda" || s.starts_with("cuda:") => {
             let n: usize = s.strip_prefix("cuda:").unwrap_or("0").parse().map_err(|_| PolicyError::Invalid(format!("bad device `{s}`")))?;
-            Device::new_cuda(n).map_err(|e| PolicyError::Invalid(format!("device `{s}`: {e} (build with `--features cuda` for GPU support)")))
+            // Without the feature candle says it was built without CUDA; with it, a failure is the driver's.
+            let hint = if cfg!(feature = "cuda") {
+                "is an NVIDIA driver (CUDA 13.0 or newer) installed, with libcuda.so.1 and the toolkit's libraries on LD_LIBRARY_PATH? README.md, \"On a GPU\""
+            } else {
+                "this build has no CUDA: build with `cargo build --release --features cuda` (README.md, \"On a GPU\")"
+            };
+            Device::new_cuda(n).map_err(|e| PolicyError::Invalid(format!("device `{s}`: {} ({hint})", e.to_string().lines().next().unwrap_or_default())))
         }
         other => Err(PolicyError::Invalid(format!("unknown device `{other}`; use cpu or cuda:N"))),
     }
@@ -450,5 +456,25 @@ impl Policy {
         let p = dir.join("tokenizer_config.json");
         std::fs::write(&p, tc.to_string()).map_err(error::io_err(&p))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_is_parsed_and_a_missing_cuda_says_what_to_do() {
+        assert!(matches!(parse_device("cpu"), Ok(Device::Cpu)));
+        let e = parse_device("gpu").unwrap_err().to_string();
+        assert!(e.contains("unknown device `gpu`; use cpu or cuda:N"), "{e}");
+        let e = parse_device("cuda:x").unwrap_err().to_string();
+        assert!(e.contains("bad device `cuda:x`"), "{e}");
+        // This build (and CI's) has no CUDA: the error says how to get it.
+        if !cfg!(feature = "cuda") {
+            let e = parse_device("cuda:0").unwrap_err().to_string();
+            assert!(e.contains("device `cuda:0`") && e.contains("--features cuda") && e.contains("On a GPU"), "{e}");
+            assert_eq!(e.lines().count(), 1, "one line, no backtrace: {e}");
+        }
     }
 }
