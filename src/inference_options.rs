@@ -42,7 +42,7 @@ impl InferenceOptions {
             Some(dir) => AgentSettings::read(dir)?,
             None => None,
         };
-        let name = self.model.clone().or(trained.as_ref().map(|a| a.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+        let name = AgentSettings::base_model(self.model.as_deref(), trained.as_ref());
         let mut policy = Policy::load_for_inference(&ModelSource::parse(&name), &device).with_context(|| format!("loading model `{name}`"))?;
         policy.decoder.decode_activations = self.decode_activations;
         Ok(LoadedModel { policy, name, trained })

@@ -89,7 +89,7 @@ impl PolicyOptions {
             },
             _ => None,
         };
-        let model = self.model.clone().or(agent_file.as_ref().map(|a| a.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into());
+        let model = AgentSettings::base_model(self.model.as_deref(), agent_file.as_ref());
         let trained = agent_file;
         Ok(match (&self.policy, self.baseline.as_deref()) {
             (Some(p), _) => LoadedPolicy { local: None, trained, name: p.clone() },

@@ -84,6 +84,12 @@ impl AgentSettings {
         agentrt_assets::write_atomic(&path, text.as_bytes()).map_err(|e| FileError::io(&path)(e).into())
     }
 
+    /// The model a command loads: `given` (its `--model`), else the base model of the adapter's settings
+    /// `trained`, else the default model.
+    pub fn base_model(given: Option<&str>, trained: Option<&AgentSettings>) -> String {
+        given.map(str::to_string).or_else(|| trained.map(|a| a.model.clone())).unwrap_or_else(|| agentrt_policy::DEFAULT_MODEL_NAME.into())
+    }
+
     /// `wiki` as this adapter was trained to be prompted (its questions and judge kept).
     pub fn prompted(&self, wiki: &WikiSection) -> WikiSection {
         WikiSection { system_prompt: self.system_prompt.clone(), demonstration: self.demonstration, ..wiki.clone() }
@@ -105,6 +111,10 @@ mod tests {
         settings.write(dir.path()).unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), Some(settings.clone()));
         assert_eq!(settings.prompted(&WikiSection::default()), WikiSection { system_prompt: "full".into(), demonstration: false, ..WikiSection::default() });
+        // The model: the flag, else the adapter's base, else the default.
+        assert_eq!(AgentSettings::base_model(Some("m.gguf"), Some(&settings)), "m.gguf");
+        assert_eq!(AgentSettings::base_model(None, Some(&settings)), "smollm2-135m");
+        assert_eq!(AgentSettings::base_model(None, None), agentrt_policy::DEFAULT_MODEL_NAME);
 
         for (text, said) in [
             ("{\"system_prompt\": \"short\"}", "missing field `model`"),

@@ -161,14 +161,6 @@ impl EnvSection {
         }
     }
 
-    /// The file the played environment asks from: `env.wiki.questions` or `env.code.tasks`.
-    pub fn questions_file(&self) -> &str {
-        match self.name {
-            EnvName::Wiki => &self.wiki.questions,
-            EnvName::Code => &self.code.tasks,
-        }
-    }
-
     /// The questions of `split` (`all`: every one) of the played environment's file. None is an error
     /// naming the split and the file.
     pub fn read_questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {

@@ -153,7 +153,7 @@ fn relocate(table: &mut toml::Table, moved: &[(&str, &str)], origin: &str) -> Re
     for (old, new) in moved {
         // A file whose sections are not tables where the key now lives is left as written, for the merge
         // to refuse where it stands.
-        if !can_hold(table, new) || get(table, old).is_none() {
+        if !can_hold(table, new) {
             continue;
         }
         let Some(value) = take(table, old) else { continue };

@@ -49,8 +49,6 @@ pub struct TrainSummary {
     pub last_checkpoint: Option<PathBuf>,
     /// Steps this invocation ran (a resumed run's earlier ones not counted).
     pub steps_run: usize,
-    /// Of those, the steps whose update changed the adapters (took at least one optimizer step).
-    pub steps_updated: usize,
     /// Steps of the whole run (a resumed run's earlier ones included), as its `metrics.jsonl` logs them.
     pub run_steps: usize,
     /// Of those, the steps whose update changed the adapters: 0 when every group of every step had equal
@@ -173,17 +171,17 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 
     let detector = Detector::parse(&config.routing.detector)?;
     let dev_slice = eval_slice(&config, &env)?;
-    let runner = env.runner(sandbox);
+    let (runner, sampling) = (env.runner(sandbox), env.sampling());
     let remote = match config.rollout.sampler.as_str() {
         "local" => None,
         s if s.starts_with("openai:") => {
             let mut c = OpenAiPolicyConfig::parse(s)?;
-            c.temperature = config.rollout.episode.temperature;
-            c.max_tokens = config.rollout.episode.max_new_tokens;
-            c.stop = config.env.stop_strings();
+            c.temperature = sampling.temperature;
+            c.max_tokens = sampling.max_tokens;
+            c.stop = sampling.stop.clone();
             c.exact_tokens = config.rollout.sampler_exact_tokens;
-            c.top_p = config.rollout.episode.top_p;
-            c.top_k = config.rollout.episode.top_k;
+            c.top_p = sampling.top_p;
+            c.top_k = sampling.top_k;
             Some(c)
         }
         other => return Err(TrainError::Config(format!("rollout.sampler `{other}`: expected local or openai:MODEL@BASE_URL"))),
@@ -209,6 +207,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         fresh,
         detector,
         runner,
+        sampling,
         // Loads each step's adapter on the servers; unloads them when the run ends, fails or is dropped.
         publisher: remote.clone().map(AdapterPublisher::new).transpose()?,
         remote,
@@ -232,7 +231,6 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         steps: config.run.max_steps,
         last_checkpoint: finished.last_checkpoint,
         steps_run: step.steps_run,
-        steps_updated: step.steps_updated,
         run_steps: logged.len(),
         run_steps_updated: logged.iter().filter(|m| m.optimizer_steps > 0).count(),
     })
@@ -253,6 +251,8 @@ struct TrainStep<'a> {
     fresh: bool,
     detector: Detector,
     runner: EpisodeRunner,
+    /// How replies are sampled: the environment's (`Environment::sampling`).
+    sampling: SamplingParams,
     /// The servers that sample, when `rollout.sampler` names them.
     remote: Option<OpenAiPolicyConfig>,
     publisher: Option<AdapterPublisher>,
@@ -270,7 +270,7 @@ impl RunStep for TrainStep<'_> {
 
     async fn begin(&mut self, learner: &mut Learner, run: &RunDir) -> Result<(), TrainError> {
         if !self.dev_slice.is_empty() && self.fresh {
-            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, self.config).await?.line(0);
+            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?.line(0);
             run.append(DEV_EVAL, &dev)?;
             tracing::info!("held-out slice before training: {}", serde_json::to_value(&dev).expect("held-out lines serialise"));
         }
@@ -306,7 +306,7 @@ impl RunStep for TrainStep<'_> {
                 *questions_seen += want;
                 drawn_here += want;
                 let seed = sample_seed(seed, step, micro + round * accumulation);
-                kept += drawn.play(&self.runner, learner, served.as_ref(), &batch, seed, &self.detector, config).await?;
+                kept += drawn.play(&self.runner, &self.sampling, learner, served.as_ref(), &batch, seed, &self.detector, config).await?;
                 round += 1;
                 if !dynamic || kept == batch_size || drawn_here >= cap {
                     break;
@@ -358,7 +358,7 @@ impl RunStep for TrainStep<'_> {
             tracing::warn!("step {step}: {}", no_update(&line, config));
         }
         if !self.dev_slice.is_empty() && (step.is_multiple_of(config.run.eval_steps) || step == config.run.max_steps) {
-            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, config).await?;
+            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?;
             run.append(DEV_EVAL, &dev.line(step))?;
             line.dev_accuracy = Some(dev.metrics.accuracy.value);
             line.dev_answer_f1 = Some(dev.metrics.answer_f1.value);
@@ -375,7 +375,7 @@ impl RunStep for TrainStep<'_> {
         }
         let config = self.config;
         if config.routing.eval_routing_steps > 0 && step.is_multiple_of(config.routing.eval_routing_steps) {
-            let r = routing_eval(&mut learner.policy, &self.runner, &self.eval_questions, &self.detector, config, step).await?;
+            let r = routing_eval(&mut learner.policy, &self.runner, &self.eval_questions, &self.detector, &self.sampling, step).await?;
             run.append(ROUTING_EVAL, &r)?;
         }
         Ok(())
@@ -467,6 +467,7 @@ impl Drawn {
     async fn play(
         &mut self,
         runner: &EpisodeRunner,
+        sampling: &SamplingParams,
         learner: &Learner,
         served: Option<&OpenAiPolicyConfig>,
         batch: &[Question],
@@ -475,7 +476,7 @@ impl Drawn {
         config: &TrainConfig,
     ) -> Result<usize, TrainError> {
         let group = config.rollout.num_rollouts;
-        let local = LocalPolicy::new(&learner.policy, config.rollout.episode.sampling(config.env.stop_strings()), seed);
+        let local = LocalPolicy::new(&learner.policy, sampling.clone(), seed);
         let (mut rollouts, logprobs_known) = match served {
             None => {
                 let r = runner.run(&local, batch).await?;
@@ -596,9 +597,9 @@ impl DevEval {
 }
 
 /// Greedy episodes on the held-out slice with the adapters as they are.
-async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], config: &TrainConfig) -> Result<DevEval, TrainError> {
+async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
     let started = Instant::now();
-    let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..config.rollout.episode.sampling(config.env.stop_strings()) }, 0);
+    let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..sampling.clone() }, 0);
     let batch = runner.run(&local, questions).await?;
     let metrics = Metrics::from_episodes(&batch.episodes);
     Ok(DevEval { questions: questions.len(), metrics, seconds: started.elapsed().as_secs_f64() })
@@ -705,10 +706,10 @@ async fn routing_eval(
     runner: &EpisodeRunner,
     questions: &[Question],
     detector: &Detector,
-    config: &TrainConfig,
+    sampling: &SamplingParams,
     step: usize,
 ) -> Result<RoutingEval, TrainError> {
-    let params = SamplingParams { temperature: 0.0, ..config.rollout.episode.sampling(config.env.stop_strings()) };
+    let params = SamplingParams { temperature: 0.0, ..sampling.clone() };
     let mut mode = async |(retain, forget): (f64, f64)| -> Result<RoutingModeEval, TrainError> {
         policy.set_adapter_scales(retain, forget);
         let local = LocalPolicy::new(policy, params.clone(), 0);

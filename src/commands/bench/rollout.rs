@@ -108,12 +108,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let peer_versions = peer.versions.clone();
     let batches: Vec<Vec<Question>> = (1..=args.steps).map(|step| workload.step_batch(step)).collect();
     let (config, policy) = (&workload.config, &workload.policy);
-    let params = config.rollout.episode.sampling(config.env.stop_strings());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (ours, theirs) = runtime.block_on(async {
         let sandbox = Arc::new(args.workload.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
-        let runner = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?.runner(sandbox);
+        let environment = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
+        let (params, runner) = (environment.sampling(), environment.runner(sandbox));
         let mut ours = SideTotals { name: "agentrt (candle, shared prefixes)".into(), ..SideTotals::default() };
         let mut theirs =
             SideTotals { name: format!("transformers {} generate", peer_versions["transformers"].as_str().unwrap_or("?")), ..SideTotals::default() };

@@ -77,8 +77,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let played = runtime.block_on(async {
         let sandbox = Arc::new(args.workload.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
-        let runner = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?.runner(sandbox);
-        let local = LocalPolicy::new(&policy, config.rollout.episode.sampling(config.env.stop_strings()), config.run.seed);
+        let environment = agentrt_environments::Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
+        let local = LocalPolicy::new(&policy, environment.sampling(), config.run.seed);
+        let runner = environment.runner(sandbox);
         anyhow::Ok(runner.run(&local, &batch).await?)
     })?;
     let samples: Vec<Sample> = played
