@@ -1,5 +1,5 @@
 //! Throughput of each kernel path on this CPU, single-threaded, for the shapes the project runs: the
-//! MiniLM layers (a 15-word-piece query and a 128-word-piece section) and SmolLM2-135M's decode products.
+//! MiniLM layers (a 15-word-piece query and a 128-word-piece section; weights to ±127, ±64 and ±32) and SmolLM2-135M's decode products.
 //!
 //! `cargo run --release -p agentrt-kernels --example kernel_speed`
 
@@ -30,7 +30,9 @@ fn main() {
     let full = Int8Weights::new(&q, out_dim, in_dim);
     let q: Vec<i8> = (0..in_dim * out_dim).map(|i| ((i * 7919) % 129) as i8 - 64).collect();
     let narrow = Int8Weights::new(&q, out_dim, in_dim);
-    for (rows, (weights, w)) in [15, 128].into_iter().flat_map(|r| [(r, ("±127", &full)), (r, ("±64", &narrow))]) {
+    let q: Vec<i8> = (0..in_dim * out_dim).map(|i| ((i * 7919) % 65) as i8 - 32).collect();
+    let paired = Int8Weights::new(&q, out_dim, in_dim);
+    for (rows, (weights, w)) in [15, 128].into_iter().flat_map(|r| [(r, ("±127", &full)), (r, ("±64", &narrow)), (r, ("±32", &paired))]) {
         let x: Vec<u8> = (0..rows * in_dim).map(|i| ((i * 31) % 255 + 1) as u8).collect();
         let mut sums = vec![0i32; rows * out_dim];
         for kernel in Int8Kernel::supported() {

@@ -20,16 +20,22 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use agentrt_kernels::int8::WeightReach;
 use tokenizers::{Tokenizer, TruncationParams};
 
 /// The width of a MiniLM vector.
 pub const DIM: usize = 384;
 /// Longest query in word pieces (sentence-transformers' `max_seq_length` for this model).
 pub const MAX_TOKENS: usize = 256;
-/// Longest section text embedded, in word pieces: the truncation the model's own tokenizer.json sets.
-/// Halving 256 halves the build (the 1,000 article chunks are ~330 word pieces); a section's first 128
-/// word pieces carry its topic, and BM25 sees the whole text.
-pub const SECTION_TOKENS: usize = 128;
+/// Longest section text embedded, in word pieces. A section of 800 characters is ~130 word pieces;
+/// its first 64 (the page title, the section title and two or three sentences) carry its topic, and
+/// BM25 sees the whole text. 64 rather than 128 (the model's own tokenizer.json) halves the index
+/// build; chosen on the train questions, where hybrid recall@10 went from 0.988 to 0.990 and
+/// recall@1 stayed 0.911 (vector-only recall@10 fell from 0.940 to 0.931; bench/search_results.md).
+pub const SECTION_TOKENS: usize = 64;
+/// What the section encoder's weights are quantised to: ±32, the AVX2 kernel's fastest
+/// ([`crate::int8`]); recall as at ±64 (bench/search_results.md).
+pub const SECTION_WEIGHTS: WeightReach = WeightReach::Paired;
 
 /// Names the embedding model in the manifest: a changed model forces a rebuild.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -241,7 +247,7 @@ fn load_full(dir: &Path) -> Result<Int8Bert, SearchError> {
     let config = std::fs::read_to_string(dir.join("config.json")).map_err(|e| SearchError::Embedder(format!("{origin}: config.json: {e}")))?;
     let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
         .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
-    Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new())
+    Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new(), SECTION_WEIGHTS)
 }
 
 /// The word-embedding table's name in all-MiniLM-L6-v2's model.safetensors.

@@ -1,5 +1,5 @@
 //! all-MiniLM-L6-v2 (any BERT with GELU, absolute positions and heads of 32 or 64) for one text at a
-//! time: a query in one to two milliseconds, a 128-word-piece section in about twenty.
+//! time: a query in one to two milliseconds, a 64-word-piece section in about ten.
 //!
 //! candle's BERT is built for batches: on one 15-word-piece query it spends ~20 ms, most of it packing
 //! weights for its general matrix product. This encoder is written for one sequence: the weights are
@@ -17,7 +17,7 @@
 use crate::error::SearchError;
 use crate::int8::{Int8Linear, QuantizedRows, SecondCore};
 use crate::lanes;
-use agentrt_kernels::int8::Int8Kernel;
+use agentrt_kernels::int8::{Int8Kernel, WeightReach};
 use agentrt_kernels::KernelPath;
 use candle_core::Tensor;
 use std::collections::HashMap;
@@ -170,8 +170,9 @@ impl Int8Bert {
     /// Build from a config.json's text and a safetensors file's tensors; a tensor missing from
     /// `tensors` is taken from `base` (a distilled query encoder ships its layers only and shares the
     /// embeddings of the model it was distilled from). `origin` names the weights in errors.
-    pub fn from_tensors(origin: &str, config: &str, tensors: HashMap<String, Tensor>, base: HashMap<String, Tensor>) -> Result<Self, SearchError> {
-        Self::build(origin, config, tensors, base, None)
+    /// Its linear layers' weights are quantised to `reach` ([`crate::int8`]'s notes say what each costs).
+    pub fn from_tensors(origin: &str, config: &str, tensors: HashMap<String, Tensor>, base: HashMap<String, Tensor>, reach: WeightReach) -> Result<Self, SearchError> {
+        Self::build(origin, config, tensors, base, None, reach)
     }
 
     /// As [`Int8Bert::from_tensors`], with the word embeddings read per token from `words` (neither
@@ -182,8 +183,9 @@ impl Int8Bert {
         tensors: HashMap<String, Tensor>,
         base: HashMap<String, Tensor>,
         words: WordRows,
+        reach: WeightReach,
     ) -> Result<Self, SearchError> {
-        Self::build(origin, config, tensors, base, Some(words))
+        Self::build(origin, config, tensors, base, Some(words), reach)
     }
 
     fn build(
@@ -192,6 +194,7 @@ impl Int8Bert {
         tensors: HashMap<String, Tensor>,
         base: HashMap<String, Tensor>,
         words: Option<WordRows>,
+        reach: WeightReach,
     ) -> Result<Self, SearchError> {
         let err = |what: String| SearchError::Embedder(format!("{origin}: {what}"));
         let shape: BertShape = serde_json::from_str(config).map_err(|e| err(format!("config.json: {e}")))?;
@@ -208,7 +211,7 @@ impl Int8Bert {
         if head_width != 32 && head_width != 64 {
             return Err(err(format!("config.json: heads {head_width} wide; the int8 encoder runs heads of 32 or 64")));
         }
-        let mut weights = Weights { tensors, base, prefix: String::new(), origin };
+        let mut weights = Weights { tensors, base, prefix: String::new(), origin, reach };
         // Some exports nest everything under `bert.`.
         if !weights.has("embeddings.word_embeddings.weight") && weights.has("bert.embeddings.word_embeddings.weight") {
             weights.prefix = "bert.".into();
@@ -233,7 +236,7 @@ impl Int8Bert {
                 qkv_b.extend(weights.vector(&format!("{p}.attention.self.{part}.bias"), h)?);
             }
             layers.push(EncoderLayer {
-                qkv: Int8Linear::new(&qkv_w, &qkv_b, 3 * h, h),
+                qkv: Int8Linear::new(&qkv_w, &qkv_b, 3 * h, h, reach),
                 attention_out: weights.linear(&format!("{p}.attention.output.dense"), h, h)?,
                 attention_norm: weights.layer_norm(&format!("{p}.attention.output.LayerNorm"), h, eps)?,
                 ffn_in: weights.linear(&format!("{p}.intermediate.dense"), ffn, h)?,
@@ -350,10 +353,7 @@ impl Int8Bert {
             quantized.requantize(x, t, h);
             let ffn = layer.ffn_in.out_dim();
             wide.resize(t * ffn, 0.0);
-            layer.ffn_in.forward(kernel, quantized, sums, &mut wide[..t * ffn], core);
-            for v in &mut wide[..t * ffn] {
-                *v = gelu(*v);
-            }
+            layer.ffn_in.forward_then(kernel, quantized, sums, &mut wide[..t * ffn], core, gelu);
             quantized.requantize(&wide[..t * ffn], t, ffn);
             layer.ffn_out.forward(kernel, quantized, sums, projected, core);
             add_into(x, projected);
@@ -369,74 +369,116 @@ impl Int8Bert {
 
 /// Multi-head self-attention over one unpadded sequence: `qkv` is `t × [q | k | v]`, the result `t × h`.
 ///
-/// Each head's keys are first copied transposed and padded (`d × t16`, `t16` = `t` rounded up to 16),
-/// so that a query row's scores are built 16 at a time by `d` broadcast multiply-adds of fixed width,
-/// and the softmax runs over whole 16-lane chunks (padding scores are −∞, so they weigh nothing).
-/// `D` is the head width, a constant so that a row's context vector lives in registers (accumulating
-/// it in memory made every step wait on the previous step's store).
+/// Each head's keys are first copied transposed and padded, in chunks of 16 keys (`[t16 / 16][d][16]`,
+/// `t16` = `t` rounded up to 16), so that a query row's scores are built 16 at a time by `d` broadcast
+/// multiply-adds of fixed width, and the softmax runs over whole 16-lane chunks (padding scores are
+/// −∞, so they weigh nothing). Its values are copied into `t × d` rows, and two query rows share each
+/// pass over them: each output still sums over the keys in order, so the bits are those of one row at
+/// a time, but twice the independent additions are in flight (one row alone waited on the adder's
+/// latency; attention was then half of a section's f32 work). `D` is the head width, a constant so
+/// that a row's context vector lives in registers. The loops index fixed-size arrays only, so they
+/// carry no bounds checks (with slice indexing they did, eight per step of the score loop).
 #[inline(always)]
 fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut AttentionBuffers, out: &mut Vec<f32>) {
     const W: usize = 16;
     let (d, heads) = (D, h / D);
+    assert!(t > 0 && qkv.len() == t * 3 * h && heads * d == h, "attention: {} values for {t} tokens of 3 × {h}", qkv.len());
     let scale = 1.0 / (d as f32).sqrt();
     let t16 = t.div_ceil(W) * W;
-    let AttentionBuffers { scores, keys } = buffers;
-    out.clear();
+    let AttentionBuffers { scores, keys, values } = buffers;
+    // Not zeroed: every head writes its columns of every row.
     out.resize(t * h, 0.0);
-    scores.resize(t16, 0.0);
+    scores.clear();
+    scores.resize(2 * t16, 0.0);
     keys.clear();
     keys.resize(d * t16, 0.0);
+    values.clear();
+    values.resize(t * d, 0.0);
     for head in 0..heads {
-        for j in 0..t {
-            for (k, &v) in qkv[j * 3 * h + h + head * d..][..d].iter().enumerate() {
-                keys[k * t16 + j] = v;
+        let key_chunks_mut: &mut [[[f32; W]; D]] = keys.as_chunks_mut::<W>().0.as_chunks_mut::<D>().0;
+        for (j, row) in qkv.chunks_exact(3 * h).enumerate() {
+            let key: &[f32; D] = row[h + head * d..][..d].try_into().expect("head width");
+            let (chunk, l) = (&mut key_chunks_mut[j / W], j % W);
+            for k in 0..D {
+                chunk[k][l] = key[k];
             }
+            values[j * d..(j + 1) * d].copy_from_slice(&row[2 * h + head * d..][..d]);
         }
-        for i in 0..t {
-            let q: &[f32; D] = qkv[i * 3 * h + head * d..][..d].try_into().expect("head width");
-            for (c, chunk) in scores.chunks_exact_mut(W).enumerate() {
-                // Four partial sums, so consecutive multiply-adds do not wait on one another (four
-                // named arrays: an array of arrays was kept on the stack and not vectorised).
-                let (mut a0, mut a1, mut a2, mut a3) = ([0f32; W], [0f32; W], [0f32; W], [0f32; W]);
-                for k4 in (0..D).step_by(4) {
-                    let key = |u: usize| -> &[f32; W] { keys[(k4 + u) * t16 + c * W..][..W].try_into().expect("width") };
-                    let (k0, k1, k2, k3) = (key(0), key(1), key(2), key(3));
-                    let (q0, q1, q2, q3) = (q[k4], q[k4 + 1], q[k4 + 2], q[k4 + 3]);
-                    for l in 0..W {
-                        a0[l] += q0 * k0[l];
-                        a1[l] += q1 * k1[l];
-                        a2[l] += q2 * k2[l];
-                        a3[l] += q3 * k3[l];
+        let key_chunks: &[[[f32; W]; D]] = keys.as_chunks::<W>().0.as_chunks::<D>().0;
+        let value_rows: &[[f32; D]] = &values.as_chunks::<D>().0[..t];
+        let (first_scores, second_scores) = scores.split_at_mut(t16);
+        let mut i = 0;
+        while i < t {
+            let query = |r: usize| -> &[f32; D] { qkv[r * 3 * h + head * d..][..d].try_into().expect("head width") };
+            softmax_row::<D, W>(query(i), key_chunks, t, scale, first_scores);
+            if i + 1 < t {
+                softmax_row::<D, W>(query(i + 1), key_chunks, t, scale, second_scores);
+                let (mut c0, mut c1) = ([0f32; D], [0f32; D]);
+                for ((&p0, &p1), v) in first_scores[..t].iter().zip(&second_scores[..t]).zip(value_rows) {
+                    for l in 0..D {
+                        c0[l] += p0 * v[l];
+                        c1[l] += p1 * v[l];
                     }
                 }
-                for l in 0..W {
-                    let sum = (a0[l] + a1[l]) + (a2[l] + a3[l]);
-                    chunk[l] = if c * W + l < t { sum * scale } else { f32::NEG_INFINITY };
+                out[i * h + head * d..][..d].copy_from_slice(&c0);
+                out[(i + 1) * h + head * d..][..d].copy_from_slice(&c1);
+                i += 2;
+            } else {
+                let mut c0 = [0f32; D];
+                for (&p0, v) in first_scores[..t].iter().zip(value_rows) {
+                    for l in 0..D {
+                        c0[l] += p0 * v[l];
+                    }
                 }
+                out[i * h + head * d..][..d].copy_from_slice(&c0);
+                i += 1;
             }
-            let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| if s > m { s } else { m });
-            for s in scores.iter_mut() {
-                *s = exp_nonpositive(*s - max);
-            }
-            let norm = 1.0 / lanes::sum(scores);
-            let mut context = [0f32; D];
-            for (j, &s) in scores[..t].iter().enumerate() {
-                let p = s * norm;
-                let v: &[f32; D] = qkv[j * 3 * h + 2 * h + head * d..][..d].try_into().expect("head width");
-                for l in 0..D {
-                    context[l] += p * v[l];
-                }
-            }
-            out[i * h + head * d..][..d].copy_from_slice(&context);
         }
     }
 }
 
-/// Attention's scratch: one query row's scores and one head's transposed keys.
+/// One query row's attention weights: `scores[j] = exp(q · key_j · scale − max) · norm` over the
+/// `t16` padded keys (padding weighs ~1e-38), `norm` being one over the sum of the exponentials.
+#[inline(always)]
+fn softmax_row<const D: usize, const W: usize>(q: &[f32; D], key_chunks: &[[[f32; W]; D]], t: usize, scale: f32, scores: &mut [f32]) {
+    for (chunk, keys) in scores.chunks_exact_mut(W).zip(key_chunks) {
+        // Four partial sums, so consecutive multiply-adds do not wait on one another (four named
+        // arrays: an array of arrays was kept on the stack and not vectorised).
+        let (mut a0, mut a1, mut a2, mut a3) = ([0f32; W], [0f32; W], [0f32; W], [0f32; W]);
+        for k4 in (0..D).step_by(4) {
+            let (k0, k1, k2, k3) = (&keys[k4], &keys[k4 + 1], &keys[k4 + 2], &keys[k4 + 3]);
+            let (q0, q1, q2, q3) = (q[k4], q[k4 + 1], q[k4 + 2], q[k4 + 3]);
+            for l in 0..W {
+                a0[l] += q0 * k0[l];
+                a1[l] += q1 * k1[l];
+                a2[l] += q2 * k2[l];
+                a3[l] += q3 * k3[l];
+            }
+        }
+        for l in 0..W {
+            chunk[l] = ((a0[l] + a1[l]) + (a2[l] + a3[l])) * scale;
+        }
+    }
+    // Padding keys (written once, after the loop: a per-lane test kept the loop above scalar).
+    for s in &mut scores[t..] {
+        *s = f32::NEG_INFINITY;
+    }
+    let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| if s > m { s } else { m });
+    for s in scores.iter_mut() {
+        *s = exp_nonpositive(*s - max);
+    }
+    let norm = 1.0 / lanes::sum(scores);
+    for s in scores.iter_mut() {
+        *s *= norm;
+    }
+}
+
+/// Attention's scratch: two query rows' scores, and one head's transposed keys and its values.
 #[derive(Default)]
 struct AttentionBuffers {
     scores: Vec<f32>,
     keys: Vec<f32>,
+    values: Vec<f32>,
 }
 
 /// `eˣ` for `x ≤ 0` to ~2e-7 relative (a softmax's shifted logits): `2ⁿ · p(r)` with `x = n ln 2 + r`
@@ -499,6 +541,8 @@ struct Weights<'a> {
     base: HashMap<String, Tensor>,
     prefix: String,
     origin: &'a str,
+    /// What the linear layers' weights are quantised to.
+    reach: WeightReach,
 }
 
 impl Weights<'_> {
@@ -534,7 +578,7 @@ impl Weights<'_> {
     fn linear(&self, prefix: &str, out_dim: usize, in_dim: usize) -> Result<Int8Linear, SearchError> {
         let w = self.matrix(&format!("{prefix}.weight"), Some(out_dim), in_dim)?;
         let b = self.vector(&format!("{prefix}.bias"), out_dim)?;
-        Ok(Int8Linear::new(&w, &b, out_dim, in_dim))
+        Ok(Int8Linear::new(&w, &b, out_dim, in_dim, self.reach))
     }
 
     fn layer_norm(&self, prefix: &str, h: usize, eps: f32) -> Result<LayerNorm, SearchError> {

@@ -14,8 +14,10 @@ use std::path::Path;
 
 /// Bumped whenever the on-disk layout or the meaning of a field changes. 2: the section vectors come
 /// from the encoder with weights quantised to ±64 ([`agentrt_kernels::int8::NARROW_MAX`]), not ±127. 3: BM25
-/// indexes section bodies only (no page-title or section-title fields).
-pub const FORMAT_VERSION: u32 = 3;
+/// indexes section bodies only (no page-title or section-title fields). 4: the section encoder's
+/// weights are quantised to ±32 ([`crate::embedder::SECTION_WEIGHTS`]) and sections embedded at 64
+/// word pieces ([`crate::embedder::SECTION_TOKENS`]).
+pub const FORMAT_VERSION: u32 = 4;
 /// The manifest's file name inside a generation directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 

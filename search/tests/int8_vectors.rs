@@ -30,8 +30,11 @@ fn int8_query_vectors_point_where_the_f32_vectors_do() {
     }
     let mean = total / texts.len() as f32;
     eprintln!("cosine int8 vs f32 over {} texts: mean {mean:.5}, worst {:.5} ({:?})", texts.len(), worst.0, worst.1);
-    assert!(worst.0 >= 0.99, "worst cosine {:.5} for {:?}", worst.0, worst.1);
-    assert!(mean >= 0.995, "mean cosine {mean:.5}");
+    // The full encoder is the sections': its weights are quantised to ±32 (`SECTION_WEIGHTS`), which
+    // measured mean 0.9931, worst 0.9804 ("a") here (at ±64: 0.9966 and 0.9920), with train and dev
+    // recall unchanged (bench/search_results.md).
+    assert!(worst.0 >= 0.975, "worst cosine {:.5} for {:?}", worst.0, worst.1);
+    assert!(mean >= 0.99, "mean cosine {mean:.5}");
 }
 
 /// The whole encoder (int8 layers, and the f32 loops between them compiled once per path) gives the same

@@ -1,8 +1,9 @@
 //! AVX2: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs into i16, saturating.
 //!
-//! Narrow weights (`|w| ≤ 64`, what the MiniLM encoder quantises to) take [`narrow_sums`]: the codes
-//! `c ∈ [1, 255]` times `w` stay within 2 · 255 · 64 = 32,640 a pair, so `vpmaddubsw(c, w)` is exact,
-//! and `128 · Σ w` is subtracted at the end. Wider weights take [`signed_sums`]: a pair of `c · w` could
+//! Narrow weights (`|w| ≤ 64`, what the MiniLM query encoder quantises to) take [`narrow_sums`]: the
+//! codes `c ∈ [1, 255]` times `w` stay within 2 · 255 · 64 = 32,640 a pair, so `vpmaddubsw(c, w)` is
+//! exact, and `128 · Σ w` is subtracted at the end. Paired weights (`|w| ≤ 32`, the section encoder's)
+//! take [`paired_sums`]: two such products add in i16 before they are widened. Wider weights take [`signed_sums`]: a pair of `c · w` could
 //! reach 2 · 255 · 127 and saturate, so it multiplies `|w|` (≤ 127) by `q · sign(w)`
 //! (`q = c − 128 ∈ [-127, 127]`): each pair stays within ±32,258, exact, at two more instructions per
 //! 32 multiply-adds and a signed copy of the codes (1.7x slower). `vpmaddwd` by ones then widens the
@@ -20,6 +21,9 @@ use std::ops::Range;
 
 /// Rows per tile.
 const TILE_ROWS: usize = 4;
+/// Rows per tile of the paired kernel: its four weight registers leave room for three rows'
+/// accumulators (four spilled: 105 against 113 GMAC/s, `kernel_speed`, 128 rows).
+const PAIRED_TILE_ROWS: usize = 3;
 
 /// Same contract as the reference (`generic::signed_sums`).
 ///
@@ -126,6 +130,75 @@ unsafe fn narrow_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8,
     for g in 0..in_dim / GROUP_IN {
         let w0 = _mm256_loadu_si256(w.add(g * 64) as *const __m256i);
         let w1 = _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
+            acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w0), ones));
+            acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w1), ones));
+        }
+    }
+    let (o0, o1) = (_mm256_loadu_si256(offsets as *const __m256i), _mm256_loadu_si256(offsets.add(8) as *const __m256i));
+    for (r, acc_r) in acc.iter().enumerate() {
+        _mm256_storeu_si256(sums.add(r * out_dim) as *mut __m256i, _mm256_sub_epi32(acc_r[0], o0));
+        _mm256_storeu_si256(sums.add(r * out_dim + 8) as *mut __m256i, _mm256_sub_epi32(acc_r[1], o1));
+    }
+}
+
+/// As [`narrow_sums`] for paired weights (every `|w| ≤ 32`): one `vpmaddubsw` of the codes and `w` stays
+/// within 2 · 255 · 32 = 16,320, so the products of two groups of four inputs add in i16 (`vpaddw`,
+/// which any vector port runs) before one `vpmaddwd` widens them: three multiplies per 64 multiply-adds
+/// instead of four. 1.13-1.16x the narrow kernel on a Zen 3 core (`kernel_speed`). Summing four groups
+/// (weights within ±16) was no faster there: `vpmaddubsw` itself is then the bound.
+///
+/// # Safety
+/// AVX2 must be present; every weight within ±32; `sums` as the reference requires.
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn paired_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], offsets: &[i32], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
+    debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim && offsets.len() == out_dim);
+    let block_bytes = in_dim * BLOCK_OUT;
+    for block in columns.start / BLOCK_OUT..columns.end / BLOCK_OUT {
+        let w = packed.as_ptr().add(block * block_bytes);
+        let off = offsets.as_ptr().add(block * BLOCK_OUT);
+        let mut r = 0;
+        while r < rows {
+            // Four rows left go as two and two, not three and a lone row.
+            let n = if rows - r == 4 { 2 } else { (rows - r).min(PAIRED_TILE_ROWS) };
+            let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.add(r * out_dim + block * BLOCK_OUT));
+            match n {
+                3 => paired_tile::<3>(xp, in_dim, w, off, sp, out_dim),
+                2 => paired_tile::<2>(xp, in_dim, w, off, sp, out_dim),
+                _ => paired_tile::<1>(xp, in_dim, w, off, sp, out_dim),
+            }
+            r += n;
+        }
+    }
+}
+
+/// `R` rows × one 16-output block, paired weights: two groups of inputs a step.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn paired_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8, offsets: *const i32, sums: *mut i32, out_dim: usize) {
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_si256(); 2]; R];
+    let groups = in_dim / GROUP_IN;
+    let mut g = 0;
+    while g + 2 <= groups {
+        let (w0, w1) = (_mm256_loadu_si256(w.add(g * 64) as *const __m256i), _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i));
+        let (w2, w3) = (_mm256_loadu_si256(w.add(g * 64 + 64) as *const __m256i), _mm256_loadu_si256(w.add(g * 64 + 96) as *const __m256i));
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let row = x.add(r * in_dim + g * GROUP_IN);
+            let c0 = _mm256_set1_epi32((row as *const i32).read_unaligned());
+            let c1 = _mm256_set1_epi32((row.add(GROUP_IN) as *const i32).read_unaligned());
+            let low = _mm256_add_epi16(_mm256_maddubs_epi16(c0, w0), _mm256_maddubs_epi16(c1, w2));
+            let high = _mm256_add_epi16(_mm256_maddubs_epi16(c0, w1), _mm256_maddubs_epi16(c1, w3));
+            acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(low, ones));
+            acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(high, ones));
+        }
+        g += 2;
+    }
+    if g < groups {
+        // An odd group count: the last group alone, as the narrow kernel does it.
+        let (w0, w1) = (_mm256_loadu_si256(w.add(g * 64) as *const __m256i), _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i));
         for (r, acc_r) in acc.iter_mut().enumerate() {
             let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
             acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w0), ones));

@@ -9,7 +9,7 @@
 //! | kernel | file | how |
 //! |---|---|---|
 //! | generic | `generic.rs` | `(c − 128) · w`, one product at a time: the reference |
-//! | avx2 | `avx2.rs` | narrow weights (`|w| ≤ 64`): `vpmaddubsw(c, w)`, then `vpmaddwd` by ones, minus `128 · Σ w`; wider ones: `vpmaddubsw(|w|, sign(q, w))`, since a pair of `c · w` could reach 2 · 255 · 127 and saturate the i16 |
+//! | avx2 | `avx2.rs` | narrow weights (`|w| ≤ 64`): `vpmaddubsw(c, w)`, then `vpmaddwd` by ones, minus `128 · Σ w`; paired ones (`|w| ≤ 32`): two groups' `vpmaddubsw` added in i16 before the `vpmaddwd`; wider ones: `vpmaddubsw(|w|, sign(q, w))`, since a pair of `c · w` could reach 2 · 255 · 127 and saturate the i16 |
 //! | avx512-vnni | `avx512.rs` | `vpdpbusd(c, w)`, 64 multiply-adds an instruction, minus `128 · Σ w` per output |
 //! | amx | `amx.rs` | `tdpbusd` tiles of 16 rows × 16 outputs × 64 inputs, minus `128 · Σ w` |
 //! | neon | `neon.rs` | `smull` of `q` and `w` into i16, `sadalp` into i32 |
@@ -113,13 +113,52 @@ pub struct Int8Weights {
     /// the VNNI and AMX kernels only).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     offsets: Vec<i32>,
-    /// Every weight within ±[`NARROW_MAX`]: the AVX2 kernel then multiplies the codes directly.
+    /// How far the weights reach, which decides what the AVX2 kernel may do with them.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    narrow: bool,
+    reach: WeightReach,
+}
+
+/// How far a matrix's weights reach: the AVX2 kernel's `vpmaddubsw` multiplies the codes (up to 255)
+/// by weights directly only while a pair of products fits its i16, and adds two of its results in
+/// i16 only while four products do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightReach {
+    /// Every `|w| ≤` [`PAIRED_MAX`].
+    Paired,
+    /// Every `|w| ≤` [`NARROW_MAX`].
+    Narrow,
+    /// Any int8 weight (within ±127).
+    Full,
+}
+
+impl WeightReach {
+    /// The narrowest reach that holds every weight of `q`.
+    pub fn of(q: &[i8]) -> WeightReach {
+        let max = q.iter().map(|w| w.unsigned_abs()).max().unwrap_or(0);
+        if max <= PAIRED_MAX as u8 {
+            WeightReach::Paired
+        } else if max <= NARROW_MAX as u8 {
+            WeightReach::Narrow
+        } else {
+            WeightReach::Full
+        }
+    }
+
+    /// The largest weight magnitude a quantiser may produce for this reach.
+    pub fn max(self) -> i8 {
+        match self {
+            WeightReach::Paired => PAIRED_MAX,
+            WeightReach::Narrow => NARROW_MAX,
+            WeightReach::Full => 127,
+        }
+    }
 }
 
 /// The largest weight magnitude of a narrow matrix: `2 · 255 · 64` still fits `vpmaddubsw`'s i16.
 pub const NARROW_MAX: i8 = 64;
+/// The largest weight magnitude of a paired matrix: two `vpmaddubsw` results, `2 · 2 · 255 · 32`, still
+/// fit an i16.
+pub const PAIRED_MAX: i8 = 32;
 
 impl Int8Weights {
     /// Lay out `q`, `out_dim × in_dim` row-major int8 weights.
@@ -143,8 +182,7 @@ impl Int8Weights {
             }
         }
         let offsets = q.chunks_exact(in_dim).map(|row| 128 * row.iter().map(|&w| w as i32).sum::<i32>()).collect();
-        let narrow = q.iter().all(|&w| w.unsigned_abs() <= NARROW_MAX as u8);
-        Int8Weights { in_dim, out_dim, packed, offsets, narrow }
+        Int8Weights { in_dim, out_dim, packed, offsets, reach: WeightReach::of(q) }
     }
 
     /// Input width.
@@ -155,6 +193,11 @@ impl Int8Weights {
     /// Output width.
     pub fn out_dim(&self) -> usize {
         self.out_dim
+    }
+
+    /// How far the weights reach (which AVX2 kernel multiplies them).
+    pub fn reach(&self) -> WeightReach {
+        self.reach
     }
 
     /// Bytes of weights (what a product reads).
@@ -189,7 +232,9 @@ impl Int8Weights {
                 #[cfg(target_arch = "x86_64")]
                 Int8Kernel::Avx512Vnni | Int8Kernel::Amx => avx512::signed_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
                 #[cfg(target_arch = "x86_64")]
-                Int8Kernel::Avx2 if self.narrow => avx2::narrow_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
+                Int8Kernel::Avx2 if self.reach == WeightReach::Paired => avx2::paired_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
+                #[cfg(target_arch = "x86_64")]
+                Int8Kernel::Avx2 if self.reach == WeightReach::Narrow => avx2::narrow_sums(x, rows, k, &self.packed, &self.offsets, n, columns, sums),
                 #[cfg(target_arch = "x86_64")]
                 Int8Kernel::Avx2 => avx2::signed_sums(x, rows, k, &self.packed, n, columns, sums),
                 #[cfg(target_arch = "aarch64")]
@@ -332,32 +377,38 @@ mod tests {
     }
 
     /// Narrow weights (every `|w| ≤ 64`) take the AVX2 kernel's direct path: `vpmaddubsw` of a code
-    /// and a weight, where 255 · 64 twice must not saturate. One weight of 65 sends a matrix back to
-    /// the sign-adjusting path; both give the definition's sums.
+    /// and a weight, where 255 · 64 twice must not saturate; paired ones (`|w| ≤ 32`) add two such
+    /// results in i16, where 255 · 32 four times must not overflow. One weight past a reach's limit
+    /// sends a matrix to the next path; every path gives the definition's sums, at the extremes, for an
+    /// odd number of input groups (the paired kernel's last group alone) and for any number of rows.
     #[test]
-    fn narrow_weights_are_exact_at_the_extremes() {
-        let (in_dim, out_dim, rows) = (256, 64, 4);
-        let x: Vec<u8> = [vec![255u8; in_dim], vec![1u8; in_dim], codes(in_dim, 3), vec![128u8; in_dim]].concat();
-        let mut q: Vec<i8> = (0..out_dim * in_dim).map(|i| if (i / in_dim) % 2 == 0 { NARROW_MAX } else { -NARROW_MAX }).collect();
-        q[in_dim + 3] = 17;
-        let narrow = Int8Weights::new(&q, out_dim, in_dim);
-        assert!(narrow.narrow);
-        let want = definition(&x, rows, &q, out_dim, in_dim);
-        assert_eq!(want[0], 127 * 64 * in_dim as i32);
-        q[5] = NARROW_MAX + 1;
-        let wide = Int8Weights::new(&q, out_dim, in_dim);
-        assert!(!wide.narrow);
-        let want_wide = definition(&x, rows, &q, out_dim, in_dim);
-        for (w, want) in [(&narrow, &want), (&wide, &want_wide)] {
-            assert_every_kernel_sums(w, &x, rows, want, &format!("narrow: {}", w.narrow));
-        }
-        for rows in [1, 2, 3, 5, 17] {
-            let q: Vec<i8> = weights(192 * 128, rows as u64).into_iter().map(|w| w / 2).collect();
-            let w = Int8Weights::new(&q, 128, 192);
-            assert!(w.narrow);
-            let x = codes(rows * 192, 40 + rows as u64);
-            let want = definition(&x, rows, &q, 128, 192);
-            assert_every_kernel_sums(&w, &x, rows, &want, &format!("{rows} rows of narrow weights"));
+    fn narrow_and_paired_weights_are_exact_at_the_extremes() {
+        for (reach, max, next) in [(WeightReach::Paired, PAIRED_MAX, WeightReach::Narrow), (WeightReach::Narrow, NARROW_MAX, WeightReach::Full)] {
+            for in_dim in [256, 196] {
+                let (out_dim, rows) = (64, 4);
+                let x: Vec<u8> = [vec![255u8; in_dim], vec![1u8; in_dim], codes(in_dim, 3), vec![128u8; in_dim]].concat();
+                let mut q: Vec<i8> = (0..out_dim * in_dim).map(|i| if (i / in_dim) % 2 == 0 { max } else { -max }).collect();
+                q[in_dim + 3] = 17;
+                let within = Int8Weights::new(&q, out_dim, in_dim);
+                assert_eq!(within.reach(), reach);
+                let want = definition(&x, rows, &q, out_dim, in_dim);
+                assert_eq!(want[0], 127 * max as i32 * in_dim as i32);
+                q[5] = max + 1;
+                let past = Int8Weights::new(&q, out_dim, in_dim);
+                assert_eq!(past.reach(), next);
+                let want_past = definition(&x, rows, &q, out_dim, in_dim);
+                for (w, want) in [(&within, &want), (&past, &want_past)] {
+                    assert_every_kernel_sums(w, &x, rows, want, &format!("{:?} weights, {in_dim} inputs", w.reach()));
+                }
+            }
+            for rows in [1, 2, 3, 5, 17] {
+                let q: Vec<i8> = weights(196 * 128, rows as u64).into_iter().map(|w| (w as i32 * max as i32 / 127) as i8).collect();
+                let w = Int8Weights::new(&q, 128, 196);
+                assert_eq!(w.reach(), reach);
+                let x = codes(rows * 196, 40 + rows as u64);
+                let want = definition(&x, rows, &q, 128, 196);
+                assert_every_kernel_sums(&w, &x, rows, &want, &format!("{rows} rows of {reach:?} weights"));
+            }
         }
     }
 
@@ -366,7 +417,8 @@ mod tests {
         let (in_dim, out_dim, rows) = (128, 192, 7);
         let wide = weights(out_dim * in_dim, 5);
         let narrow: Vec<i8> = wide.iter().map(|w| w / 2).collect();
-        for (q, kernel) in [&wide, &narrow].into_iter().flat_map(|q| Int8Kernel::supported().into_iter().map(move |k| (q, k))) {
+        let paired: Vec<i8> = wide.iter().map(|w| w / 4).collect();
+        for (q, kernel) in [&wide, &narrow, &paired].into_iter().flat_map(|q| Int8Kernel::supported().into_iter().map(move |k| (q, k))) {
             let w = Int8Weights::new(q, out_dim, in_dim);
             let x = codes(rows * in_dim, 6);
             let want = definition(&x, rows, q, out_dim, in_dim);
