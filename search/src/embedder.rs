@@ -201,8 +201,15 @@ impl Embedder {
         let encoder = self.encoder()?;
         let mut out = Vec::with_capacity(texts.len());
         for group in texts.chunks(chunk.max(1)) {
-            let vectors: Vec<Vec<f32>> = group.par_iter().map(|t| encode(encoder, &self.tokenize(t)?, false)).collect::<Result<_, _>>()?;
-            out.extend(vectors);
+            let vectors: Vec<Vec<Vec<f32>>> = group
+                .par_chunks(SECTIONS_TOGETHER)
+                .map(|texts| {
+                    let ids = texts.iter().map(|t| self.tokenize(t)).collect::<Result<Vec<_>, _>>()?;
+                    let ids: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+                    with_scratch(|scratch| encoder.encode_together(&ids, scratch))
+                })
+                .collect::<Result<_, _>>()?;
+            out.extend(vectors.into_iter().flatten());
             progress(out.len());
         }
         Ok(out)
@@ -250,6 +257,10 @@ fn load_full(dir: &Path) -> Result<Int8Bert, SearchError> {
     Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new(), SECTION_WEIGHTS)
 }
 
+/// Sections a core encodes in one pass ([`Int8Bert::encode_together`]): each weight is then read
+/// once for all of them (4 and 2 measured alike: 62 s and 62.5-63.7 s for the index, against 63-65 one at a time).
+const SECTIONS_TOGETHER: usize = 4;
+
 /// The word-embedding table's name in all-MiniLM-L6-v2's model.safetensors.
 const WORD_EMBEDDINGS: &str = "embeddings.word_embeddings.weight";
 
@@ -260,10 +271,15 @@ thread_local! {
 
 /// Run `encoder` on this thread's scratch buffers.
 fn encode(encoder: &Int8Bert, ids: &[u32], second_core: bool) -> Result<Vec<f32>, SearchError> {
+    with_scratch(|scratch| encoder.encode(ids, scratch, second_core))
+}
+
+/// `f` with this thread's scratch buffers.
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => encoder.encode(ids, &mut scratch, second_core),
+        Ok(mut scratch) => f(&mut scratch),
         // Re-entered on this thread: a rayon worker waiting at the end of one encoding (for the
         // second core's task) may pick up another text's encoding meanwhile.
-        Err(_) => encoder.encode(ids, &mut Scratch::default(), second_core),
+        Err(_) => f(&mut Scratch::default()),
     })
 }

@@ -191,7 +191,20 @@ impl Int8Linear {
             let (acc, y) = (&sums[r * out_dim..(r + 1) * out_dim], &mut out[r * out_dim..(r + 1) * out_dim]);
             // Zipped iterators, not indices: with bounds checks in the loop it does not vectorise.
             for (((y, &acc), &scale), &bias) in y.iter_mut().zip(acc).zip(&self.scale).zip(&self.bias) {
-                *y = then(xs * scale * acc as f32 + bias);
+                *y = xs * scale * acc as f32 + bias;
+            }
+            // Sixteen at a time (two or one vector registers): an activation is a long chain of
+            // dependent steps, and two chains side by side keep the units busy where one waited.
+            let mut chunks = y.chunks_exact_mut(16);
+            for chunk in chunks.by_ref() {
+                let mut v: [f32; 16] = (&*chunk).try_into().expect("sixteen");
+                for l in 0..16 {
+                    v[l] = then(v[l]);
+                }
+                chunk.copy_from_slice(&v);
+            }
+            for v in chunks.into_remainder() {
+                *v = then(*v);
             }
         }
     }

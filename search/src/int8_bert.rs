@@ -269,14 +269,23 @@ impl Int8Bert {
     /// When this CPU cannot run `path`.
     pub fn encode_on(&self, path: KernelPath, ids: &[u32], scratch: &mut Scratch, second_core: bool) -> Result<Vec<f32>, SearchError> {
         assert!(path.is_supported(), "kernel path {path} does not run on this CPU");
-        if second_core {
-            SecondCore::lend(|core| self.encode_dispatch(path, ids, scratch, core))
+        let mut vectors = if second_core {
+            SecondCore::lend(|core| self.encode_dispatch(path, &[ids], scratch, core))
         } else {
-            self.encode_dispatch(path, ids, scratch, None)
-        }
+            self.encode_dispatch(path, &[ids], scratch, None)
+        }?;
+        Ok(vectors.pop().expect("one vector for one text"))
     }
 
-    fn encode_dispatch(&self, path: KernelPath, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+    /// The vectors of several texts in one pass, on this thread: their word pieces are rows of the same
+    /// products, so each weight is read once for all of them (a section's weights do not stay in the
+    /// cache until the next section), and attention and pooling run per text. Each vector has the bits
+    /// [`Int8Bert::encode`] gives it alone.
+    pub fn encode_together(&self, texts: &[&[u32]], scratch: &mut Scratch) -> Result<Vec<Vec<f32>>, SearchError> {
+        self.encode_dispatch(agentrt_kernels::selected(), texts, scratch, None)
+    }
+
+    fn encode_dispatch(&self, path: KernelPath, ids: &[&[u32]], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<Vec<f32>>, SearchError> {
         let kernel = Int8Kernel::for_path(path);
         match path {
             // SAFETY: the path runs on this CPU (checked by the callers).
@@ -291,33 +300,40 @@ impl Int8Bert {
 
     /// The same code as `encode_body`, compiled for AVX-512: the f32 loops between the int8 layers
     /// (layer norms, GELU, attention, quantisation) are all inlined into it and run 16 lanes wide.
-    /// Multiplies and adds stay separate (Rust never fuses them), so every instance gives the same bits.
+    /// Every instance gives the same bits: Rust fuses a multiply into an add only where the code asks
+    /// (`mul_add`, in attention and the polynomials), and a fused multiply-add rounds once on every path
+    /// (FMA units here and on NEON, the C library's exact `fmaf` for the generic path on an x86 without
+    /// FMA, slow but used only there).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
-    unsafe fn encode_avx512(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+    unsafe fn encode_avx512(&self, kernel: Int8Kernel, ids: &[&[u32]], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<Vec<f32>>, SearchError> {
         self.encode_body(kernel, ids, scratch, core)
     }
 
     /// The same code compiled for AVX2 (x86-64-v3), 8 lanes wide.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn encode_avx2(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
+    unsafe fn encode_avx2(&self, kernel: Int8Kernel, ids: &[&[u32]], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<Vec<f32>>, SearchError> {
         self.encode_body(kernel, ids, scratch, core)
     }
 
     #[inline(always)]
-    fn encode_body(&self, kernel: Int8Kernel, ids: &[u32], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<f32>, SearchError> {
-        let (t, h) = (ids.len(), self.hidden);
-        if t == 0 || t > self.max_positions {
-            return Err(SearchError::Embedder(format!("int8 encoder: {t} word pieces (expected 1 to {})", self.max_positions)));
+    fn encode_body(&self, kernel: Int8Kernel, texts: &[&[u32]], scratch: &mut Scratch, core: Option<&SecondCore>) -> Result<Vec<Vec<f32>>, SearchError> {
+        let h = self.hidden;
+        for ids in texts {
+            if ids.is_empty() || ids.len() > self.max_positions {
+                return Err(SearchError::Embedder(format!("int8 encoder: {} word pieces (expected 1 to {})", ids.len(), self.max_positions)));
+            }
         }
+        // All texts' word pieces, one after another: `t` rows.
+        let t: usize = texts.iter().map(|ids| ids.len()).sum();
         let vocab = match &self.word_embeddings {
             WordEmbeddings::Dense(table) => table.len() / h,
             WordEmbeddings::OnDisk(rows) => rows.vocab,
         };
         let Scratch { word: word_row, word_bytes, x, wide, attended, projected, attention, quantized, sums } = scratch;
         x.clear();
-        for (pos, &id) in ids.iter().enumerate() {
+        for (pos, &id) in texts.iter().flat_map(|ids| ids.iter().enumerate()) {
             let id = id as usize;
             if id >= vocab {
                 return Err(SearchError::Embedder(format!("int8 encoder: token id {id} outside the vocabulary of {vocab}")));
@@ -339,10 +355,16 @@ impl Int8Bert {
             quantized.requantize(x, t, h);
             wide.resize(t * 3 * h, 0.0);
             layer.qkv.forward(kernel, quantized, sums, wide, core);
-            match h / self.heads {
-                32 => attend::<32>(wide, t, h, attention, attended),
-                64 => attend::<64>(wide, t, h, attention, attended),
-                d => unreachable!("head width {d} was refused at load"),
+            attended.resize(t * h, 0.0);
+            let mut start = 0;
+            for ids in texts {
+                let (qkv, out) = (&wide[start * 3 * h..][..ids.len() * 3 * h], &mut attended[start * h..][..ids.len() * h]);
+                match h / self.heads {
+                    32 => attend::<32>(qkv, ids.len(), h, attention, out),
+                    64 => attend::<64>(qkv, ids.len(), h, attention, out),
+                    d => unreachable!("head width {d} was refused at load"),
+                }
+                start += ids.len();
             }
             quantized.requantize(attended, t, h);
             projected.resize(t * h, 0.0);
@@ -359,11 +381,16 @@ impl Int8Bert {
             add_into(x, projected);
             layer.ffn_norm.apply(x, h);
         }
-        let mut pooled = vec![0f32; h];
-        for row in x.chunks_exact(h) {
-            add_into(&mut pooled, row);
+        let mut rows = x.chunks_exact(h);
+        let mut vectors = Vec::with_capacity(texts.len());
+        for ids in texts {
+            let mut pooled = vec![0f32; h];
+            for row in rows.by_ref().take(ids.len()) {
+                add_into(&mut pooled, row);
+            }
+            vectors.push(crate::lanes::normalise(pooled));
         }
-        Ok(crate::lanes::normalise(pooled))
+        Ok(vectors)
     }
 }
 
@@ -379,15 +406,13 @@ impl Int8Bert {
 /// that a row's context vector lives in registers. The loops index fixed-size arrays only, so they
 /// carry no bounds checks (with slice indexing they did, eight per step of the score loop).
 #[inline(always)]
-fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut AttentionBuffers, out: &mut Vec<f32>) {
+fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut AttentionBuffers, out: &mut [f32]) {
     const W: usize = 16;
     let (d, heads) = (D, h / D);
-    assert!(t > 0 && qkv.len() == t * 3 * h && heads * d == h, "attention: {} values for {t} tokens of 3 × {h}", qkv.len());
+    assert!(t > 0 && qkv.len() == t * 3 * h && out.len() == t * h && heads * d == h, "attention: {} values for {t} tokens of 3 × {h}", qkv.len());
     let scale = 1.0 / (d as f32).sqrt();
     let t16 = t.div_ceil(W) * W;
     let AttentionBuffers { scores, keys, values } = buffers;
-    // Not zeroed: every head writes its columns of every row.
-    out.resize(t * h, 0.0);
     scores.clear();
     scores.resize(2 * t16, 0.0);
     keys.clear();
@@ -416,8 +441,8 @@ fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut Attenti
                 let (mut c0, mut c1) = ([0f32; D], [0f32; D]);
                 for ((&p0, &p1), v) in first_scores[..t].iter().zip(&second_scores[..t]).zip(value_rows) {
                     for l in 0..D {
-                        c0[l] += p0 * v[l];
-                        c1[l] += p1 * v[l];
+                        c0[l] = p0.mul_add(v[l], c0[l]);
+                        c1[l] = p1.mul_add(v[l], c1[l]);
                     }
                 }
                 out[i * h + head * d..][..d].copy_from_slice(&c0);
@@ -427,7 +452,7 @@ fn attend<const D: usize>(qkv: &[f32], t: usize, h: usize, buffers: &mut Attenti
                 let mut c0 = [0f32; D];
                 for (&p0, v) in first_scores[..t].iter().zip(value_rows) {
                     for l in 0..D {
-                        c0[l] += p0 * v[l];
+                        c0[l] = p0.mul_add(v[l], c0[l]);
                     }
                 }
                 out[i * h + head * d..][..d].copy_from_slice(&c0);
@@ -449,10 +474,10 @@ fn softmax_row<const D: usize, const W: usize>(q: &[f32; D], key_chunks: &[[[f32
             let (k0, k1, k2, k3) = (&keys[k4], &keys[k4 + 1], &keys[k4 + 2], &keys[k4 + 3]);
             let (q0, q1, q2, q3) = (q[k4], q[k4 + 1], q[k4 + 2], q[k4 + 3]);
             for l in 0..W {
-                a0[l] += q0 * k0[l];
-                a1[l] += q1 * k1[l];
-                a2[l] += q2 * k2[l];
-                a3[l] += q3 * k3[l];
+                a0[l] = q0.mul_add(k0[l], a0[l]);
+                a1[l] = q1.mul_add(k1[l], a1[l]);
+                a2[l] = q2.mul_add(k2[l], a2[l]);
+                a3[l] = q3.mul_add(k3[l], a3[l]);
             }
         }
         for l in 0..W {
@@ -490,7 +515,7 @@ fn exp_nonpositive(x: f32) -> f32 {
     let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
     // ln 2 in two parts, so that n · ln 2 is exact enough for r.
     let r = (x - n * 0.693_145_75) - n * 1.428_606_8e-6;
-    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let p = [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0].iter().fold(1.0 / 720.0, |p: f32, &c| p.mul_add(r, c));
     // SAFETY: n is an integer in [-126, 0] (x was clamped to [-87, 0]).
     let n = unsafe { n.to_int_unchecked::<i32>() };
     p * f32::from_bits(((n + 127) as u32) << 23)
@@ -513,7 +538,7 @@ fn gelu(x: f32) -> f32 {
 fn erf(x: f32) -> f32 {
     const A: [f32; 6] = [0.070_523_08, 0.042_282_01, 0.009_270_527, 0.000_152_014_3, 0.000_276_567_2, 0.000_043_063_8];
     let z = x.abs();
-    let p = 1.0 + z * (A[0] + z * (A[1] + z * (A[2] + z * (A[3] + z * (A[4] + z * A[5])))));
+    let p = [A[4], A[3], A[2], A[1], A[0], 1.0].iter().fold(A[5], |p: f32, &c| p.mul_add(z, c));
     let p2 = p * p;
     let p4 = p2 * p2;
     let p8 = p4 * p4;

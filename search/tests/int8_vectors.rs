@@ -39,7 +39,7 @@ fn int8_query_vectors_point_where_the_f32_vectors_do() {
 
 /// The whole encoder (int8 layers, and the f32 loops between them compiled once per path) gives the same
 /// vector, bit for bit, on every kernel path this CPU runs: the integer sums are exact everywhere and
-/// the f32 loops never fuse a multiply into an add.
+/// the f32 loops fuse a multiply into an add only through `mul_add`, which rounds once on every path.
 #[test]
 fn every_kernel_path_gives_the_same_vector() {
     let embedder = Embedder::minilm().expect("all-MiniLM-L6-v2");
