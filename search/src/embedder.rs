@@ -13,6 +13,7 @@ use crate::error::SearchError;
 use crate::int8_bert::{Int8Bert, Scratch, WordRows};
 use crate::lanes::normalise;
 use crate::query_encoder::{load_distilled, QueryEncoder};
+use agentrt_kernels::int8::WeightReach;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
@@ -20,7 +21,6 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use agentrt_kernels::int8::WeightReach;
 use tokenizers::{Tokenizer, TruncationParams};
 
 /// The width of a MiniLM vector.

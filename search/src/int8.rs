@@ -171,10 +171,18 @@ impl Int8Linear {
         self.forward_then(kernel, x, sums, out, second_core, |y| y)
     }
 
-    /// [`Int8Linear::forward`] with `then` applied to every output as it is written (an activation:
-    /// one pass over the outputs instead of two).
+    /// [`Int8Linear::forward`] with `then` applied to every output (an activation), row by row while
+    /// the row is in the cache rather than in a pass of its own.
     #[inline(always)]
-    pub fn forward_then(&self, kernel: Int8Kernel, x: &QuantizedRows, sums: &mut Vec<i32>, out: &mut [f32], second_core: Option<&SecondCore>, then: impl Fn(f32) -> f32) {
+    pub fn forward_then(
+        &self,
+        kernel: Int8Kernel,
+        x: &QuantizedRows,
+        sums: &mut Vec<i32>,
+        out: &mut [f32],
+        second_core: Option<&SecondCore>,
+        then: impl Fn(f32) -> f32,
+    ) {
         let (in_dim, out_dim) = (self.in_dim(), self.out_dim());
         assert_eq!(x.dim, in_dim, "Int8Linear: input width {} for a layer of {in_dim}", x.dim);
         assert_eq!(out.len(), x.rows * out_dim, "Int8Linear: output buffer size");

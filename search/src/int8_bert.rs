@@ -171,7 +171,13 @@ impl Int8Bert {
     /// `tensors` is taken from `base` (a distilled query encoder ships its layers only and shares the
     /// embeddings of the model it was distilled from). `origin` names the weights in errors.
     /// Its linear layers' weights are quantised to `reach` ([`crate::int8`]'s notes say what each costs).
-    pub fn from_tensors(origin: &str, config: &str, tensors: HashMap<String, Tensor>, base: HashMap<String, Tensor>, reach: WeightReach) -> Result<Self, SearchError> {
+    pub fn from_tensors(
+        origin: &str,
+        config: &str,
+        tensors: HashMap<String, Tensor>,
+        base: HashMap<String, Tensor>,
+        reach: WeightReach,
+    ) -> Result<Self, SearchError> {
         Self::build(origin, config, tensors, base, None, reach)
     }
 
