@@ -168,7 +168,7 @@ impl Int8Linear {
     /// With a [`SecondCore`], a large layer's columns are split between it and this thread.
     #[inline(always)]
     pub fn forward(&self, kernel: Int8Kernel, x: &QuantizedRows, sums: &mut Vec<i32>, out: &mut [f32], second_core: Option<&SecondCore>) {
-        self.forward_then(kernel, x, sums, out, second_core, |y| y)
+        self.forward_rows(kernel, x, sums, out, second_core, |_| ())
     }
 
     /// [`Int8Linear::forward`] with `then` applied to every output (an activation), row by row while
@@ -182,6 +182,35 @@ impl Int8Linear {
         out: &mut [f32],
         second_core: Option<&SecondCore>,
         then: impl Fn(f32) -> f32,
+    ) {
+        self.forward_rows(kernel, x, sums, out, second_core, |row| {
+            // Sixteen at a time (two or one vector registers): an activation is a long chain of
+            // dependent steps, and two chains side by side keep the units busy where one waited.
+            let mut chunks = row.chunks_exact_mut(16);
+            for chunk in chunks.by_ref() {
+                let mut v: [f32; 16] = (&*chunk).try_into().expect("sixteen");
+                #[allow(clippy::needless_range_loop)] // the iterator form was slower, by a little
+                for l in 0..16 {
+                    v[l] = then(v[l]);
+                }
+                chunk.copy_from_slice(&v);
+            }
+            for v in chunks.into_remainder() {
+                *v = then(*v);
+            }
+        })
+    }
+
+    /// The product, then `each_row` on every output row once it is written.
+    #[inline(always)]
+    fn forward_rows(
+        &self,
+        kernel: Int8Kernel,
+        x: &QuantizedRows,
+        sums: &mut Vec<i32>,
+        out: &mut [f32],
+        second_core: Option<&SecondCore>,
+        each_row: impl Fn(&mut [f32]),
     ) {
         let (in_dim, out_dim) = (self.in_dim(), self.out_dim());
         assert_eq!(x.dim, in_dim, "Int8Linear: input width {} for a layer of {in_dim}", x.dim);
@@ -201,19 +230,7 @@ impl Int8Linear {
             for (((y, &acc), &scale), &bias) in y.iter_mut().zip(acc).zip(&self.scale).zip(&self.bias) {
                 *y = xs * scale * acc as f32 + bias;
             }
-            // Sixteen at a time (two or one vector registers): an activation is a long chain of
-            // dependent steps, and two chains side by side keep the units busy where one waited.
-            let mut chunks = y.chunks_exact_mut(16);
-            for chunk in chunks.by_ref() {
-                let mut v: [f32; 16] = (&*chunk).try_into().expect("sixteen");
-                for l in 0..16 {
-                    v[l] = then(v[l]);
-                }
-                chunk.copy_from_slice(&v);
-            }
-            for v in chunks.into_remainder() {
-                *v = then(*v);
-            }
+            each_row(y);
         }
     }
 
