@@ -14,7 +14,7 @@
 //! test's 64 texts (worst 0.9937 to 0.9920), and hybrid recall@10 was unchanged (bench/search_results.md).
 //! The section encoder goes one bit further, to ±32 ([`PAIRED_MAX`]): two `vpmaddubsw` results then add
 //! in i16 before they are widened, 1.16x the narrow kernel's rate on AVX2, and neither train nor dev
-//! recall moved (bench/search_results.md, "the index in under a minute"). The query encoder keeps ±64.
+//! recall moved (bench/search_results.md, "the index in about a minute"). The query encoder keeps ±64.
 
 use agentrt_kernels::int8::{Int8Kernel, Int8Weights, WeightReach, TILE_OUT};
 #[cfg(doc)]
