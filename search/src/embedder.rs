@@ -30,8 +30,9 @@ pub const MAX_TOKENS: usize = 256;
 /// Longest section text embedded, in word pieces. A section of 800 characters is ~130 word pieces;
 /// its first 64 (the page title, the section title and two or three sentences) carry its topic, and
 /// BM25 sees the whole text. 64 rather than 128 (the model's own tokenizer.json) halves the index
-/// build; chosen on the train questions, where hybrid recall@10 went from 0.988 to 0.990 and
-/// recall@1 stayed 0.911 (vector-only recall@10 fell from 0.940 to 0.931; bench/search_results.md).
+/// build. On train, hybrid recall@10 went from 0.988 to 0.990 (and was 0.990 at 48 and 56 too); 64 is
+/// the shortest that kept dev's hybrid recall@10 at 0.994, so dev chose it. Vector-only recall@10 fell
+/// (train 0.940 to 0.931, dev 0.940 to 0.921; bench/search_results.md).
 pub const SECTION_TOKENS: usize = 64;
 /// What the section encoder's weights are quantised to: ±32, the AVX2 kernel's fastest
 /// ([`crate::int8`]); recall as at ±64 (bench/search_results.md).

@@ -101,46 +101,7 @@ unsafe fn tile<const R: usize>(x: *const i8, in_dim: usize, w: *const i8, sums: 
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn narrow_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], offsets: &[i32], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
-    debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim && offsets.len() == out_dim);
-    let block_bytes = in_dim * BLOCK_OUT;
-    for block in columns.start / BLOCK_OUT..columns.end / BLOCK_OUT {
-        let w = packed.as_ptr().add(block * block_bytes);
-        let off = offsets.as_ptr().add(block * BLOCK_OUT);
-        let mut r = 0;
-        while r < rows {
-            let n = (rows - r).min(TILE_ROWS);
-            let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.add(r * out_dim + block * BLOCK_OUT));
-            match n {
-                4 => narrow_tile::<4>(xp, in_dim, w, off, sp, out_dim),
-                3 => narrow_tile::<3>(xp, in_dim, w, off, sp, out_dim),
-                2 => narrow_tile::<2>(xp, in_dim, w, off, sp, out_dim),
-                _ => narrow_tile::<1>(xp, in_dim, w, off, sp, out_dim),
-            }
-            r += n;
-        }
-    }
-}
-
-/// `R` rows × one 16-output block, narrow weights.
-#[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn narrow_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8, offsets: *const i32, sums: *mut i32, out_dim: usize) {
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_si256(); 2]; R];
-    for g in 0..in_dim / GROUP_IN {
-        let w0 = _mm256_loadu_si256(w.add(g * 64) as *const __m256i);
-        let w1 = _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i);
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
-            acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w0), ones));
-            acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w1), ones));
-        }
-    }
-    let (o0, o1) = (_mm256_loadu_si256(offsets as *const __m256i), _mm256_loadu_si256(offsets.add(8) as *const __m256i));
-    for (r, acc_r) in acc.iter().enumerate() {
-        _mm256_storeu_si256(sums.add(r * out_dim) as *mut __m256i, _mm256_sub_epi32(acc_r[0], o0));
-        _mm256_storeu_si256(sums.add(r * out_dim + 8) as *mut __m256i, _mm256_sub_epi32(acc_r[1], o1));
-    }
+    unsigned_sums::<false>(x, rows, in_dim, packed, offsets, out_dim, columns, sums)
 }
 
 /// As [`narrow_sums`] for paired weights (every `|w| ≤ 32`): one `vpmaddubsw` of the codes and `w` stays
@@ -154,6 +115,24 @@ unsafe fn narrow_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8,
 #[target_feature(enable = "avx2")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn paired_sums(x: &[u8], rows: usize, in_dim: usize, packed: &[i8], offsets: &[i32], out_dim: usize, columns: Range<usize>, sums: *mut i32) {
+    unsigned_sums::<true>(x, rows, in_dim, packed, offsets, out_dim, columns, sums)
+}
+
+/// The frame of the narrow and paired kernels (`PAIRED`): 16-output blocks outside, tiles of rows
+/// inside, each tile's sums minus `128 · Σ w`.
+#[inline]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn unsigned_sums<const PAIRED: bool>(
+    x: &[u8],
+    rows: usize,
+    in_dim: usize,
+    packed: &[i8],
+    offsets: &[i32],
+    out_dim: usize,
+    columns: Range<usize>,
+    sums: *mut i32,
+) {
     debug_assert!(x.len() >= rows * in_dim && packed.len() == in_dim * out_dim && offsets.len() == out_dim);
     let block_bytes = in_dim * BLOCK_OUT;
     for block in columns.start / BLOCK_OUT..columns.end / BLOCK_OUT {
@@ -161,28 +140,33 @@ pub(super) unsafe fn paired_sums(x: &[u8], rows: usize, in_dim: usize, packed: &
         let off = offsets.as_ptr().add(block * BLOCK_OUT);
         let mut r = 0;
         while r < rows {
-            // Four rows left go as two and two, not three and a lone row.
-            let n = if rows - r == 4 { 2 } else { (rows - r).min(PAIRED_TILE_ROWS) };
+            let n = match (rows - r, PAIRED) {
+                // Four rows left go as two and two, not three and a lone row.
+                (4, true) => 2,
+                (left, true) => left.min(PAIRED_TILE_ROWS),
+                (left, false) => left.min(TILE_ROWS),
+            };
             let (xp, sp) = (x.as_ptr().add(r * in_dim), sums.add(r * out_dim + block * BLOCK_OUT));
             match n {
-                3 => paired_tile::<3>(xp, in_dim, w, off, sp, out_dim),
-                2 => paired_tile::<2>(xp, in_dim, w, off, sp, out_dim),
-                _ => paired_tile::<1>(xp, in_dim, w, off, sp, out_dim),
+                4 => unsigned_tile::<4, PAIRED>(xp, in_dim, w, off, sp, out_dim),
+                3 => unsigned_tile::<3, PAIRED>(xp, in_dim, w, off, sp, out_dim),
+                2 => unsigned_tile::<2, PAIRED>(xp, in_dim, w, off, sp, out_dim),
+                _ => unsigned_tile::<1, PAIRED>(xp, in_dim, w, off, sp, out_dim),
             }
             r += n;
         }
     }
 }
 
-/// `R` rows × one 16-output block, paired weights: two groups of inputs a step.
+/// `R` rows × one 16-output block: with `PAIRED`, two groups of inputs a step (an odd last group alone).
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn paired_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8, offsets: *const i32, sums: *mut i32, out_dim: usize) {
+unsafe fn unsigned_tile<const R: usize, const PAIRED: bool>(x: *const u8, in_dim: usize, w: *const i8, offsets: *const i32, sums: *mut i32, out_dim: usize) {
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_si256(); 2]; R];
     let groups = in_dim / GROUP_IN;
     let mut g = 0;
-    while g + 2 <= groups {
+    while PAIRED && g + 2 <= groups {
         let (w0, w1) = (_mm256_loadu_si256(w.add(g * 64) as *const __m256i), _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i));
         let (w2, w3) = (_mm256_loadu_si256(w.add(g * 64 + 64) as *const __m256i), _mm256_loadu_si256(w.add(g * 64 + 96) as *const __m256i));
         for (r, acc_r) in acc.iter_mut().enumerate() {
@@ -196,14 +180,15 @@ unsafe fn paired_tile<const R: usize>(x: *const u8, in_dim: usize, w: *const i8,
         }
         g += 2;
     }
-    if g < groups {
-        // An odd group count: the last group alone, as the narrow kernel does it.
+    // One group a step: every group of a narrow tile, the odd last one of a paired tile.
+    while g < groups {
         let (w0, w1) = (_mm256_loadu_si256(w.add(g * 64) as *const __m256i), _mm256_loadu_si256(w.add(g * 64 + 32) as *const __m256i));
         for (r, acc_r) in acc.iter_mut().enumerate() {
             let c = _mm256_set1_epi32((x.add(r * in_dim + g * GROUP_IN) as *const i32).read_unaligned());
             acc_r[0] = _mm256_add_epi32(acc_r[0], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w0), ones));
             acc_r[1] = _mm256_add_epi32(acc_r[1], _mm256_madd_epi16(_mm256_maddubs_epi16(c, w1), ones));
         }
+        g += 1;
     }
     let (o0, o1) = (_mm256_loadu_si256(offsets as *const __m256i), _mm256_loadu_si256(offsets.add(8) as *const __m256i));
     for (r, acc_r) in acc.iter().enumerate() {
