@@ -80,12 +80,12 @@ fn main() -> ExitCode {
 }
 
 /// The libraries log through `tracing` and print nothing themselves; this is the one subscriber: info and
-/// up to stderr, or what `AGENTRT_LOG` asks for (`AGENTRT_LOG=debug`, `AGENTRT_LOG=agentrt_serve=warn`).
+/// up to stderr (above any progress bar, never through it), or what `AGENTRT_LOG` asks for (`AGENTRT_LOG=debug`, `AGENTRT_LOG=agentrt_serve=warn`).
 fn log_to_stderr() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTRT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| agentrt_progress::StderrAboveBars)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();

@@ -3,7 +3,7 @@
 //! whose environment `Environment::build` builds as `train` does) and how the flags become a
 //! [`TurnPolicy`]: one construction, so a policy plays the same wherever it is measured or sampled.
 
-use agentrt_environments::wiki::RandomPolicy;
+use agentrt_environments::wiki::{Demonstration, RandomPolicy};
 use agentrt_environments::{AgentSettings, Environment};
 use agentrt_policy::{ModelSource, Policy};
 use agentrt_rollout::{LocalPolicy, OpenAiPolicy, OpenAiPolicyConfig, TurnPolicy};
@@ -78,7 +78,9 @@ impl PolicyOptions {
             .collect::<Result<_, _>>()
             .map_err(|e| anyhow::anyhow!("--adapter-scales {:?}: {e}", self.adapter_scales))?;
         anyhow::ensure!(scales.len() == 2, "--adapter-scales takes two numbers, retain,forget");
-        let agent_file = match (&self.policy, &self.baseline, &self.adapter) {
+        // A run directory given for an adapter is refused with its newest checkpoint named.
+        let adapter = self.adapter.as_deref().map(|d| agentrt_trainer::warm_start::checked_adapter_dir(d, "--adapter")).transpose()?;
+        let agent_file = match (&self.policy, &self.baseline, &adapter) {
             (None, None, Some(dir)) => AgentSettings::read(dir)?,
             (Some(_), _, _) => match &self.agent_settings {
                 Some(p) => {
@@ -100,7 +102,7 @@ impl PolicyOptions {
                 let mut p = Policy::load_for_inference(&ModelSource::parse(&model), &device)?;
                 let mut name = format!("{model} zero-shot");
                 if self.baseline.is_none() {
-                    if let Some(dir) = &self.adapter {
+                    if let Some(dir) = &adapter {
                         p.load_adapters(&agentrt_trainer::warm_start::adapters_dir(dir))?;
                         p.set_adapter_scales(scales[0], scales[1]);
                         name = format!("{model} + {} (scales {},{})", dir.display(), scales[0], scales[1]);
@@ -167,7 +169,7 @@ pub fn apply_episode_flags(
     config: &mut TrainConfig,
     max_turns: Option<usize>,
     system_prompt: Option<&String>,
-    demonstration: Option<bool>,
+    demonstration: Option<Demonstration>,
     judge: Option<&String>,
 ) {
     if let Some(t) = max_turns {

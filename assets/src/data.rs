@@ -1,5 +1,5 @@
-//! Where the bundled data is: a default such as `data/wiki/questions.jsonl` is relative to the checkout,
-//! and a command run from another folder finds it there.
+//! Where the bundled data is: a default such as `data/wiki/questions.jsonl` (or a shipped adapter under
+//! `models/`) is relative to the checkout, and a command run from another folder finds it there.
 
 use std::path::{Path, PathBuf};
 
@@ -21,12 +21,12 @@ fn roots() -> Vec<PathBuf> {
     roots
 }
 
-/// The file `path` names: itself when it exists, is absolute or is not under `data/` (the user's own
-/// file, read as given); otherwise, for the bundled data, the first of `$AGENTRT_DATA_ROOT/path` and
-/// CHECKOUT/path that exists. When none does, a not-found error that says where it looked and what names
+/// The file `path` names: itself when it exists, is absolute or is not under `data/` or `models/` (the
+/// user's own file, read as given); otherwise, for the bundled data and the shipped models, the first of
+/// `$AGENTRT_DATA_ROOT/path` and CHECKOUT/path that exists. When none does, a not-found error that says where it looked and what names
 /// another file (`names_another`, e.g. "--questions FILE or the config's env.wiki.questions").
 pub fn data_file(path: &Path, names_another: &str) -> std::io::Result<PathBuf> {
-    if path.is_absolute() || path.exists() || !path.starts_with("data") {
+    if path.is_absolute() || path.exists() || !(path.starts_with("data") || path.starts_with("models")) {
         return Ok(path.to_path_buf());
     }
     let roots = roots();
@@ -55,6 +55,8 @@ mod tests {
         let found = data_file(Path::new("data/wiki/questions.jsonl"), "--questions").unwrap();
         assert_eq!(found, checkout_dir().join("data/wiki/questions.jsonl"));
         assert!(found.is_file());
+        // So are the shipped models.
+        assert_eq!(data_file(Path::new("models/smollm2-135m-wiki-read"), "--adapter").unwrap(), checkout_dir().join("models/smollm2-135m-wiki-read"));
         // A file of the user's, or an absolute path, is read as given (and fails as given).
         assert_eq!(data_file(Path::new("mine.jsonl"), "--questions").unwrap(), Path::new("mine.jsonl"));
         assert_eq!(data_file(Path::new("/no/such.jsonl"), "--questions").unwrap(), Path::new("/no/such.jsonl"));

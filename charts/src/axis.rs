@@ -7,15 +7,16 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use crate::style::plottable;
 
 /// The range of the plottable `values`, widened by 5% each side; `None` if there are none.
-/// A single value or constant values get a range of non-zero width around them.
+/// Constant values (a flat series, a single value) get the range from 0 to them (0 to 1 for zeros), so a
+/// flat line reads as its value against zero rather than floating mid-panel between invented bounds.
 pub(crate) fn padded_range(values: impl Iterator<Item = f64>) -> Option<Range<f64>> {
     let (lo, hi) = min_max(values)?;
     let span = hi - lo;
     let mid_scale = lo.abs().max(hi.abs());
     if span <= mid_scale * 1e-9 || span == 0.0 {
-        // Constant (or numerically constant) data: give it a width of 10% of its magnitude.
-        let half = if mid_scale == 0.0 { 0.5 } else { mid_scale * 0.05 };
-        return Some(lo - half..hi + half);
+        let (lo, hi) = if mid_scale == 0.0 { (0.0, 1.0) } else { (lo.min(0.0), hi.max(0.0)) };
+        let pad = (hi - lo) * 0.05;
+        return Some(lo - pad..hi + pad);
     }
     Some(lo - span * 0.05..hi + span * 0.05)
 }
@@ -129,7 +130,9 @@ mod tests {
         let r = padded_range([3.0].into_iter()).unwrap();
         assert!(r.start < 3.0 && r.end > 3.0);
         let r = padded_range([0.0, 0.0].into_iter()).unwrap();
-        assert_eq!(r, -0.5..0.5);
+        assert_eq!(r, -0.05..1.05, "a flat zero series sits at the bottom of 0..1");
+        let r = padded_range([-2.0, -2.0].into_iter()).unwrap();
+        assert!(r.start < -2.0 && r.end > 0.0 && r.end < 0.2, "{r:?}");
         let r = padded_range([0.0, 10.0, f64::NAN, f64::INFINITY].into_iter()).unwrap();
         assert_eq!(r, -0.5..10.5);
         assert!(padded_range([f64::NAN, f64::NEG_INFINITY].into_iter()).is_none());

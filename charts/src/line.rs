@@ -74,8 +74,11 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
         y_range
     };
     // Steps, epochs and counts are whole numbers: their axis gets whole-number ticks only.
-    let x_ticks = if all().all(|(x, _)| x.fract() == 0.0) { axis::integer_ticks(&x_range, 6) } else { 6 };
+    let whole_x = all().all(|(x, _)| x.fract() == 0.0);
+    let x_ticks = if whole_x { axis::integer_ticks(&x_range, 6) } else { 6 };
     let (x_span, y_span) = (x_range.end - x_range.start, y_range.end - y_range.start);
+    // Whole-number ticks are labelled without decimals ("2", not "2.0").
+    let x_step = if whole_x { (x_span / x_ticks.max(1) as f64).max(1.0) } else { x_span / x_ticks.max(1) as f64 };
     let mut ctx = ChartBuilder::on(area)
         .caption(&chart.title, style::title_font())
         .margin(10)
@@ -90,21 +93,25 @@ fn draw_panel(area: &Area<'_>, chart: &LineChart) -> Result<(), DrawError> {
         .axis_desc_style(style::label_font())
         .x_labels(x_ticks)
         .y_labels(6)
-        .x_label_formatter(&|x| axis::tick_label(*x, x_span / x_ticks.max(1) as f64))
+        .x_label_formatter(&|x| axis::tick_label(*x, x_step))
         .y_label_formatter(&|y| axis::tick_label(*y, y_span / 6.0))
         .draw()?;
 
+    // Earlier series are drawn wider, so a later one over the same values shows inside it: two equal
+    // series both stay visible.
+    let n = chart.series.len();
     for (i, series) in chart.series.iter().enumerate() {
         let color = style::color(i);
+        let width = 2 + 2 * (n - 1 - i) as u32;
         let points: Vec<(f64, f64)> = finite_points(series).collect();
         let name = if points.is_empty() { format!("{} (no data)", series.name) } else { series.name.clone() };
         if let [only] = points[..] {
             // A one-point line draws nothing; mark the point instead.
             ctx.draw_series(std::iter::once(Circle::new(only, 3, color.filled())))?;
         }
-        ctx.draw_series(LineSeries::new(points, color.stroke_width(2)))?
+        ctx.draw_series(LineSeries::new(points, color.stroke_width(width)))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(width)));
     }
 
     if chart.series.len() > 1 {

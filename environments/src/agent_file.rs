@@ -7,7 +7,7 @@
 //! four sandbox keys, a key the spec did not have yet as its default, and a `judge` (which belongs to a
 //! measurement, not to the adapter) dropped.
 
-use crate::wiki::WikiSection;
+use crate::wiki::{Demonstration, WikiSection};
 use agentrt_assets::FileError;
 use agentrt_rollout::{EpisodeSpec, RolloutError};
 use agentrt_runtime::Limits;
@@ -24,17 +24,32 @@ pub struct AgentSettings {
     pub model: String,
     /// The wiki's system prompt it was trained with: `short`, `full`, or the prompt's own text.
     pub system_prompt: String,
-    /// Whether it was shown the worked demonstration before every question.
-    pub demonstration: bool,
+    /// The worked episode it was shown before every question (`true`: the built-in one; `false`: none;
+    /// or a file of turns).
+    pub demonstration: Demonstration,
     /// Its turns, reply length, sampling, observation size and sandbox bounds.
     #[serde(flatten)]
     pub spec: EpisodeSpec,
 }
 
+/// The value of `model.init_adapter` that names the adapter this project ships for the model and
+/// environment trained ([`shipped_adapter`]); where none is shipped, fresh adapters.
+pub const SHIPPED: &str = "shipped";
+
+/// The adapters this project ships, by environment and base model: `(environment, model, folder)`.
+const SHIPPED_ADAPTERS: &[(crate::EnvName, &str, &str)] = &[(crate::EnvName::Wiki, "smollm2-135m", "models/smollm2-135m-wiki-read")];
+
+/// The folder of the adapter this project ships for `model` in `env` (found from any folder: the
+/// checkout's `models/`), if it ships one.
+pub fn shipped_adapter(env: crate::EnvName, model: &str) -> Option<std::path::PathBuf> {
+    let (_, _, folder) = SHIPPED_ADAPTERS.iter().find(|(e, m, _)| *e == env && *m == model)?;
+    agentrt_assets::data_file(Path::new(folder), "model.init_adapter").ok()
+}
+
 impl AgentSettings {
     /// The settings of an adapter trained on `model` with `spec` and the wiki's prompt settings `wiki`.
     pub fn new(model: &str, spec: &EpisodeSpec, wiki: &WikiSection) -> AgentSettings {
-        AgentSettings { model: model.into(), system_prompt: wiki.system_prompt.clone(), demonstration: wiki.demonstration, spec: spec.clone() }
+        AgentSettings { model: model.into(), system_prompt: wiki.system_prompt.clone(), demonstration: wiki.demonstration.clone(), spec: spec.clone() }
     }
 
     /// `dir/agent.json` if `dir` has one; a file that is there but unreadable or malformed is an error
@@ -68,8 +83,9 @@ impl AgentSettings {
             None => wiki.system_prompt,
         };
         let demonstration = match object.remove("demonstration") {
-            Some(serde_json::Value::Bool(d)) => d,
-            Some(_) => return Err(malformed("`demonstration` must be true or false".into())),
+            Some(serde_json::Value::Bool(d)) => Demonstration::Builtin(d),
+            Some(serde_json::Value::String(f)) if !f.trim().is_empty() => Demonstration::File(f),
+            Some(_) => return Err(malformed("`demonstration` must be true, false or a file of turns".into())),
             None => wiki.demonstration,
         };
         let spec: EpisodeSpec = serde_json::from_value(value).map_err(|e| malformed(format!("not a valid episode spec: {e}")))?;
@@ -92,7 +108,7 @@ impl AgentSettings {
 
     /// `wiki` as this adapter was trained to be prompted (its questions and judge kept).
     pub fn prompted(&self, wiki: &WikiSection) -> WikiSection {
-        WikiSection { system_prompt: self.system_prompt.clone(), demonstration: self.demonstration, ..wiki.clone() }
+        WikiSection { system_prompt: self.system_prompt.clone(), demonstration: self.demonstration.clone(), ..wiki.clone() }
     }
 }
 
@@ -106,11 +122,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), None);
         let spec = EpisodeSpec { max_turns: 2, max_observation_chars: 900, max_host_calls: 5, ..EpisodeSpec::default() };
-        let wiki = WikiSection { system_prompt: "full".into(), demonstration: false, ..WikiSection::default() };
+        let wiki = WikiSection { system_prompt: "full".into(), demonstration: false.into(), ..WikiSection::default() };
         let settings = AgentSettings::new("smollm2-135m", &spec, &wiki);
         settings.write(dir.path()).unwrap();
         assert_eq!(AgentSettings::read(dir.path()).unwrap(), Some(settings.clone()));
-        assert_eq!(settings.prompted(&WikiSection::default()), WikiSection { system_prompt: "full".into(), demonstration: false, ..WikiSection::default() });
+        assert_eq!(
+            settings.prompted(&WikiSection::default()),
+            WikiSection { system_prompt: "full".into(), demonstration: false.into(), ..WikiSection::default() }
+        );
         // The model: the flag, else the adapter's base, else the default.
         assert_eq!(AgentSettings::base_model(Some("m.gguf"), Some(&settings)), "m.gguf");
         assert_eq!(AgentSettings::base_model(None, Some(&settings)), "smollm2-135m");
@@ -120,7 +139,7 @@ mod tests {
             ("{\"system_prompt\": \"short\"}", "missing field `model`"),
             ("{\"model\": \"x\", \"max_turns\": 0}", "max_turns"),
             ("{\"model\": \"x\", \"max_turnz\": 2}", "unknown field `max_turnz`"),
-            ("{\"model\": \"x\", \"demonstration\": \"yes\"}", "`demonstration` must be true or false"),
+            ("{\"model\": \"x\", \"demonstration\": 3}", "`demonstration` must be true, false or a file of turns"),
         ] {
             std::fs::write(dir.path().join(AGENT_FILE), text).unwrap();
             let e = AgentSettings::read(dir.path()).unwrap_err().to_string();
@@ -158,7 +177,7 @@ mod tests {
             max_host_calls: 5,
             ..EpisodeSpec::default()
         };
-        assert_eq!((old.system_prompt.as_str(), old.demonstration, &old.spec), ("full", false, &spec));
+        assert_eq!((old.system_prompt.as_str(), &old.demonstration, &old.spec), ("full", &Demonstration::Builtin(false), &spec));
         assert_eq!(old.spec.limits(), Limits { fuel: 7, memory_bytes: 48 << 20, timeout: Duration::from_millis(900), max_host_calls: 5, ..Limits::default() });
     }
 }

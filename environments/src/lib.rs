@@ -27,7 +27,7 @@ pub mod code;
 pub mod testing;
 pub mod wiki;
 
-pub use agent_file::{AgentSettings, AGENT_FILE};
+pub use agent_file::{shipped_adapter, AgentSettings, AGENT_FILE, SHIPPED};
 use agentrt_policy::Message;
 use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyGrammar, RolloutError};
 use agentrt_runtime::Sandbox;
@@ -161,6 +161,14 @@ impl EnvSection {
         }
     }
 
+    /// The key that names the split training plays (`env.wiki.split`, `env.code.split`), as errors name it.
+    pub fn split_key(&self) -> &'static str {
+        match self.name {
+            EnvName::Wiki => "env.wiki.split",
+            EnvName::Code => "env.code.split",
+        }
+    }
+
     /// The questions of `split` (`all`: every one) of the played environment's file. None is an error
     /// naming the split and the file.
     pub fn read_questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
@@ -206,6 +214,8 @@ pub struct Environment {
     pub grader: Arc<dyn Grader>,
     /// What is asked, by split.
     dataset: Dataset,
+    /// What serves the wiki tools (the index the gold pages are checked against).
+    tools: Arc<dyn agentrt_runtime::ToolHost>,
 }
 
 /// An environment's questions: the wiki's file (read per split when asked), or the code tasks (read
@@ -296,6 +306,7 @@ impl Environment {
         let spec = section.played(spec);
         let (stop, reply_grammar) = (section.stop_strings(), section.reply_grammar());
         let dataset = Dataset::read(section)?;
+        let tools = sandbox.tools().clone();
         let (system_prompt, demonstration, grader): (String, Vec<Message>, Arc<dyn Grader>) = match &dataset {
             Dataset::Wiki(_) => {
                 let (prompt, demonstration, grader) = wiki::played(&section.wiki, &sandbox)?;
@@ -307,7 +318,7 @@ impl Environment {
                 (prompt.into(), Vec::new(), Arc::new(grader))
             }
         };
-        Ok(Environment { name: section.name, system_prompt, demonstration, spec, reply_grammar, stop, grader, dataset })
+        Ok(Environment { name: section.name, system_prompt, demonstration, spec, reply_grammar, stop, grader, dataset, tools })
     }
 
     /// How a reply is sampled here: the spec's sampling keys, ending at this environment's stop strings.
@@ -318,6 +329,60 @@ impl Environment {
     /// The questions of `split` (`all`: every one); none is an error naming the split and the file.
     pub fn questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
         self.dataset.questions(split)
+    }
+
+    /// Checks what this environment names against the index the tools serve: the gold pages (`page`) of
+    /// `questions`, and the pages its demonstration shows. A question whose page the index does not hold
+    /// loses its `page` (its search is then not scored as a miss), and a warning names how many and what
+    /// to check: questions about another corpus than the index's are the usual cause (`--index-dir`); a
+    /// demonstration of pages the index lacks gets a warning of its own. Returns how many questions lost
+    /// their page. Only the wiki names pages; elsewhere nothing is checked.
+    pub async fn check_index(&self, questions: &mut [Question]) -> Result<usize, RolloutError> {
+        if self.name != EnvName::Wiki {
+            return Ok(0);
+        }
+        let shown = wiki::prompt::page_ids_shown(&self.demonstration);
+        let mut known = std::collections::HashMap::<String, bool>::new();
+        for page in questions.iter().filter_map(|q| q.page.as_ref()).chain(&shown) {
+            if known.contains_key(page) {
+                continue;
+            }
+            let held = match self.tools.view_sections(page).await {
+                Ok(_) => true,
+                Err(agentrt_runtime::ToolFailure::NotFound(_)) => false,
+                Err(e) => return Err(RolloutError::Invalid(format!("checking the page {page:?} against the index: {e}"))),
+            };
+            known.insert(page.clone(), held);
+        }
+        let not_held: Vec<&str> = shown.iter().filter(|p| !known[*p]).map(String::as_str).collect();
+        if !not_held.is_empty() {
+            tracing::warn!(
+                "the demonstration shown before every question reads pages the search index does not hold ({}): it was written for another corpus \
+                 (the built-in one for the bundled Wikipedia pages). Give one of your own (env.wiki.demonstration = \"FILE.jsonl\", docs/your-data.md) or none (false)",
+                not_held.join(", ")
+            );
+        }
+        let named = questions.iter().filter(|q| q.page.is_some()).count();
+        let mut missing: Vec<String> = Vec::new();
+        for q in questions.iter_mut() {
+            if q.page.as_ref().is_some_and(|p| !known[p]) {
+                missing.push(q.page.take().expect("just checked"));
+            }
+        }
+        let lost = missing.len();
+        if lost > 0 {
+            missing.sort();
+            missing.dedup();
+            let examples: Vec<&str> = missing.iter().take(3).map(String::as_str).collect();
+            let why = if lost == named { "none of them is in it: the questions are probably about another corpus" } else { "their searches are not scored" };
+            tracing::warn!(
+                "{lost} of {named} questions name a gold page the search index does not hold ({} pages, e.g. {}): {why}. \
+                 The index is chosen by --index-dir (or AGENTRT_INDEX_DIR; default: where `agentrt index` writes it), the questions by --questions / env.wiki.questions",
+                missing.len(),
+                examples.join(", ")
+            );
+        }
+        Ok(lost)
     }
 
     /// The code task `id`, for an environment graded by a task's tests (`None` otherwise, or for an

@@ -28,6 +28,33 @@ pub struct EvalInfo {
     pub seed: u64,
     /// The most turns an episode was allowed.
     pub max_turns: usize,
+    /// The system prompt every episode was sent, as sent (plug-in tools listed); empty in results written
+    /// before it was recorded.
+    #[serde(default)]
+    pub system_prompt: String,
+    /// The worked turns shown before every question (`(role, content)`), as sent; none when no
+    /// demonstration was shown.
+    #[serde(default)]
+    pub demonstration: Vec<(String, String)>,
+    /// Questions whose gold page the search index did not hold (their searches were not scored).
+    #[serde(default)]
+    pub gold_pages_missing: usize,
+}
+
+impl EvalInfo {
+    /// What was evaluated, with nothing recorded of the prompt (as [`EvalInfo::with_prompt`] adds).
+    pub fn new(policy: impl Into<String>, judge: impl Into<String>, questions: impl Into<String>, seed: u64, max_turns: usize) -> EvalInfo {
+        EvalInfo {
+            policy: policy.into(),
+            judge: judge.into(),
+            questions: questions.into(),
+            seed,
+            max_turns,
+            system_prompt: String::new(),
+            demonstration: Vec::new(),
+            gold_pages_missing: 0,
+        }
+    }
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> EvalError + '_ {
@@ -52,6 +79,9 @@ pub fn results_json(info: &EvalInfo, m: &Metrics) -> serde_json::Value {
 }
 
 fn pct(r: &Rate) -> String {
+    if r.total == 0 {
+        return "n/a (none to count)".into();
+    }
     format!("{:.1}% [{:.1}, {:.1}] ({}/{})", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1, r.successes, r.total)
 }
 
@@ -65,6 +95,9 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
         "# Evaluation: {}\n\nquestions: {} ({}), judge: {}, max turns: {}, seed: {}\n\n",
         info.policy, m.num_questions, info.questions, info.judge, info.max_turns, info.seed
     );
+    if info.gold_pages_missing > 0 {
+        s.push_str(&format!("{} questions name a gold page the search index does not hold: their searches are not scored.\n\n", info.gold_pages_missing));
+    }
     s.push_str("| metric | value (95% CI) |\n|---|---|\n");
     let mut row = |k: &str, v: String| s.push_str(&format!("| {k} | {v} |\n"));
     row("accuracy", pct(&m.accuracy));

@@ -85,7 +85,7 @@ async fn scripted_episodes_give_exact_metrics() {
     assert_eq!(m.program_errors, [("unknown-tool".to_string(), Rate::new(1, 5))].into_iter().collect());
 
     let dir = tempfile::tempdir().unwrap();
-    let info = EvalInfo { policy: "scripted".into(), judge: "rule".into(), questions: "fixture".into(), seed: 0, max_turns: 3 };
+    let info = EvalInfo::new("scripted", "rule", "fixture", 0, 3);
     write_report(dir.path(), &info, &m, e).unwrap();
     // TensorBoard events beside the report (their format is checked by TensorBoard's reader in
     // bench/tensorboard_check.sh); a second report replaces them instead of appending.

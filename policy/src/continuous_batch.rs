@@ -25,7 +25,7 @@ use crate::error::{PolicyError, Result};
 use crate::lora::AdapterSet;
 use crate::model::{Decoder, SequenceKv};
 use crate::prefix_cache::{common_prefix, PrefixCache, TokenCounts};
-use crate::sampling::{logsumexp, pick, Completion, Draws, FinishReason, Heard, SamplingParams};
+use crate::sampling::{logsumexp, penalised, pick, Completion, Draws, FinishReason, Heard, SamplingParams};
 use crate::threads::in_pool;
 use crate::tokenizer::PolicyTokenizer;
 use std::sync::Arc;
@@ -292,11 +292,14 @@ impl<'m> ContinuousBatch<'m> {
         for &r in &order {
             let Some(row) = row_logits[r].as_ref() else { continue };
             let l = &mut self.live[r];
+            // Penalties change what is picked; the log-prob kept is still the model's own.
+            let adjusted = l.params.penalises().then(|| penalised(row, &l.ids, &l.params));
+            let picked_from = adjusted.as_deref().unwrap_or(row);
             let id = match draws {
-                Draws::Shared(rng) => pick(row, &l.params, rng),
+                Draws::Shared(rng) => pick(picked_from, &l.params, rng),
                 Draws::PerRow(rngs) => {
                     let rng = rngs.get_mut(l.tag).ok_or_else(|| PolicyError::Invalid(format!("no random stream for sequence {}", l.tag)))?;
-                    pick(row, &l.params, rng)
+                    pick(picked_from, &l.params, rng)
                 }
             };
             let lp = row[id as usize] - logsumexp(row);

@@ -28,12 +28,54 @@ pub struct SamplingParams {
     pub stop: Vec<String>,
     /// Rows decoded together at most (memory bound).
     pub max_batch: usize,
+    /// OpenAI's `frequency_penalty` (-2 to 2): each token's logit is lowered by this times the number of
+    /// times the completion has written it so far, before picking (0: off).
+    #[serde(default)]
+    pub frequency_penalty: f32,
+    /// OpenAI's `presence_penalty` (-2 to 2): each token the completion has written at least once has its
+    /// logit lowered by this, before picking (0: off).
+    #[serde(default)]
+    pub presence_penalty: f32,
 }
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        SamplingParams { n: 1, temperature: 1.0, top_p: 1.0, top_k: 0, max_tokens: 256, stop: vec![], max_batch: 64 }
+        SamplingParams {
+            n: 1,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_tokens: 256,
+            stop: vec![],
+            max_batch: 64,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+        }
     }
+}
+
+impl SamplingParams {
+    /// Whether picking depends on what the completion wrote so far (a frequency or presence penalty).
+    pub fn penalises(&self) -> bool {
+        self.frequency_penalty != 0.0 || self.presence_penalty != 0.0
+    }
+}
+
+/// `logits` with OpenAI's frequency and presence penalties for a completion that has written `written`:
+/// `logit[t] - count(t) * frequency - (count(t) > 0) * presence`, as OpenAI, vLLM and llama.cpp apply them
+/// (the prompt's tokens are not counted).
+pub fn penalised(logits: &[f32], written: &[u32], p: &SamplingParams) -> Vec<f32> {
+    let mut out = logits.to_vec();
+    let mut counts = std::collections::HashMap::<u32, u32>::new();
+    for &id in written {
+        *counts.entry(id).or_default() += 1;
+    }
+    for (id, n) in counts {
+        if let Some(x) = out.get_mut(id as usize) {
+            *x -= n as f32 * p.frequency_penalty + p.presence_penalty;
+        }
+    }
+    out
 }
 
 /// Why a completion ended.
@@ -150,6 +192,23 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(pick(&l, &k1, &mut rng), 1);
         }
+    }
+
+    #[test]
+    fn penalties_lower_written_tokens_by_count_and_presence() {
+        let l = [1.0, 1.0, 1.0, 1.0];
+        let p = SamplingParams { frequency_penalty: 0.5, presence_penalty: 0.25, ..Default::default() };
+        assert!(p.penalises() && !SamplingParams::default().penalises());
+        // Token 1 written twice, token 3 once, token 0 never: 1 - 2*0.5 - 0.25, 1 - 0.5 - 0.25.
+        assert_eq!(penalised(&l, &[1, 3, 1], &p), vec![1.0, -0.25, 1.0, 0.25]);
+        // Greedy then avoids the repeated token; a negative penalty favours it.
+        let greedy = SamplingParams { temperature: 0.0, frequency_penalty: 2.0, ..Default::default() };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+        assert_eq!(pick(&penalised(&[3.0, 2.0], &[0], &greedy), &greedy, &mut rng), 1);
+        let favour = SamplingParams { temperature: 0.0, presence_penalty: -2.0, ..Default::default() };
+        assert_eq!(pick(&penalised(&[2.0, 3.0], &[0], &favour), &favour, &mut rng), 0);
+        // An id beyond the vocabulary is no row to lower.
+        assert_eq!(penalised(&[1.0], &[7], &p), vec![1.0]);
     }
 
     #[test]

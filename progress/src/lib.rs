@@ -50,11 +50,43 @@ impl Output {
     }
 }
 
+/// The bars on the terminal now, newest last: a log line is written with them lifted
+/// ([`StderrAboveBars`]), so it lands above them instead of through them.
+static BARS: Mutex<Vec<(u64, ProgressBar)>> = Mutex::new(Vec::new());
+/// Tells the bars in [`BARS`] apart.
+static NEXT_BAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn bars() -> MutexGuard<'static, Vec<(u64, ProgressBar)>> {
+    BARS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Standard error for log lines: while a bar is on the terminal, each write lifts it (clears it, writes,
+/// draws it again below), so logging and a bar never interleave on one line. The command's log subscriber
+/// writes through it (`tracing_subscriber::fmt().with_writer(|| StderrAboveBars)`).
+pub struct StderrAboveBars;
+
+impl std::io::Write for StderrAboveBars {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let write = || std::io::stderr().write_all(buf);
+        match bars().last() {
+            Some((_, bar)) => bar.suspend(write)?,
+            None => write()?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 /// A long task's progress: stages (a message each) and counts (`pos` of `total` items).
 pub struct Progress {
     label: String,
     output: Output,
     bar: Option<ProgressBar>,
+    /// The bar's entry in [`BARS`].
+    bar_id: u64,
     /// Read by the bar's timing key while it draws: never call the bar with this lock held.
     state: Arc<Mutex<State>>,
 }
@@ -103,7 +135,11 @@ impl Progress {
             b.enable_steady_tick(Duration::from_millis(200));
             b
         });
-        Progress { label: label.to_string(), output, bar, state: Arc::default() }
+        let bar_id = NEXT_BAR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(b) = &bar {
+            bars().push((bar_id, b.clone()));
+        }
+        Progress { label: label.to_string(), output, bar, bar_id, state: Arc::default() }
     }
 
     /// Whether this shows a bar (stderr is a terminal) rather than lines.
@@ -187,7 +223,18 @@ impl Progress {
         }
         self.end_count();
     }
+}
 
+impl Drop for Progress {
+    /// A bar no longer drawn is no longer lifted for log lines.
+    fn drop(&mut self) {
+        if self.bar.is_some() {
+            bars().retain(|(id, _)| *id != self.bar_id);
+        }
+    }
+}
+
+impl Progress {
     fn update(&self, pos: Option<u64>, message: Option<String>) {
         let line = {
             let mut s = self.lock();
@@ -247,11 +294,12 @@ fn spinner_style() -> ProgressStyle {
     ProgressStyle::with_template("{spinner} {prefix}: {wide_msg}").expect("valid template")
 }
 
-/// `⠋ embedding 1234/11471 sections ██░░░░░░░░░░░░░░░░░░ 10% 0:00:30<0:04:08, 41.2/s message`, the timing
-/// ours; the message is cut at the terminal's width, so the line never wraps.
+/// `⠋ train 3/10 steps  reward 0.412 acc 0.375  ████░░░░░░ 30% 0:01:00<0:02:20, 23.3 s/step`, the timing
+/// ours: the message comes before the bar, which takes what width is left, so an 80-column terminal shows
+/// the message whole (the bar shrinks first) and the line never wraps.
 fn bar_style(state: Arc<Mutex<State>>, unit: &str) -> ProgressStyle {
     let unit = unit.to_string();
-    ProgressStyle::with_template("{spinner} {prefix} {pos}/{len}{unit} {bar:20} {percent}% {timing}  {wide_msg}")
+    ProgressStyle::with_template("{spinner} {prefix} {pos}/{len}{unit}  {msg}  {wide_bar} {percent}% {timing}")
         .expect("valid template")
         .with_key("unit", move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
             if !unit.is_empty() {

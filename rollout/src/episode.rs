@@ -338,12 +338,22 @@ impl EpisodeRunner {
     }
 }
 
+/// `text` cut to at most `max_chars` characters, with a note of how much was left out. The cut falls at
+/// the end of a line when one ends in the last third of what fits, else after a word near its end,
+/// so a listing or a sentence is not cut mid-word (a page's thousands of section titles once were).
 fn truncate(text: &str, max_chars: usize) -> String {
-    if text.chars().count() <= max_chars {
+    let total = text.chars().count();
+    if total <= max_chars {
         return text.to_string();
     }
-    let cut: String = text.chars().take(max_chars).collect();
-    format!("{cut}\n[output truncated at {max_chars} characters]")
+    let fits: String = text.chars().take(max_chars).collect();
+    let len = fits.len();
+    let after = |c: char, within: usize| fits.char_indices().filter(|&(i, x)| x == c && i + within >= len).map(|(i, _)| i).last();
+    let cut = match after('\n', len / 3).or_else(|| after(' ', (len / 10).max(16).min(len / 3))) {
+        Some(i) => fits[..i].trim_end(),
+        None => fits.as_str(),
+    };
+    format!("{cut}\n[output truncated: {} of {total} characters shown]", cut.chars().count())
 }
 
 #[cfg(test)]
@@ -351,8 +361,13 @@ mod tests {
     use super::truncate;
 
     #[test]
-    fn long_observations_say_they_were_cut() {
+    fn long_observations_are_cut_at_a_line_or_word_and_say_so() {
         assert_eq!(truncate("abc", 5), "abc");
-        assert_eq!(truncate("abcdef", 3), "abc\n[output truncated at 3 characters]");
+        assert_eq!(truncate("abcdef", 3), "abc\n[output truncated: 3 of 6 characters shown]");
+        // A listing loses its last partial line, not half a title.
+        let listing = "p:1 | One\np:2 | Two\np:3 | Three\n";
+        assert_eq!(truncate(listing, 25), "p:1 | One\np:2 | Two\n[output truncated: 19 of 32 characters shown]");
+        // Prose is cut after a word.
+        assert_eq!(truncate("the steam engine was an important component", 30), "the steam engine was an\n[output truncated: 23 of 43 characters shown]");
     }
 }

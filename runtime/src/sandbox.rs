@@ -87,6 +87,11 @@ impl Sandbox {
         self.limits
     }
 
+    /// What serves the wiki tools to this sandbox's programs.
+    pub fn tools(&self) -> &Arc<dyn ToolHost> {
+        &self.tools
+    }
+
     /// The plug-in tools this sandbox serves.
     pub fn plugins(&self) -> &PluginRegistry {
         &self.plugins

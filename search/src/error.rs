@@ -35,6 +35,16 @@ pub enum SearchError {
         /// What the file should hold: `pages` or `questions`.
         what: &'static str,
     },
+    /// A pages or questions file holds no record at all.
+    #[error("{path}: no {what} in it: {expected}")]
+    NoRecords {
+        /// The pages or questions file.
+        path: PathBuf,
+        /// What it should hold: `pages` or `questions`.
+        what: &'static str,
+        /// What a record looks like.
+        expected: &'static str,
+    },
     /// Two pages share an id.
     #[error("{path}:{line}: duplicate page id {id:?} (first seen on line {first_line})")]
     DuplicatePage {

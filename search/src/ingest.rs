@@ -44,6 +44,13 @@ pub fn read_pages(path: &Path) -> Result<Corpus, SearchError> {
         "parquet" => parse_parquet(path, bytes)?,
         _ => return Err(SearchError::UnknownFormat { path: path.to_path_buf(), what: "pages" }),
     };
+    if pages.is_empty() {
+        return Err(SearchError::NoRecords {
+            path: path.to_path_buf(),
+            what: "pages",
+            expected: "one page a line, {\"id\": ..., \"title\": ..., \"content\": ...} (docs/your-data.md)",
+        });
+    }
     Ok(Corpus { path: path.to_path_buf(), pages, sha256 })
 }
 
@@ -58,13 +65,7 @@ struct RawPage {
 pub fn parse_jsonl(path: &Path, bytes: &[u8]) -> Result<Vec<Page>, SearchError> {
     let bad = |line: usize, message: String| SearchError::BadRecord { path: path.to_path_buf(), line, message };
     let mut pages = UniquePages::default();
-    for (i, raw_line) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line_no = i + 1;
-        let text = std::str::from_utf8(raw_line).map_err(|e| bad(line_no, format!("not UTF-8: {e}")))?;
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
+    for (line_no, text) in crate::json_lines::lines(path, bytes)? {
         let raw: RawPage = serde_json::from_str(text).map_err(|e| bad(line_no, format!("malformed JSON: {e}")))?;
         let page = complete(raw).map_err(|field| bad(line_no, format!("missing field {field:?}")))?;
         pages.push(page, path, line_no)?;

@@ -44,6 +44,7 @@ pub mod index;
 pub mod ingest;
 pub mod int8;
 pub mod int8_bert;
+pub mod json_lines;
 pub mod lanes;
 pub mod manifest;
 pub mod query_encoder;

@@ -73,9 +73,10 @@ pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>,
         "parquet" => read_parquet(path)?,
         _ => return Err(SearchError::UnknownFormat { path: path.to_path_buf(), what: "questions" }),
     };
-    let Some(split) = split else { return Ok(all.into_iter().map(|(_, q)| q).collect()) };
+    check_rows(path, &all)?;
+    let Some(split) = split else { return Ok(all.into_iter().map(|r| r.question).collect()) };
     let mut kept = Vec::new();
-    for (line, q) in all {
+    for ReadRow { line, question: q, .. } in all {
         match q.split.as_deref() {
             Some(s) if s == split => kept.push(q),
             Some(_) => {}
@@ -89,6 +90,47 @@ pub fn read_questions(path: &Path, split: Option<&str>) -> Result<Vec<Question>,
         }
     }
     Ok(kept)
+}
+
+/// A question as read, with its 1-based line (the row, for Parquet) and whether the file named its `id`.
+struct ReadRow {
+    line: usize,
+    question: Question,
+    named: bool,
+}
+
+/// What holds for a whole file: it has a question, and no two rows share an id (scripted policies,
+/// trajectories and paired comparisons key on them). Rows without an `id` are named by their line, with
+/// a warning: such names change when the file is edited.
+fn check_rows(path: &Path, rows: &[ReadRow]) -> Result<(), SearchError> {
+    if rows.is_empty() {
+        return Err(SearchError::NoRecords {
+            path: path.to_path_buf(),
+            what: "questions",
+            expected: "one question a line, {\"id\": ..., \"question\": ..., \"answer\": ... or \"answers\": [...], \"page\": ..., \"split\": ...} (docs/your-data.md)",
+        });
+    }
+    let mut first_line = std::collections::HashMap::new();
+    for r in rows {
+        if let Some(first) = first_line.insert(r.question.id.as_str(), r.line) {
+            return Err(SearchError::BadRecord {
+                path: path.to_path_buf(),
+                line: r.line,
+                message: format!("duplicate question id {:?} (first seen on line {first}): ids must be unique", r.question.id),
+            });
+        }
+    }
+    let unnamed: Vec<&ReadRow> = rows.iter().filter(|r| !r.named).collect();
+    if let Some(first) = unnamed.first() {
+        tracing::warn!(
+            "{}: {} of {} questions have no `id` and are named by their line (`{}`, ...): give each an `id` so that transcripts, trajectories and comparisons keep naming the same question when the file changes",
+            path.display(),
+            unnamed.len(),
+            rows.len(),
+            first.question.id
+        );
+    }
+    Ok(())
 }
 
 /// A row's fields, before the checks every format shares.
@@ -161,19 +203,15 @@ fn kind(v: &Value) -> String {
 }
 
 /// Every question of a JSON Lines file, with its 1-based line; blank lines are skipped.
-fn read_jsonl(path: &Path) -> Result<Vec<(usize, Question)>, SearchError> {
+fn read_jsonl(path: &Path) -> Result<Vec<ReadRow>, SearchError> {
     let bytes = std::fs::read(path).map_err(|e| SearchError::io(path, e))?;
     let mut out = Vec::new();
-    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line = i + 1;
+    for (line, text) in crate::json_lines::lines(path, &bytes)? {
         let bad = |message: String| SearchError::BadRecord { path: path.to_path_buf(), line, message };
-        let text = std::str::from_utf8(raw).map_err(|e| bad(format!("not UTF-8: {e}")))?.trim();
-        if text.is_empty() {
-            continue;
-        }
         let value: Value = serde_json::from_str(text).map_err(|e| bad(format!("malformed JSON: {e}")))?;
-        let question = Row::of_json(value).and_then(|row| row.into_question(line)).map_err(bad)?;
-        out.push((line, question));
+        let row = Row::of_json(value).map_err(bad)?;
+        let named = row.id.is_some();
+        out.push(ReadRow { line, question: row.into_question(line).map_err(bad)?, named });
     }
     Ok(out)
 }
@@ -181,7 +219,7 @@ fn read_jsonl(path: &Path) -> Result<Vec<(usize, Question)>, SearchError> {
 /// Every question of a Parquet file, with its 1-based row. String columns may be Utf8, LargeUtf8 or
 /// Utf8View; `id` may also be an integer column; `answers` is a list of strings.
 #[cfg(feature = "parquet")]
-fn read_parquet(path: &Path) -> Result<Vec<(usize, Question)>, SearchError> {
+fn read_parquet(path: &Path) -> Result<Vec<ReadRow>, SearchError> {
     use arrow_array::{
         Array, Int32Array, Int64Array, LargeListArray, LargeStringArray, ListArray, RecordBatch, StringArray, StringViewArray, UInt32Array, UInt64Array,
     };
@@ -258,25 +296,26 @@ fn read_parquet(path: &Path) -> Result<Vec<(usize, Question)>, SearchError> {
         }
         for r in 0..batch.num_rows() {
             row += 1;
-            let read = || -> Result<Question, String> {
-                Row {
+            let read = || -> Result<ReadRow, String> {
+                let read = Row {
                     id: text(&batch, "id", r, true)?,
                     question: text(&batch, "question", r, false)?,
                     answer: text(&batch, "answer", r, false)?,
                     answers: answers(&batch, r)?,
                     page: text(&batch, "page", r, false)?,
                     split: text(&batch, "split", r, false)?,
-                }
-                .into_question(row)
+                };
+                let named = read.id.is_some();
+                Ok(ReadRow { line: row, question: read.into_question(row)?, named })
             };
-            out.push((row, read().map_err(|m| bad(row, m))?));
+            out.push(read().map_err(|m| bad(row, m))?);
         }
     }
     Ok(out)
 }
 
 #[cfg(not(feature = "parquet"))]
-fn read_parquet(path: &Path) -> Result<Vec<(usize, Question)>, SearchError> {
+fn read_parquet(path: &Path) -> Result<Vec<ReadRow>, SearchError> {
     Err(SearchError::BadRecord { path: path.to_path_buf(), line: 0, message: "this build has no Parquet support (cargo feature `parquet`)".into() })
 }
 

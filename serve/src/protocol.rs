@@ -5,8 +5,10 @@
 //! Accepted beyond OpenAI's own fields, as vLLM accepts them: `top_k`, `return_tokens_as_token_ids` (each
 //! log-prob entry's `token` is `token_id:N`, so a client gets the exact ids) and
 //! `include_stop_str_in_output`. A choice that ended on a stop string says which in `stop_reason`, as vLLM
-//! does. Fields that would change the answer and are not implemented (`tools`, `response_format`,
-//! `top_logprobs` above 0, `logit_bias`) are refused, never ignored.
+//! does. `frequency_penalty` and `presence_penalty` are honoured as OpenAI, vLLM and llama.cpp apply them.
+//! Fields that would change the answer and are not implemented (`tools`, `response_format`,
+//! `top_logprobs` above 0, `logit_bias`) are refused, never ignored; a field the server does not know is
+//! refused as OpenAI's API refuses it.
 
 use agentrt_openai::wire::{ErrorCode, ErrorDetail, ErrorResponse, StopReason, TokenLogprob};
 use agentrt_policy::{FinishReason, Message, SamplingParams};
@@ -145,15 +147,50 @@ pub const MAX_CHOICES: usize = 16;
 /// bound keeps a forgotten `max_tokens` from occupying a slot for minutes on a CPU).
 pub const DEFAULT_MAX_TOKENS: usize = 512;
 
-/// Parses and checks a request body. Fields this server does not read are ignored, as OpenAI ignores
-/// `user` and the like; a field it reads that holds the wrong type is an error naming it and the type
-/// expected.
+/// The request fields this server reads (each checked for its type and range).
+const READ_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "max_completion_tokens",
+    "n",
+    "stop",
+    "stream",
+    "stream_options",
+    "seed",
+    "logprobs",
+    "top_logprobs",
+    "return_tokens_as_token_ids",
+    "include_stop_str_in_output",
+    "frequency_penalty",
+    "presence_penalty",
+    // Refused when they would change the reply (see the module's page), accepted when they would not.
+    "tools",
+    "tool_choice",
+    "response_format",
+    "logit_bias",
+];
+
+/// OpenAI's fields that do not change the reply, which OpenAI's API accepts and this server, as OpenAI's own
+/// does for a request without tools or storage, does nothing with.
+const NO_EFFECT_FIELDS: &[&str] = &["user", "metadata", "store", "service_tier", "parallel_tool_calls", "safety_identifier", "prompt_cache_key"];
+
+/// Parses and checks a request body. A field this server does not know is refused as OpenAI's API refuses
+/// it (`Unrecognized request argument supplied: NAME`); OpenAI's fields that do not change the reply
+/// (`user`, `metadata`, ...) are accepted; a field it reads that holds the wrong type is an error naming it
+/// and the type expected.
 pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not a valid chat request: it is not JSON ({e})"), None))?;
     let Value::Object(raw) = &value else {
         return Err(ApiError::bad_request(format!("the request body is not a valid chat request: it is {}, expected a JSON object", describe(&value)), None));
     };
+    if let Some(unknown) = raw.keys().find(|k| !READ_FIELDS.contains(&k.as_str()) && !NO_EFFECT_FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(format!("Unrecognized request argument supplied: {unknown}"), Some(unknown)));
+    }
     let model =
         top::<String>(raw, "model", "a string")?.filter(|m| !m.trim().is_empty()).ok_or_else(|| ApiError::bad_request("`model` is required", Some("model")))?;
     let raw_messages =
@@ -195,6 +232,9 @@ pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let refuse = |field: &str, why: &str| Err(ApiError::bad_request(format!("`{field}` is not supported by agentrt serve ({why})"), Some(field)));
     if top::<Vec<Value>>(raw, "tools", "a list of tools")?.is_some_and(|t| !t.is_empty()) {
         return refuse("tools", "tool programs are written as text; send tool output as `tool` messages");
+    }
+    if given("tool_choice").is_some_and(|c| c.as_str() != Some("none") && c.as_str() != Some("auto")) {
+        return refuse("tool_choice", "no tools are served: only \"none\" or \"auto\"");
     }
     if given("response_format").is_some_and(|f| f["type"].as_str() != Some("text")) {
         return refuse("response_format", "only text");
@@ -247,6 +287,14 @@ pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     if stop.iter().any(String::is_empty) {
         return Err(ApiError::bad_request("`stop` holds an empty string", Some("stop")));
     }
+    let penalty = |key: &str| -> Result<f32, ApiError> {
+        let v = top::<f64>(raw, key, NUMBER)?.unwrap_or(0.0);
+        if !(v.is_finite() && (-2.0..=2.0).contains(&v)) {
+            return Err(ApiError::bad_request(format!("`{key}` {v}: expected -2 to 2"), Some(key)));
+        }
+        Ok(v as f32)
+    };
+    let (frequency_penalty, presence_penalty) = (penalty("frequency_penalty")?, penalty("presence_penalty")?);
     let stream_usage = match given("stream_options") {
         None => false,
         Some(Value::Object(o)) => read_field::<bool>(o, "include_usage", "stream_options.include_usage", BOOL)?.unwrap_or(false),
@@ -255,7 +303,7 @@ pub fn parse_chat_request(body: &[u8]) -> Result<ChatRequest, ApiError> {
     Ok(ChatRequest {
         model,
         messages,
-        params: SamplingParams { n, temperature, top_p, top_k, max_tokens, stop, ..SamplingParams::default() },
+        params: SamplingParams { n, temperature, top_p, top_k, max_tokens, stop, frequency_penalty, presence_penalty, ..SamplingParams::default() },
         stream: top(raw, "stream", BOOL)?.unwrap_or(false),
         stream_usage,
         seed: top(raw, "seed", "an integer from 0 to 18446744073709551615")?,
@@ -374,8 +422,18 @@ mod tests {
     }
 
     #[test]
+    fn penalties_are_read_and_fields_that_change_nothing_are_accepted() {
+        let body = br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "frequency_penalty": 2.0, "presence_penalty": -0.5,
+            "user": "u1", "metadata": {"k": "v"}, "store": false, "tool_choice": "none", "parallel_tool_calls": true}"#;
+        let r = parse_chat_request(body).unwrap();
+        assert_eq!((r.params.frequency_penalty, r.params.presence_penalty), (2.0, -0.5));
+        let e = parse_chat_request(br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "foo": 1}"#).unwrap_err();
+        assert_eq!((e.status, e.param.as_deref()), (400, Some("foo")));
+    }
+
+    #[test]
     fn bad_requests_name_the_field() {
-        let cases: [(&[u8], &str); 9] = [
+        let cases: [(&[u8], &str); 13] = [
             (b"{not json", "not a valid chat request"),
             (br#"{"messages": []}"#, "`model` is required"),
             (br#"{"model": "m"}"#, "`messages` is required"),
@@ -385,6 +443,10 @@ mod tests {
             (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 99}"#, "`n` 99"),
             (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 5}"#, "`top_logprobs` is not supported"),
             (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}"#, "`tools` is not supported"),
+            (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "foo": 1}"#, "Unrecognized request argument supplied: foo"),
+            (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "frequency_penalty": 2.5}"#, "`frequency_penalty` 2.5: expected -2 to 2"),
+            (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "presence_penalty": "high"}"#, "`presence_penalty` is a string"),
+            (br#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}"#, "`tool_choice` is not supported"),
         ];
         for (body, expected) in cases {
             let e = parse_chat_request(body).unwrap_err();

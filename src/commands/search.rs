@@ -10,7 +10,10 @@ use std::time::Instant;
 #[command(after_help = "Examples:\n  agentrt search \"When did the 1973 oil crisis begin?\"\n  \
     agentrt search \"largest planet\" --k 5 --mode bm25 --json\n  \
     agentrt search --queries questions.txt --timings     # one query a line; prints latency p50/p99\n\n\
-    Build the index first with `agentrt index`. --json prints [{page_id, title, score}, ...].")]
+    Build the index first with `agentrt index` (`agentrt index --pages FILE` for your own corpus, then
+    --index-dir where it went). Each hit is what `search_pages` gives a program: page_id, title, score and
+    section_id (the page's section that matches the query best, for read_section); --json prints
+    [{page_id, title, score, section_id}, ...] and --sections lists each hit's sections as view_sections does.")]
 pub struct Args {
     /// The query (a natural-language question works best).
     #[arg(required_unless_present = "queries")]
@@ -25,7 +28,7 @@ pub struct Args {
     /// half the work) or full (the 6-layer model that embedded the sections).
     #[arg(long, env = "AGENTRT_QUERY_ENCODER", default_value_t = QueryEncoder::default())]
     pub query_encoder: QueryEncoder,
-    /// Print a JSON array of {page_id, title, score}.
+    /// Print a JSON array of {page_id, title, score, section_id}.
     #[arg(long)]
     pub json: bool,
     /// Also list each hit's sections (what view_sections returns).
@@ -105,8 +108,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if queries.len() > 1 {
             println!("# {q}");
         }
+        if hits.is_empty() {
+            println!("no hits for {q:?} (no indexed section holds any of its words, and the index has no vectors to rank by)");
+        }
         for (i, h) in hits.iter().enumerate() {
-            println!("{:>3}. {:<40} {:<40} {:.4}", i + 1, h.page_id, h.title, h.score);
+            println!("{:>3}. {:<40} {:<40} {:.4}  {}", i + 1, h.page_id, h.title, h.score, h.section_id);
             if args.sections {
                 for s in index.view_sections(&h.page_id)? {
                     println!("       {}  {}", s.section_id, s.title);

@@ -105,6 +105,14 @@ fn named_adapter(spec: &str) -> anyhow::Result<(String, PathBuf)> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let adapters: Vec<(String, PathBuf)> = args.adapter.iter().map(|s| named_adapter(s)).collect::<anyhow::Result<_>>()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // The port first: a port in use is said before the model and adapters spend their seconds loading.
+    let addr = format!("{}:{}", args.host, args.port);
+    let listener = runtime.block_on(listen(&addr)).map_err(|e| {
+        let hint =
+            if e.kind() == std::io::ErrorKind::AddrInUse { ": another process listens there; choose another --port, or --port 0 for any free one" } else { "" };
+        anyhow::anyhow!("binding {addr}: {e}{hint}")
+    })?;
     let LoadedModel { mut policy, name: model, .. } = args.inference.load(adapters.first().map(|(_, path)| path.as_path()))?;
     policy.decoder.batching = args.batching;
     let base_name = args.served_model_name.clone().unwrap_or_else(|| model.clone());
@@ -122,14 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !loopback && args.api_key.is_none() {
         tracing::warn!("listening on {} without --api-key: anyone who reaches the port can use the model", args.host);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let state = ServerState::new(policy, base_name.clone(), config)?;
         for (name, path) in &adapters {
             state.add_adapter(name, path, false)?;
         }
-        let addr = format!("{}:{}", args.host, args.port);
-        let listener = listen(&addr).await.with_context(|| format!("binding {addr}"))?;
         let bound = listener.local_addr()?;
         tracing::info!(
             "serving {} on http://{bound}/v1 (up to {} sequences at once, {} tokens a step; Ctrl-C stops)",

@@ -11,6 +11,7 @@ use agentrt_environments::Environment;
 use agentrt_progress::Progress;
 use agentrt_rollout::{Episode, Offered, Question, TrajectorySet, TurnPolicy};
 use agentrt_trainer::TrainConfig;
+use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -76,14 +77,16 @@ pub struct CommonArgs {
     /// `agent.json`'s.
     #[arg(long)]
     pub max_turns: Option<usize>,
-    /// `short`, `full`, or the system prompt's own text. Default: `full` for synth (it states the tools
-    /// and the program format that the trajectories teach), `short` for sample (as `agentrt eval`).
+    /// `short`, `full`, or the system prompt's own text (`{plugins}` marks where plug-in tools are
+    /// listed). Default: `full` for synth (it states the tools and the program format that the
+    /// trajectories teach), `short` for sample (as `agentrt eval`).
     #[arg(long)]
     pub system_prompt: Option<String>,
-    /// Show the worked demonstration before each question (`true`/`false`). Default: false for synth (the
-    /// trajectories themselves are the demonstrations), true for sample (as `agentrt eval`).
-    #[arg(long)]
-    pub demonstration: Option<bool>,
+    /// The worked episode shown before each question: `true` (the built-in one), `false`, or a JSON Lines
+    /// file of turns. Default: false for synth (the trajectories themselves are the demonstrations), true
+    /// for sample (as `agentrt eval`).
+    #[arg(long, value_name = "true|false|FILE")]
+    pub demonstration: Option<agentrt_environments::wiki::Demonstration>,
     /// Questions played at once.
     #[arg(long, default_value_t = 8)]
     pub batch_size: usize,
@@ -101,9 +104,16 @@ pub struct SynthArgs {
     /// sections first (two or five tool calls, two or three replies). `passages`: one program that
     /// reads each top hit's best section and prints the sentences holding most of the question's
     /// words, then the answer (four tool calls). `browse`: search, list a page's sections, read one,
-    /// answer (three programs).
+    /// answer (three programs). `scan`: one program that reads on by itself: the top hit's best section,
+    /// then the sentences richest in the question's words from the next hits' sections and the top
+    /// page's other sections, within the observation limit; then the answer.
     #[arg(long, default_value = "read")]
     pub style: agentrt_environments::wiki::SynthStyle,
+    /// A program of your own instead of a style: a Python file with `{question}` where the question goes
+    /// (it is quoted there as a string literal). Each question is played with it once, then answered with
+    /// the first gold answer it printed; the yield (on `--split dev`) is that program's ceiling.
+    #[arg(long, value_name = "FILE", conflicts_with = "style")]
+    pub program: Option<PathBuf>,
 }
 
 /// Arguments of `agentrt trajectories sample`.
@@ -170,7 +180,7 @@ async fn play(
     k: usize,
     batch_size: usize,
     set: &mut TrajectorySet,
-    check: fn(&Episode) -> Result<(), String>,
+    check: &dyn Fn(&Episode) -> Result<(), String>,
 ) -> anyhow::Result<()> {
     let progress = Progress::new("trajectories", "questions", questions.len() as u64, 0);
     let mut done = 0;
@@ -179,7 +189,7 @@ async fn play(
         let batch = runner.run(policy, &repeated).await?;
         for e in &batch.episodes {
             if let Offered::RejectedByCheck(why) = set.offer(e, check) {
-                eprintln!("warning: question {}: dropped by the check: {why}", e.question.id);
+                tracing::warn!("question {}: dropped by the check: {why}", e.question.id);
             }
         }
         done += chunk.len();
@@ -211,6 +221,7 @@ fn finish(set: &TrajectorySet, out: &std::path::Path, manifest: serde_json::Valu
 
 fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let c = &args.common;
+    let template = args.program.as_ref().map(|p| std::fs::read_to_string(p).with_context(|| format!("--program {}", p.display()))).transpose()?;
     let questions = questions(c)?;
     // Synth's own defaults: the full prompt (it states what the trajectories teach), no demonstration
     // (the trajectories are the demonstrations), four replies (up to three tool calls and the answer).
@@ -220,7 +231,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
         &mut config,
         Some(c.max_turns.unwrap_or(4)),
         Some(c.system_prompt.as_ref().unwrap_or(&full)),
-        Some(c.demonstration.unwrap_or(false)),
+        Some(c.demonstration.clone().unwrap_or(false.into())),
         Some(&c.judge),
     );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-synth.jsonl"));
@@ -229,21 +240,33 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
         let host = c.tools.tool_host()?;
         let sandbox = Arc::new(c.tools.build_with(config.rollout.episode.limits(), host.clone()).await?);
         let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
+        // The synthesiser plays toward each question's gold page: one the index lacks cannot be played.
+        let mut questions = questions;
+        environment.check_index(&mut questions).await?;
         let runner = environment.runner(sandbox);
-        let policy = SynthesizingPolicy::new(args.style, host, &questions);
+        let policy = match &template {
+            Some(t) => SynthesizingPolicy::with_program(t, host, &questions).map_err(|e| anyhow::anyhow!("--program: {e}"))?,
+            None => SynthesizingPolicy::new(args.style, host, &questions),
+        };
+        let fixed = policy.fixed_literals();
         let mut set = TrajectorySet::new("synth");
-        play(&runner, &policy, &questions, 1, c.batch_size, &mut set, check_visible).await?;
+        play(&runner, &policy, &questions, 1, c.batch_size, &mut set, &|e| check_visible(e, &fixed)).await?;
         anyhow::Ok((environment, set))
     })?;
     let mut manifest = settings(c, &config.env.wiki, &environment);
     manifest["model"] = serde_json::Value::Null;
-    manifest["policy"] = match args.style {
+    let style = match args.style {
+        agentrt_environments::wiki::SynthStyle::Scan => "synthesised, scan (one program: the top hit's best section, then the sentences richest in the question's words from the next hits' sections and the top page's other sections, within the observation limit; answer as printed)",
         agentrt_environments::wiki::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
         agentrt_environments::wiki::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
         agentrt_environments::wiki::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
+    };
+    manifest["policy"] = match &args.program {
+        Some(p) => format!("synthesised, a program of the user's ({}), then the first gold answer it printed", p.display()),
+        None => style.to_string(),
     }
     .into();
-    manifest["settings"]["style"] = format!("{:?}", args.style).to_lowercase().into();
+    manifest["settings"]["style"] = if args.program.is_some() { "program".to_string() } else { format!("{:?}", args.style).to_lowercase() }.into();
     manifest["k"] = 1.into();
     finish(&set, &out, manifest)
 }
@@ -260,7 +283,7 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
         &mut config,
         c.max_turns.or(loaded.trained.is_none().then_some(4)),
         c.system_prompt.as_ref(),
-        c.demonstration.or(args.policy.is_random().then_some(false)),
+        c.demonstration.clone().or(args.policy.is_random().then_some(false.into())),
         Some(&c.judge),
     );
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
@@ -268,10 +291,12 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let (environment, set) = runtime.block_on(async {
         let sandbox = Arc::new(c.tools.build(config.rollout.episode.limits()).await?);
         let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
+        let mut questions = questions;
+        environment.check_index(&mut questions).await?;
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(&loaded, c.seed, &environment)?;
         let mut set = TrajectorySet::new("sample");
-        play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, |_| Ok(())).await?;
+        play(&runner, policy.as_ref(), &questions, args.k, c.batch_size, &mut set, &|_| Ok(())).await?;
         anyhow::Ok((environment, set))
     })?;
     let mut manifest = settings(c, &config.env.wiki, &environment);

@@ -62,6 +62,12 @@ async fn hostile_programs_end_typed_and_the_sandbox_survives() {
             Box::new(|e| assert!(matches!(e, ProgramError::Forbidden { message } if message.contains("import os")), "{e:?}")),
         ),
         ("syntax error", "x = 1\ndef f(:\n    pass\n", Box::new(|e| assert!(matches!(e, ProgramError::Syntax { line: 2, .. }), "{e:?}"))),
+        (
+            // Reported where the bracket opened, as CPython says it, not on the next line where the parser gave up.
+            "a bracket never closed",
+            "hits = search_pages('Paris')\nprint(read_section(hits[0]['section_id'])\nx = 1\n",
+            Box::new(|e| assert!(matches!(e, ProgramError::Syntax { message, line: 2, column: 6 } if message == "'(' was never closed"), "{e:?}")),
+        ),
         ("too many tool calls", "for i in range(1000):\n    search_pages('Paris')\n", Box::new(|e| assert_limit(e, &[Limit::HostCalls]))),
         (
             "an unknown tool",

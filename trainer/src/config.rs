@@ -255,9 +255,13 @@ fn default_eval_skip() -> usize {
     300
 }
 
+/// The embedded defaults with fresh adapters (`model.init_adapter` empty, so no warm start lays an
+/// adapter's settings over them): what `eval` and `trajectories` play when no config is given, the
+/// environment as it is, not as the shipped adapter was trained. `agentrt train` on the defaults warm-starts
+/// from the shipped adapter (`TrainConfig::from_layers(None, &[])`).
 impl Default for TrainConfig {
     fn default() -> Self {
-        TrainConfig::from_layers(None, &[]).expect("the embedded default config is valid")
+        TrainConfig::from_layers(None, &["model.init_adapter=".to_string()]).expect("the embedded default config is valid")
     }
 }
 
@@ -294,6 +298,17 @@ impl RunConfig for TrainConfig {
 
     fn run_section(&self) -> (&str, &str) {
         (&self.run.output_dir, &self.run.run_name)
+    }
+
+    /// `model.init_adapter = "shipped"`: the adapter shipped for this model and environment, or none.
+    fn resolve(&mut self) -> Result<(), TrainError> {
+        crate::warm_start::resolve_shipped(&mut self.model, &self.env);
+        Ok(())
+    }
+
+    /// The warm start's `agent.json`: it plays as it was trained unless the user says otherwise.
+    fn warm_start_layer(&self) -> Result<Option<toml::Table>, TrainError> {
+        crate::warm_start::played_as_trained(&self.model)
     }
 
     /// Seed 004's convention, `smollm2-135m_lr1e-5_g4_beta0.02_s42`, plus the advantage and `dual` when not
@@ -521,7 +536,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "[env.wiki]\njudge = \"rule:0.5\"\n\n[env.code]\ntest_fuel = 9\n").unwrap();
-        let c = TrainConfig::from_layers(Some(&p), &["env.wiki.split=dev".into()]).unwrap();
+        // Fresh adapters: no warm start lays an adapter's prompt over the defaults.
+        let c = TrainConfig::from_layers(Some(&p), &["env.wiki.split=dev".into(), "model.init_adapter=".into()]).unwrap();
         assert_eq!((c.env.wiki.judge.as_str(), c.env.wiki.split.as_str(), c.env.code.test_fuel), ("rule:0.5", "dev", 9));
         assert_eq!((c.env.wiki.system_prompt.as_str(), c.env.code.test_timeout_ms), ("short", 3000), "the rest keeps its defaults");
         assert_file_error("[env.wiki]\njudg = \"rule\"\n", "2: unknown key env.wiki.judg (did you mean `judge`?)");
@@ -544,7 +560,9 @@ mod tests {
     /// reads them where they are now; one that sets a key in both places is refused.
     #[test]
     fn keys_where_they_were_before_the_env_sections_read_where_they_are() {
-        let saved = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config-before-env-sections.toml");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config-before-env-sections.toml");
+        let run = tempfile::tempdir().unwrap();
+        let saved = finished_run(run.path(), &std::fs::read_to_string(&fixture).unwrap());
         let old = TrainConfig::read(&saved).unwrap();
         let expected = TrainConfig::from_layers(None, &["env.name=code".into(), "env.code.test_fuel=7".into(), "env.wiki.judge=rule:0.5".into()]).unwrap();
         assert_eq!(old, expected);
@@ -567,6 +585,25 @@ mod tests {
         );
     }
 
+    /// A run directory in `dir` that finished a step (its metrics log has a line), saved with `config`;
+    /// the path of its config.toml. (A run that never finished a step may change any key on resume.)
+    fn finished_run(dir: &Path, config: &str) -> std::path::PathBuf {
+        std::fs::write(dir.join(crate::run_dir::METRICS), "{\"step\": 1}\n").unwrap();
+        let p = dir.join(crate::run_dir::CONFIG);
+        std::fs::write(&p, config).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_run_that_never_finished_a_step_may_change_any_key_on_resume() {
+        let saved = TrainConfig::from_layers(None, &["algorithm.lr=3e-5".into()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(crate::run_dir::CONFIG);
+        std::fs::write(&p, saved.to_toml()).unwrap();
+        let changed = TrainConfig::resumed(&p, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap();
+        assert_eq!((changed.algorithm.lr, changed.rollout.num_rollouts), (1e-3, 8));
+    }
+
     #[test]
     fn saved_config_round_trips() {
         let c = TrainConfig::from_layers(None, &["model.dual_lora=true".into(), "routing.detector=contains:hack".into(), "routing.unflagged=exclusive".into()])
@@ -583,8 +620,7 @@ mod tests {
     fn a_resumed_run_keeps_its_saved_config_and_may_change_only_its_length_and_cadences() {
         let saved = TrainConfig::from_layers(None, &["algorithm.lr=3e-5".into(), "run.max_steps=10".into()]).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("config.toml");
-        std::fs::write(&p, saved.to_toml()).unwrap();
+        let p = finished_run(dir.path(), &saved.to_toml());
 
         let same = TrainConfig::resumed(&p, None, &[]).unwrap();
         assert_eq!(same, saved, "a key not given keeps its saved value, not the default's");

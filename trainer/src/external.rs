@@ -83,6 +83,8 @@ pub fn served_name(model: &str, step: usize) -> String {
 
 /// How long each server may take to unload an adapter when a run is dropped: the cleanup blocks the thread
 /// that drops the publisher, and a hung server must not hold a failed run's error back for minutes.
+/// The run directory's folder of the adapters the servers load.
+pub(crate) const SERVED_ADAPTERS: &str = "served-adapters";
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Loads each step's adapter on the servers, and unloads what it loaded when the run is over: by
@@ -107,7 +109,7 @@ impl AdapterPublisher {
     /// (replacing one of that name, e.g. left by a run that was killed), and unloads step `step - 1`'s.
     /// Keeps the last two steps' directories on disk. Returns the name to sample with.
     pub async fn publish(&mut self, policy: &Policy, run_dir: &Path, step: usize) -> Result<String, TrainError> {
-        let root = run_dir.join("served-adapters");
+        let root = run_dir.join(SERVED_ADAPTERS);
         let dir = root.join(format!("step-{step}"));
         let partial = root.join(format!(".step-{step}.partial"));
         for d in [&dir, &partial] {

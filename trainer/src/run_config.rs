@@ -48,23 +48,57 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     /// Checks ranges and combinations; the message names the key.
     fn validate(&self) -> Result<(), TrainError>;
 
+    /// Resolves the names that stand for something found when the config is built (`model.init_adapter =
+    /// "shipped"`); by default there are none.
+    fn resolve(&mut self) -> Result<(), TrainError> {
+        Ok(())
+    }
+
+    /// What a warm start brings once the config is known: the settings its adapter was trained to play
+    /// with, as a layer laid between the defaults and the user's file and flags (so what the user sets
+    /// wins, and what they do not set is the adapter's); `None` by default.
+    fn warm_start_layer(&self) -> Result<Option<toml::Table>, TrainError> {
+        Ok(None)
+    }
+
     /// The defaults, then the file (a partial file is fine: its keys replace the defaults'), then each
-    /// `section.key=value` override (the value parsed as TOML, else taken as a string); then checked.
+    /// `section.key=value` override (the value parsed as TOML, else taken as a string); names resolved
+    /// ([`RunConfig::resolve`]); when that config warm-starts from an adapter with settings of its own, the
+    /// same again with them laid over the defaults ([`RunConfig::warm_start_layer`]); then checked.
     fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
         let defaults = parse_table(Self::DEFAULTS, Self::DEFAULTS_NAME)?;
-        let config: Self = layered(defaults, Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS)?;
+        let mut config: Self = layered(defaults.clone(), Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS)?;
+        config.resolve()?;
+        if let Some(layer) = config.warm_start_layer()? {
+            let mut base = defaults;
+            let mut keys = Vec::new();
+            leaves(&layer, "", &mut keys);
+            for (path, value) in keys {
+                if get(&base, &path).is_none() {
+                    return Err(TrainError::Config(format!("the warm start's settings name `{path}`, which {} does not have", Self::DEFAULTS_NAME)));
+                }
+                put(&mut base, &path, value);
+            }
+            config = layered(base, Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS)?;
+            config.resolve()?;
+        }
         config.validate().map_err(|e| located(e, file, overrides))?;
         Ok(config)
     }
 
     /// The config a resumed run goes on with: its saved `config.toml` (`saved`) with `file` and
     /// `overrides` layered over it (not over the defaults, so a key not given keeps its saved value); an
-    /// error names every key that differs from the saved one outside [`RunConfig::CHANGEABLE_ON_RESUME`].
+    /// error names every key that differs from the saved one outside [`RunConfig::CHANGEABLE_ON_RESUME`],
+    /// unless the run never finished a step (then nothing was done under the old values and any key may
+    /// change).
     fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
         let table = saved_table::<Self>(saved)?;
         let old: Self = typed(&table).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
-        let new: Self = layered(table, &saved.display().to_string(), file, overrides, Self::MOVED_KEYS)?;
-        check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
+        let mut new: Self = layered(table, &saved.display().to_string(), file, overrides, Self::MOVED_KEYS)?;
+        new.resolve()?;
+        if crate::run_dir::has_progress(saved.parent().unwrap_or(Path::new(".")))? {
+            check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
+        }
         new.validate().map_err(|e| located(e, file, overrides))?;
         Ok(new)
     }
@@ -239,14 +273,14 @@ pub(crate) fn located(e: TrainError, file: Option<&Path>, overrides: &[String]) 
 /// ` (did you mean `x`?)` for the candidate closest to `name` by edit distance, when one is close enough
 /// to be a typo (at most a third of the name's letters, and at least one, differ).
 fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    closest(name, candidates).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default()
+}
+
+/// The candidate closest to `name` by edit distance, when one is close enough to be a typo (see
+/// [`did_you_mean`]).
+fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = (name.chars().count() / 3).max(1);
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|&(d, _)| d <= limit)
-        .min()
-        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
-        .unwrap_or_default()
+    candidates.into_iter().map(|c| (edit_distance(name, c), c)).filter(|&(d, _)| d <= limit).min().map(|(_, c)| c)
 }
 
 /// Levenshtein distance: the fewest insertions, deletions and substitutions from `a` to `b`.
@@ -287,9 +321,22 @@ fn top_line(text: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// A deserialisation error's message without the `in `section.key`` suffix its caller already names.
+/// A deserialisation error's message without the `in `section.key`` suffix its caller already names, with
+/// Rust's type names said as a config's reader knows them (`usize` is a whole number, `f64` a number).
 fn type_error(e: &toml::de::Error) -> String {
-    e.message().trim().to_string()
+    let mut text = e.message().trim().to_string();
+    for (rust, said) in [
+        ("usize", "a whole number, 0 or more"),
+        ("u64", "a whole number, 0 or more"),
+        ("u32", "a whole number, 0 or more"),
+        ("i64", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("a boolean", "true or false"),
+    ] {
+        text = text.replace(&format!("expected {rust}"), &format!("expected {said}"));
+    }
+    text
 }
 
 /// The 1-based line of `section.key` in a TOML file's text (`section` may be nested: `env.wiki`): under its
@@ -415,7 +462,20 @@ fn merge_section(
 pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
     let (path, raw) = assignment.split_once('=').ok_or_else(|| TrainError::Config(format!("`{assignment}`: expected section.key=value")))?;
     let path = path.trim();
-    let (section, key) = path.rsplit_once('.').ok_or_else(|| TrainError::Config(format!("`{path}`: expected section.key")))?;
+    let Some((section, key)) = path.rsplit_once('.') else {
+        // A bare key: name the sections that have it (or a key like it).
+        let mut all = Vec::new();
+        leaves(base, "", &mut all);
+        let last = |p: &str| p.rsplit('.').next().unwrap_or(p).to_string();
+        let key = match all.iter().any(|(p, _)| last(p) == path) {
+            true => Some(path.to_string()),
+            false => closest(path, all.iter().map(|(p, _)| p.rsplit('.').next().unwrap_or(p))).map(str::to_string),
+        };
+        let homes: Vec<String> =
+            key.iter().flat_map(|k| all.iter().filter(move |(p, _)| last(p) == *k)).map(|(p, _)| format!("`{p}={}`", raw.trim())).collect();
+        let hint = if homes.is_empty() { String::new() } else { format!(" (did you mean {}?)", homes.join(" or ")) };
+        return Err(TrainError::Config(format!("`{assignment}`: expected section.key=value{hint}")));
+    };
     let mut table = &*base;
     let mut walked = String::new();
     for part in section.split('.') {

@@ -35,6 +35,9 @@ pub const ROUTING_EVAL: &str = "routing_eval.jsonl";
 pub const DEV_EVAL: &str = "dev_eval.jsonl";
 /// The run's resolved config, which `--resume` reads back.
 pub const CONFIG: &str = "config.toml";
+/// What the run's episodes are sent and how they are played, as sent: the rendered system prompt (plug-in
+/// tools listed), the demonstration's turns, the episode spec, the reply format, stop strings and grader.
+pub const ENVIRONMENT: &str = "environment.json";
 const STATE: &str = "trainer_state.json";
 const OPTIMIZER: &str = "optimizer.safetensors";
 const ADAPTERS: &str = "adapters";
@@ -51,14 +54,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
 }
 
 impl RunDir {
-    /// Creates a new run directory for `config` and saves it there (a directory that already holds a run
-    /// is an error: resume it or pick another name).
+    /// Creates a new run directory for `config` and saves it there. A directory that holds a run which
+    /// finished a step is an error (resume it or pick another name); one whose run never finished a step
+    /// (refused by a check, or stopped before its first step ended) holds nothing worth keeping and is
+    /// started anew, so the corrected command simply runs.
     pub fn create<C: RunConfig>(path: &Path, config: &C) -> Result<RunDir, TrainError> {
         if path.join(CONFIG).exists() {
-            return Err(TrainError::Run(format!(
-                "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
-                path.display()
-            )));
+            if has_progress(path)? {
+                return Err(TrainError::Run(format!(
+                    "{} already holds a run: continue it with `--resume`, or choose another --output-dir or --run-name",
+                    path.display()
+                )));
+            }
+            tracing::info!("{} held a run that never finished a step: starting it anew", path.display());
+            clear_unstarted(path)?;
         }
         std::fs::create_dir_all(path).map_err(io_err(path))?;
         let dir = RunDir { path: path.to_path_buf() };
@@ -206,6 +215,37 @@ impl RunDir {
     pub fn optimizer_of(checkpoint: &Path) -> PathBuf {
         checkpoint.join(OPTIMIZER)
     }
+}
+
+/// Whether the run in `dir` finished a step: a line in its metrics log or a complete checkpoint. A run
+/// without either was refused or stopped before its first step ended: nothing of it is worth resuming.
+pub fn has_progress(dir: &Path) -> Result<bool, TrainError> {
+    if !dir.is_dir() {
+        return Ok(false);
+    }
+    let run = RunDir { path: dir.to_path_buf() };
+    Ok(!run.read_lines(METRICS)?.is_empty() || !run.checkpoints()?.is_empty())
+}
+
+/// Removes what a run that never finished a step wrote (its config, logs, TensorBoard file, partial
+/// checkpoints), leaving anything else in the folder alone.
+fn clear_unstarted(dir: &Path) -> Result<(), TrainError> {
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        let ours = [CONFIG, ENVIRONMENT, METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL].contains(&name.as_str())
+            || name == agentrt_tensorboard::EVENT_FILE
+            || name == crate::plot::CURVES
+            || name == crate::external::SERVED_ADAPTERS
+            || (name.starts_with(".checkpoint-") && name.ends_with(".partial"));
+        if !ours {
+            continue;
+        }
+        let p = entry.path();
+        let removed = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        removed.map_err(io_err(&p))?;
+    }
+    Ok(())
 }
 
 /// A transcript line as TensorBoard's text plugin shows it (markdown): the question, then each reply

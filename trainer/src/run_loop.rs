@@ -45,15 +45,17 @@ pub(crate) struct Position {
 }
 
 impl RunStart {
-    /// A new run directory for `config` (one that already holds a run is an error), or, with `resume`,
-    /// the run in `run_dir`, whose saved config `config` must match but for
-    /// [`RunConfig::CHANGEABLE_ON_RESUME`] (the saved `config.toml` is updated to it).
+    /// A new run directory for `config` (one that already holds a run that finished a step is an error),
+    /// or, with `resume`, the run in `run_dir`, whose saved config `config` must match but for
+    /// [`RunConfig::CHANGEABLE_ON_RESUME`] once it finished a step (the saved `config.toml` is updated to it).
     pub fn open<C: RunConfig>(run_dir: &Path, config: &C, resume: bool) -> Result<RunStart, TrainError> {
         if !resume {
             return Ok(RunStart { run: RunDir::create(run_dir, config)?, resume, checkpoint: None });
         }
         let (run, saved) = RunDir::open::<C>(run_dir)?;
-        check_resumable(&saved, config, C::CHANGEABLE_ON_RESUME)?;
+        if crate::run_dir::has_progress(run_dir)? {
+            check_resumable(&saved, config, C::CHANGEABLE_ON_RESUME)?;
+        }
         if *config != saved {
             write_atomic(&run.path.join(CONFIG), config.to_toml().as_bytes())?;
         }
@@ -266,7 +268,7 @@ mod tests {
             agent: AgentSettings::new(
                 "tiny",
                 &agentrt_rollout::EpisodeSpec { max_turns: 1, max_new_tokens: 8, ..Default::default() },
-                &agentrt_environments::WikiSection { demonstration: false, ..Default::default() },
+                &agentrt_environments::WikiSection { demonstration: false.into(), ..Default::default() },
             ),
             progress: false,
         };

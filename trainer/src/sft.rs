@@ -68,8 +68,9 @@ pub struct SftDataSection {
     pub max_seq_tokens: usize,
     /// The system prompt transcripts get (`short`, `full` or the text), as the run that wrote them showed it.
     pub system_prompt: String,
-    /// Whether transcripts get the worked demonstration, as the run that wrote them showed it.
-    pub demonstration: bool,
+    /// The worked episode transcripts get (`true`: the built-in one; `false`; or a file of turns), as the run
+    /// that wrote them showed it.
+    pub demonstration: agentrt_environments::wiki::Demonstration,
     /// Keep only transcripts judged correct (rejection sampling); chat conversations are always kept.
     pub only_correct: bool,
 }
@@ -276,7 +277,7 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
     AgentSettings {
         model: model.into(),
         system_prompt: named,
-        demonstration: with_demo * 2 > conversations.len(),
+        demonstration: (with_demo * 2 > conversations.len()).into(),
         spec: EpisodeSpec { max_turns, max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32, ..EpisodeSpec::default() },
     }
 }
@@ -301,7 +302,7 @@ fn load_examples_and_settings(config: &SftConfig, policy: &Policy) -> Result<Exa
     if d.train.is_empty() {
         return Err(TrainError::Config("data.train: no training file: pass --data FILE (JSON Lines of conversations or agentrt transcripts)".into()));
     }
-    let opts = TranscriptOptions { system_prompt: d.system_prompt.clone(), demonstration: d.demonstration, only_correct: d.only_correct };
+    let opts = TranscriptOptions { system_prompt: d.system_prompt.clone(), demonstration: d.demonstration.clone(), only_correct: d.only_correct };
     let detector = Detector::parse(&config.routing.detector)?;
     let mut stats = ReadStats::default();
     let mut dropped = 0;

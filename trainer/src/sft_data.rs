@@ -5,7 +5,7 @@
 use crate::error::TrainError;
 use crate::routing::Detector;
 use agentrt_assets::FileError;
-use agentrt_environments::wiki::{demonstration, system_prompt, system_prompt_template};
+use agentrt_environments::wiki::{system_prompt, system_prompt_template, Demonstration};
 use agentrt_policy::{Message, Policy};
 use agentrt_rollout::TraceBuilder;
 use serde_json::Value;
@@ -34,8 +34,8 @@ pub struct Conversation {
 pub struct TranscriptOptions {
     /// `short`, `full` or the prompt's text (no plug-in tools are listed).
     pub system_prompt: String,
-    /// Whether transcripts get the worked demonstration before their question.
-    pub demonstration: bool,
+    /// The worked episode transcripts get before their question (`true`: the built-in one).
+    pub demonstration: Demonstration,
     /// Keep only transcripts whose episode was judged correct.
     pub only_correct: bool,
 }
@@ -165,9 +165,7 @@ fn transcript_messages(e: &Value, opts: &TranscriptOptions) -> Result<Transcript
         return Ok(Transcript::NotCorrect);
     }
     let mut messages = vec![Message::system(system_prompt(system_prompt_template(&opts.system_prompt), &[]))];
-    if opts.demonstration {
-        messages.extend(demonstration());
-    }
+    messages.extend(opts.demonstration.turns()?);
     messages.push(Message::user(question));
     let mut tools = Vec::new();
     for (k, t) in turns.iter().enumerate() {

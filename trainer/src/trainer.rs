@@ -78,6 +78,21 @@ pub fn eval_split(config: &TrainConfig) -> &str {
     }
 }
 
+/// The questions of the held-out split (`run.eval_split`, or the environment's held-out split when it is
+/// empty); an error says which key chose the split.
+fn held_out_questions(config: &TrainConfig, env: &Environment) -> Result<Vec<Question>, TrainError> {
+    let key = match config.run.eval_split.as_str() {
+        "" => format!("run.eval_split (empty: the {} environment's held-out split, `{}`)", env.name.as_str(), config.env.held_out_split()),
+        _ => "run.eval_split".to_string(),
+    };
+    env.questions(eval_split(config)).map_err(|e| in_key(e, &key))
+}
+
+/// An error reading the questions of a split, prefixed with the config key that asked for it.
+fn in_key(e: agentrt_rollout::RolloutError, key: &str) -> TrainError {
+    TrainError::Config(format!("{key}: {e}"))
+}
+
 /// The held-out slice a config evaluates during training (`run.eval_*`): `eval_questions` questions of
 /// the environment's [`eval_split`] after the first `eval_skip` of its seed-0 order ([`seeded_order`], the
 /// order `agentrt eval --num-samples N --seed 0` takes its first N from). Empty when `run.eval_steps` is 0.
@@ -87,7 +102,7 @@ pub fn eval_slice(config: &TrainConfig, env: &Environment) -> Result<Vec<Questio
         return Ok(vec![]);
     }
     let split_name = eval_split(config);
-    let split = env.questions(split_name)?;
+    let split = held_out_questions(config, env)?;
     let n = split.len();
     let slice: Vec<Question> = seeded_order(split, 0).into_iter().skip(r.eval_skip).take(r.eval_questions).collect();
     if slice.is_empty() {
@@ -115,7 +130,7 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
     }
     if let Some(a) = AgentSettings::read(Path::new(&config.model.init_adapter))? {
         let (w, r) = (&config.env.wiki, &config.rollout.episode);
-        if (a.system_prompt.as_str(), a.demonstration, a.spec.max_turns) != (w.system_prompt.as_str(), w.demonstration, r.max_turns) {
+        if (a.system_prompt.as_str(), &a.demonstration, a.spec.max_turns) != (w.system_prompt.as_str(), &w.demonstration, r.max_turns) {
             tracing::warn!(
                 "model.init_adapter {} was trained with system_prompt {:?}, demonstration {}, max_turns {} (its agent.json), but this run plays it with {:?}, {}, {}: set env.wiki.system_prompt / env.wiki.demonstration / rollout.max_turns to match unless that is the point",
                 config.model.init_adapter, a.system_prompt, a.demonstration, a.spec.max_turns, w.system_prompt, w.demonstration, r.max_turns
@@ -129,19 +144,25 @@ fn warn_if_played_otherwise(config: &TrainConfig) -> Result<(), TrainError> {
 /// with the `agent.json` of how this run plays the policy.
 pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<TrainSummary, TrainError> {
     let TrainRequest { config, run_dir, resume, progress } = request;
-    let start = RunStart::open(&run_dir, &config, resume)?;
     let seed = config.run.seed;
 
     // The environment is built once: its questions (the code tasks read once) serve training, the
-    // held-out slice and the routing evaluation alike.
+    // held-out slice and the routing evaluation alike. All of it is checked before the run directory is
+    // made, so a refused run leaves nothing behind.
     let env = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
-    let questions = env.questions(config.env.training_split())?;
+    let mut questions = env.questions(config.env.training_split()).map_err(|e| in_key(e, config.env.split_key()))?;
+    env.check_index(&mut questions).await?;
     let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
         // The routing evaluation plays held-out questions (run.eval_split's, in file order).
-        env.questions(eval_split(&config))?.into_iter().take(config.routing.eval_questions).collect()
+        held_out_questions(&config, &env)?.into_iter().take(config.routing.eval_questions).collect()
     } else {
         vec![]
     };
+    let mut dev_slice = eval_slice(&config, &env)?;
+    env.check_index(&mut dev_slice).await?;
+    let start = RunStart::open(&run_dir, &config, resume)?;
+    let sent = serde_json::to_string_pretty(&env.settings()).expect("environment settings serialise") + "\n";
+    crate::run_dir::write_atomic(&start.run.path.join(crate::run_dir::ENVIRONMENT), sent.as_bytes())?;
 
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
@@ -170,7 +191,6 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let run_loop = start.into_loop(learner, at, plan)?;
 
     let detector = Detector::parse(&config.routing.detector)?;
-    let dev_slice = eval_slice(&config, &env)?;
     let (runner, sampling) = (env.runner(sandbox), env.sampling());
     let remote = match config.rollout.sampler.as_str() {
         "local" => None,

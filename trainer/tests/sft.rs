@@ -105,7 +105,7 @@ async fn transcripts_are_read_as_they_are_and_mask_only_the_replies() {
     let lines = [serde_json::to_string(e).unwrap(), serde_json::json!({"step": 3, "episode": e}).to_string()];
     std::fs::write(&p, lines.join("\n") + "\n").unwrap();
 
-    let opts = TranscriptOptions { system_prompt: "short".into(), demonstration: false, only_correct: true };
+    let opts = TranscriptOptions { system_prompt: "short".into(), demonstration: false.into(), only_correct: true };
     let (convs, stats) = read_conversations(&p, &opts).unwrap();
     assert_eq!((convs.len(), stats.transcripts, stats.not_correct), (2, 2, 0));
     let roles: Vec<&str> = convs[0].messages.iter().map(|m| m.role.as_str()).collect();
@@ -145,7 +145,7 @@ async fn transcripts_are_read_as_they_are_and_mask_only_the_replies() {
 #[test]
 fn bad_input_names_the_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = TranscriptOptions { system_prompt: "short".into(), demonstration: false, only_correct: false };
+    let opts = TranscriptOptions { system_prompt: "short".into(), demonstration: false.into(), only_correct: false };
     let ok = r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
     let cases = [
         (r#"{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]}"#, "no assistant turn"),

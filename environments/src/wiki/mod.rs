@@ -26,7 +26,7 @@ pub mod synthetic;
 pub mod tools;
 
 pub use grader::JudgeGrader;
-pub use prompt::{demonstration, system_prompt, system_prompt_template, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT};
+pub use prompt::{demonstration, system_prompt, system_prompt_template, Demonstration, DEFAULT_SYSTEM_PROMPT, FULL_SYSTEM_PROMPT, PLUGINS_PLACEHOLDER};
 pub use questions::WikiQuestions;
 pub use random_policy::RandomPolicy;
 pub use reply::{ToolPrograms, STOP_STRINGS};
@@ -47,7 +47,15 @@ pub const NAME: &str = "wiki";
 pub(crate) fn played(settings: &WikiSection, sandbox: &Sandbox) -> Result<(String, Vec<Message>, Arc<JudgeGrader>), RolloutError> {
     let plugins = sandbox.plugins().signatures();
     let judge = agentrt_judge::judge_from_spec(&settings.judge).map_err(|e| RolloutError::Invalid(format!("env.wiki.judge {:?}: {e}", settings.judge)))?;
-    let prompt = system_prompt(system_prompt_template(&settings.system_prompt), &plugins);
-    let demonstration = if settings.demonstration { demonstration() } else { Vec::new() };
+    let template = system_prompt_template(&settings.system_prompt);
+    if !plugins.is_empty() && !template.contains(PLUGINS_PLACEHOLDER) {
+        let names: Vec<&str> = plugins.iter().map(|p| p.name.as_str()).collect();
+        tracing::warn!(
+            "env.wiki.system_prompt has no {PLUGINS_PLACEHOLDER}: the plug-in tools ({}) are listed at its end; put {PLUGINS_PLACEHOLDER} where the list should go",
+            names.join(", ")
+        );
+    }
+    let prompt = system_prompt(template, &plugins);
+    let demonstration = settings.demonstration.turns().map_err(RolloutError::Invalid)?;
     Ok((prompt, demonstration, Arc::new(JudgeGrader::new(judge))))
 }

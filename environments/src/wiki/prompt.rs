@@ -2,6 +2,7 @@
 
 use agentrt_policy::Message;
 use agentrt_runtime::ToolSignature;
+use serde::{Deserialize, Serialize};
 
 /// The default system prompt (`short`): the one-call search form and the answer form; the demonstration
 /// ([`demonstration`]) shows the rest. Why so short: measured with SmolLM2-135M (transformers, temperature
@@ -33,17 +34,136 @@ pub fn system_prompt_template(name: &str) -> &str {
     }
 }
 
-/// The system prompt with plug-in tools listed where `template` holds `{plugins}`.
+/// Where a system prompt lists the plug-in tools.
+pub const PLUGINS_PLACEHOLDER: &str = "{plugins}";
+
+/// The system prompt with plug-in tools listed where `template` holds `{plugins}`, or at its end when it
+/// holds none (a prompt that names no tool would hide them from the model). A `{plugins}` at the start of
+/// a line gets the list's lines; one inside a line (the `short` prompt's, at its end) gets them on lines
+/// of their own after a heading.
 pub fn system_prompt(template: &str, plugins: &[ToolSignature]) -> String {
     let mut listed = String::new();
-    if !plugins.is_empty() && template == DEFAULT_SYSTEM_PROMPT {
+    let at = template.find(PLUGINS_PLACEHOLDER);
+    let line_start = at.is_some_and(|i| i == 0 || template[..i].ends_with('\n'));
+    if !plugins.is_empty() && !line_start {
         listed.push_str("\nMore tools, called the same way:\n");
     }
     for p in plugins {
         let doc = p.doc.lines().next().unwrap_or("").trim();
         listed.push_str(&format!("- {}({}) {}\n", p.name, p.params.join(", "), doc));
     }
-    template.replace("{plugins}", &listed)
+    if at.is_some() {
+        template.replace(PLUGINS_PLACEHOLDER, &listed)
+    } else {
+        format!("{template}{listed}")
+    }
+}
+
+/// Which worked episode is shown before every question (`env.wiki.demonstration`, and an adapter's
+/// `agent.json`): `true`, the built-in one ([`demonstration`], an episode on the bundled corpus); `false`,
+/// none; or a JSON Lines file of your own turns, for your own corpus (docs/your-data.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Demonstration {
+    /// The built-in episode (`true`) or none (`false`).
+    Builtin(bool),
+    /// A file of turns, `{"role": ..., "content": ...}` a line: `user` (a question), then `assistant`
+    /// replies and the `tool` outputs between them, ending with an `assistant` answer.
+    File(String),
+}
+
+impl Default for Demonstration {
+    fn default() -> Self {
+        Demonstration::Builtin(true)
+    }
+}
+
+impl From<bool> for Demonstration {
+    fn from(shown: bool) -> Self {
+        Demonstration::Builtin(shown)
+    }
+}
+
+impl std::str::FromStr for Demonstration {
+    type Err = String;
+    /// `true`, `false`, or a file's path (as a flag or `--set` gives it).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "true" => Ok(Demonstration::Builtin(true)),
+            "false" => Ok(Demonstration::Builtin(false)),
+            "" => Err("expected true, false or a file of turns".into()),
+            path => Ok(Demonstration::File(path.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Demonstration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Demonstration::Builtin(shown) => write!(f, "{shown}"),
+            Demonstration::File(path) => write!(f, "{path:?}"),
+        }
+    }
+}
+
+impl Demonstration {
+    /// Whether any episode is shown.
+    pub fn is_shown(&self) -> bool {
+        !matches!(self, Demonstration::Builtin(false))
+    }
+
+    /// The turns shown (none for `false`). A file that cannot be read, a bad line, or turns that are not a
+    /// question, replies and tool outputs ending in an answer, is an error naming the file and line.
+    pub fn turns(&self) -> Result<Vec<Message>, String> {
+        match self {
+            Demonstration::Builtin(true) => Ok(demonstration()),
+            Demonstration::Builtin(false) => Ok(Vec::new()),
+            Demonstration::File(path) => read_demonstration(std::path::Path::new(path)),
+        }
+    }
+}
+
+/// The page ids that the tool outputs of `turns` name (`'page_id': '...'`, as search hits print): a
+/// demonstration written for another corpus shows pages the index does not hold (the built-in one shows
+/// the bundled corpus's).
+pub fn page_ids_shown(turns: &[Message]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for m in turns.iter().filter(|m| m.role == "tool") {
+        for part in m.content.split("'page_id': '").skip(1).chain(m.content.split("\"page_id\": \"").skip(1)) {
+            if let Some(id) = part.split(['\'', '"']).next().filter(|id| !id.is_empty()) {
+                if !ids.iter().any(|i| i == id) {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// A demonstration file's turns (see [`Demonstration::File`]).
+fn read_demonstration(path: &std::path::Path) -> Result<Vec<Message>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("env.wiki.demonstration {}: {e}", path.display()))?;
+    let mut turns = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let m: Message = serde_json::from_str(line)
+            .map_err(|e| format!("env.wiki.demonstration {}:{}: not a turn {{\"role\": ..., \"content\": ...}}: {e}", path.display(), i + 1))?;
+        if !["user", "assistant", "tool"].contains(&m.role.as_str()) {
+            return Err(format!("env.wiki.demonstration {}:{}: role {:?}: expected user, assistant or tool", path.display(), i + 1, m.role));
+        }
+        turns.push(m);
+    }
+    let roles: Vec<&str> = turns.iter().map(|m| m.role.as_str()).collect();
+    if roles.first() != Some(&"user") || roles.last() != Some(&"assistant") {
+        return Err(format!(
+            "env.wiki.demonstration {}: the turns must start with the question (role user) and end with the answer (role assistant), not {:?}",
+            path.display(),
+            roles
+        ));
+    }
+    Ok(turns)
 }
 
 /// One worked episode, placed as earlier turns between the system prompt and the question (few-shot).
@@ -87,6 +207,10 @@ mod tests {
         assert!(!system_prompt(DEFAULT_SYSTEM_PROMPT, &[]).contains("{plugins}"));
         assert_eq!(system_prompt_template("full"), FULL_SYSTEM_PROMPT);
         assert_eq!(system_prompt_template("Answer. {plugins}"), "Answer. {plugins}");
+        // A prompt of one's own without {plugins} still lists them, at its end.
+        let own = system_prompt("Answer from my notes.", &[ToolSignature { name: "lookup".into(), params: vec!["key".into()], doc: "finds".into() }]);
+        assert_eq!(own, "Answer from my notes.\nMore tools, called the same way:\n- lookup(key) finds\n");
+        assert_eq!(system_prompt("Answer from my notes.", &[]), "Answer from my notes.");
     }
 
     /// The demonstration's replies are what the episode loop accepts: programs, then an answer.

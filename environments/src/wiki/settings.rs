@@ -1,5 +1,6 @@
 //! `[env.wiki]`: the wiki's own settings: which questions, how its prompt reads, who judges its answers.
 
+use super::prompt::Demonstration;
 use serde::{Deserialize, Serialize};
 
 /// `[env.wiki]` of a training config: what the wiki asks (its questions file and training split), how
@@ -13,8 +14,9 @@ pub struct WikiSection {
     pub split: String,
     /// `short`, `full`, or the system prompt's own text (`{plugins}` lists plug-in tools).
     pub system_prompt: String,
-    /// Show the built-in worked episode (few-shot) before every question.
-    pub demonstration: bool,
+    /// The worked episode (few-shot) shown before every question: `true` the built-in one, `false` none,
+    /// or a JSON Lines file of turns for your own corpus.
+    pub demonstration: Demonstration,
     /// How answers are scored: `rule` (offline, SQuAD F1), `rule:0.5`, or `openai:MODEL@BASE_URL`.
     pub judge: String,
 }
@@ -25,7 +27,7 @@ impl Default for WikiSection {
             questions: agentrt_search::DEFAULT_QUESTIONS_FILE.into(),
             split: "train".into(),
             system_prompt: "short".into(),
-            demonstration: true,
+            demonstration: Demonstration::Builtin(true),
             judge: "rule".into(),
         }
     }
@@ -39,6 +41,9 @@ impl WikiSection {
         }
         if self.questions.trim().is_empty() {
             return Err("env.wiki.questions: empty".into());
+        }
+        if matches!(&self.demonstration, Demonstration::File(p) if p.trim().is_empty()) {
+            return Err("env.wiki.demonstration: empty: give true, false or a file of turns".into());
         }
         Ok(())
     }

@@ -71,6 +71,10 @@ const PASSAGE_SENTENCES: usize = 3;
 /// How the synthesising policy plays (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SynthStyle {
+    /// One program that reads on by itself: the top hit's best section whole, then, from the next hits'
+    /// sections and the top page's other sections, the sentences holding the most of the question's
+    /// words, within the observation limit ([`SCAN_PROGRAM`]); then the answer.
+    Scan,
     /// Search with the question and print the top hit's best section; answer from it, or print the next
     /// two hits' sections when it holds no answer, then answer.
     #[default]
@@ -89,7 +93,8 @@ impl std::str::FromStr for SynthStyle {
             "read" => Ok(SynthStyle::Read),
             "passages" => Ok(SynthStyle::Passages),
             "browse" => Ok(SynthStyle::Browse),
-            other => Err(format!("unknown synth style {other:?}: expected `read`, `passages` or `browse`")),
+            "scan" => Ok(SynthStyle::Scan),
+            other => Err(format!("unknown synth style {other:?}: expected `read`, `scan`, `passages` or `browse`")),
         }
     }
 }
@@ -108,6 +113,37 @@ for n, sentence in found[:{PASSAGE_SENTENCES}]:
     print(sentence)",
         py_str(question.trim())
     ))
+}
+
+/// Where a one-program template quotes the question (as a Python string literal).
+pub const QUESTION_PLACEHOLDER: &str = "{question}";
+
+/// The scan style's program: the question quoted once, everything else fixed. It prints the top hit's
+/// best section whole (it holds a gold answer for 83% of the dev questions), then fills what is left of
+/// the observation limit with the sentences, from the next two hits' best sections and the top page's
+/// other sections, that hold the most of the question's longer words, best first: reading on inside the
+/// program, where a small model across turns never did.
+pub const SCAN_PROGRAM: &str = "question = {question}
+words = [w for w in question.lower().replace(\"?\", \"\").split() if len(w) > 3]
+hits = search_pages(question)
+best = read_section(hits[0][\"section_id\"])
+print(best)
+budget = 1400 - len(best)
+found = []
+ids = [h[\"section_id\"] for h in hits[1:3]] + [s[\"section_id\"] for s in view_sections(hits[0][\"page_id\"])[:12]]
+for section_id in ids:
+    if section_id != hits[0][\"section_id\"]:
+        for sentence in read_section(section_id).split(\". \"):
+            found.append((len([w for w in words if w in sentence.lower()]), sentence))
+found.sort(key=lambda f: -f[0])
+for n, sentence in found:
+    if n > 0 and len(sentence) < budget:
+        print(sentence)
+        budget = budget - len(sentence) - 1";
+
+/// A one-program template with the question quoted where [`QUESTION_PLACEHOLDER`] stands.
+pub fn templated_program(template: &str, question: &str) -> String {
+    program(&template.replace(QUESTION_PLACEHOLDER, &py_str(question.trim())))
 }
 
 /// The read style's first program: search with the question, print the top hit's best section.
@@ -160,6 +196,8 @@ enum Window {
 /// conversation's gold page and answers by question id, `tools` is the look-ahead.
 pub struct SynthesizingPolicy {
     style: SynthStyle,
+    /// The one program a `--program` template plays instead of the style (see [`SynthesizingPolicy::with_program`]).
+    template: Option<String>,
     tools: Arc<dyn ToolHost>,
     questions: HashMap<String, Question>,
     plans: Mutex<HashMap<String, Option<Plan>>>,
@@ -168,7 +206,34 @@ pub struct SynthesizingPolicy {
 impl SynthesizingPolicy {
     /// A policy playing `questions` in `style`, looking ahead with `tools` (the same tools the sandbox serves).
     pub fn new(style: SynthStyle, tools: Arc<dyn ToolHost>, questions: &[Question]) -> SynthesizingPolicy {
-        SynthesizingPolicy { style, tools, questions: questions.iter().map(|q| (q.id.clone(), q.clone())).collect(), plans: Mutex::new(HashMap::new()) }
+        SynthesizingPolicy {
+            style,
+            template: None,
+            tools,
+            questions: questions.iter().map(|q| (q.id.clone(), q.clone())).collect(),
+            plans: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A policy that plays one program of the user's, `template` with the question quoted where
+    /// [`QUESTION_PLACEHOLDER`] stands, then answers with the first gold alias it printed (or gives up):
+    /// its yield is that program's ceiling. A template without the placeholder is an error.
+    pub fn with_program(template: &str, tools: Arc<dyn ToolHost>, questions: &[Question]) -> Result<SynthesizingPolicy, String> {
+        if !template.contains(QUESTION_PLACEHOLDER) {
+            return Err(format!("the program quotes no question: write {QUESTION_PLACEHOLDER} where it goes (as a string literal)"));
+        }
+        Ok(SynthesizingPolicy { template: Some(template.to_string()), ..SynthesizingPolicy::new(SynthStyle::Scan, tools, questions) })
+    }
+
+    /// The string literals every episode's programs may hold besides the question's words and what the
+    /// episode has seen: the fixed ones of the one program this policy plays (the same for every
+    /// question, so they carry nothing of the answer), for [`check_visible`].
+    pub fn fixed_literals(&self) -> Vec<String> {
+        match (&self.template, self.style) {
+            (Some(t), _) => string_literals(&t.replace(QUESTION_PLACEHOLDER, "\"\"")),
+            (None, SynthStyle::Scan) => string_literals(&SCAN_PROGRAM.replace(QUESTION_PLACEHOLDER, "\"\"")),
+            _ => Vec::new(),
+        }
     }
 
     async fn plan(&self, q: &Question) -> Option<Plan> {
@@ -268,7 +333,16 @@ impl SynthesizingPolicy {
         let q =
             self.questions.get(&c.question_id).ok_or_else(|| RolloutError::Invalid(format!("the synthesising policy has no question `{}`", c.question_id)))?;
         let seen = episode_tool_outputs(c);
+        let one_program = |template: &str| match seen[..] {
+            [] => templated_program(template, &q.question),
+            [printed] => answer_tag(printed, &q.answers, &q.question).unwrap_or_else(|| "<answer></answer>".to_string()),
+            _ => "<answer></answer>".to_string(),
+        };
+        if let Some(t) = &self.template {
+            return Ok(one_program(t));
+        }
         match self.style {
+            SynthStyle::Scan => return Ok(one_program(SCAN_PROGRAM)),
             SynthStyle::Read => return Ok(Self::decide_read(q, &seen)),
             SynthStyle::Passages => return Ok(self.decide_passages(q, &seen).await),
             SynthStyle::Browse => {}
@@ -474,8 +548,9 @@ fn string_literals(code: &str) -> Vec<String> {
 /// Whether an episode's replies use only what the model had seen: every string literal of every program
 /// is a tool key, or made of the question's words, or text of an earlier tool output of this episode;
 /// no literal holds an answer alias the question does not; the final answer is in a tool output of this
-/// episode. `Err` says which reply broke which rule.
-pub fn check_visible(episode: &Episode) -> Result<(), String> {
+/// episode. `fixed` are literals any program may hold besides (a one-program style's own:
+/// [`SynthesizingPolicy::fixed_literals`]). `Err` says which reply broke which rule.
+pub fn check_visible(episode: &Episode, fixed: &[String]) -> Result<(), String> {
     let messages = &episode.conversation.messages;
     let start = messages.iter().rposition(|m| m.role == "user").map_or(0, |i| i + 1);
     let question = episode.question.question.to_lowercase();
@@ -500,7 +575,8 @@ pub fn check_visible(episode: &Episode) -> Result<(), String> {
                             let w = words(&lower);
                             !w.is_empty() && w.iter().all(|w| question_words.contains(*w))
                         };
-                        if !(TOOL_KEYS.contains(&lit.as_str()) || from_question || (!lit.is_empty() && seen.contains(&lit))) {
+                        let fixed_here = fixed.contains(&lit);
+                        if !(TOOL_KEYS.contains(&lit.as_str()) || fixed_here || from_question || (!lit.is_empty() && seen.contains(&lit))) {
                             return Err(format!(
                                 "reply {n}: the literal {lit:?} is neither a tool key, nor the question's words, nor in an earlier tool output"
                             ));
@@ -602,7 +678,7 @@ mod tests {
             if e.outcome != EpisodeOutcome::Correct {
                 continue;
             }
-            check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
+            check_visible(e, &[]).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
             // Independently of check_visible: every id a tool was called with was returned by an
             // earlier tool output, and no program holds the answer.
             let mut shown = String::new();
@@ -641,7 +717,7 @@ mod tests {
 
         let mut set = TrajectorySet::new("synth");
         for e in &batch.episodes {
-            set.offer(e, check_visible);
+            set.offer(e, |e| check_visible(e, &[]));
         }
         let counts = set.counts();
         assert_eq!((counts.played, counts.kept, counts.rejected_by_judge, counts.rejected_by_check, counts.duplicates_dropped), (7, 4, 2, 0, 1));
@@ -668,7 +744,7 @@ mod tests {
         assert_eq!(gold.outcome, EpisodeOutcome::WrongAnswer);
         assert_eq!(gold.tool_calls().count(), 0, "a question whose gold page is not reached is not played");
         for e in batch.episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct) {
-            check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
+            check_visible(e, &[]).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
             assert_eq!(e.turns.len(), 2, "{}", e.question.id);
         }
         assert!(batch.episodes.iter().filter(|e| e.outcome == EpisodeOutcome::Correct).count() >= 3);
@@ -699,7 +775,7 @@ mod tests {
                 went_on += 1;
             }
             if e.outcome == EpisodeOutcome::Correct {
-                check_visible(e).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
+                check_visible(e, &[]).unwrap_or_else(|why| panic!("{}: {why}", e.question.id));
             }
         }
         let by_id = |id: &str| batch.episodes.iter().find(|e| e.question.id == id).unwrap();
@@ -722,10 +798,10 @@ mod tests {
         };
         let leaked = play(vec!["```python\nprint(read_section(\"oxygen:discovery\"))\n```", "<answer>Carl Wilhelm Scheele</answer>"]).await;
         assert_eq!(leaked.outcome, EpisodeOutcome::Correct);
-        assert!(check_visible(&leaked).unwrap_err().contains("oxygen:discovery"));
+        assert!(check_visible(&leaked, &[]).unwrap_err().contains("oxygen:discovery"));
         let in_program = play(vec!["```python\nprint(search_pages(\"Carl Wilhelm Scheele\"))\n```", "<answer>Carl Wilhelm Scheele</answer>"]).await;
-        assert!(check_visible(&in_program).unwrap_err().contains("holds the answer"));
+        assert!(check_visible(&in_program, &[]).unwrap_err().contains("holds the answer"));
         let unread = play(vec!["<answer>Carl Wilhelm Scheele</answer>"]).await;
-        assert!(check_visible(&unread).unwrap_err().contains("in no tool output"));
+        assert!(check_visible(&unread, &[]).unwrap_err().contains("in no tool output"));
     }
 }

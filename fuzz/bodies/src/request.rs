@@ -28,20 +28,33 @@ const CHAT_FIELDS: &[&str] = &[
     "logprobs",
     "return_tokens_as_token_ids",
     "include_stop_str_in_output",
+    "frequency_penalty",
+    "presence_penalty",
+    "tool_choice",
 ];
 
+/// The message of a refusal of a field the parser does not know (OpenAI's words): its `param` is that
+/// field, which the body holds at its top level.
+const UNRECOGNIZED: &str = "Unrecognized request argument supplied: ";
+
 /// The body given to each of the three parsers. A refusal is a 400 whose message says what is wrong and
-/// whose `param`, when there is one, names a field the parser reads; a body that is not JSON says so. An
+/// whose `param`, when there is one, names a field the parser reads, or (the chat parser) a field of the
+/// body it does not know, as its message says; a body that is not JSON says so. An
 /// accepted chat request holds only values in range, and writing it back as a request parses to the same.
 pub fn serve_request(data: &[u8]) {
-    let is_json = serde_json::from_slice::<Value>(data).is_ok();
+    let body = serde_json::from_slice::<Value>(data).ok();
+    let is_json = body.is_some();
     let check_error = |e: &ApiError, fields: &[&str]| {
         if e.status != 400 || e.message.trim().is_empty() {
             violated(&format!("a refusal that is not a 400 with a message: {e:?}"), data);
         }
         if let Some(param) = &e.param {
             let root = param.split(['[', '.']).next().unwrap_or_default();
-            if !fields.contains(&root) {
+            let unrecognized = e
+                .message
+                .strip_prefix(UNRECOGNIZED)
+                .is_some_and(|name| name == param && !fields.contains(&name) && body.as_ref().and_then(Value::as_object).is_some_and(|o| o.contains_key(name)));
+            if !fields.contains(&root) && !unrecognized {
                 violated(&format!("a refusal naming `{param}`, not a field the parser reads: {e:?}"), data);
             }
         }
@@ -87,7 +100,8 @@ fn check_chat(r: &ChatRequest, data: &[u8]) {
         && p.top_p > 0.0
         && p.top_p <= 1.0
         && p.max_tokens >= 1
-        && p.stop.iter().all(|s| !s.is_empty());
+        && p.stop.iter().all(|s| !s.is_empty())
+        && [p.frequency_penalty, p.presence_penalty].iter().all(|x| x.is_finite() && (-2.0..=2.0).contains(x));
     if !fine {
         violated(&format!("an accepted request holds a value out of range: {r:?}"), data);
     }
@@ -111,6 +125,8 @@ fn rewrite(r: &ChatRequest) -> Vec<u8> {
         "logprobs": r.logprobs,
         "return_tokens_as_token_ids": r.tokens_as_ids,
         "include_stop_str_in_output": r.include_stop,
+        "frequency_penalty": p.frequency_penalty,
+        "presence_penalty": p.presence_penalty,
     });
     if let Some(seed) = r.seed {
         v["seed"] = json!(seed);
@@ -130,6 +146,8 @@ fn same_request(a: &ChatRequest, b: &ChatRequest) -> bool {
         && close(p.top_p, q.top_p)
         && p.top_k == q.top_k
         && p.max_tokens == q.max_tokens
+        && p.frequency_penalty == q.frequency_penalty
+        && p.presence_penalty == q.presence_penalty
         && p.stop == q.stop
         && a.stream == b.stream
         && a.stream_usage == b.stream_usage

@@ -13,6 +13,99 @@ pub fn from_exception(exc: MontyException) -> ProgramError {
     from_uncaught(exc, &[])
 }
 
+/// An error raised while compiling `source`: as [`from_exception`], except that a syntax error with a
+/// bracket left open before it is reported as CPython reports it, `'(' was never closed` at that bracket
+/// (monty's parser says where it gave up, on a later line, which sends the reader to the wrong line).
+pub fn from_compile_error(exc: MontyException, source: &str) -> ProgramError {
+    match from_exception(exc) {
+        ProgramError::Syntax(e) => match unclosed_bracket(source) {
+            Some((open, line, column)) if line < e.line || e.line == 0 => {
+                ProgramError::Syntax(SyntaxError { message: format!("'{open}' was never closed"), line, column })
+            }
+            _ => ProgramError::Syntax(e),
+        },
+        other => other,
+    }
+}
+
+/// The innermost bracket of `source` left open at its end (the one CPython names), with its 1-based line and column, reading past
+/// strings (single, double and triple quoted) and comments; `None` when every bracket closes (or a
+/// closing one has no opener, or a one-line string is not closed: other errors, reported as they are).
+fn unclosed_bracket(source: &str) -> Option<(char, u32, u32)> {
+    let chars: Vec<char> = source.chars().collect();
+    let mut open: Vec<(char, u32, u32)> = Vec::new();
+    let mut at = Cursor { i: 0, line: 1, column: 1 };
+    while let Some(&c) = chars.get(at.i) {
+        match c {
+            '#' => {
+                while chars.get(at.i).is_some_and(|&c| c != '\n') {
+                    at.step(&chars);
+                }
+            }
+            '\'' | '"' => {
+                let triple = chars.get(at.i + 1) == Some(&c) && chars.get(at.i + 2) == Some(&c);
+                let quote = if triple { 3 } else { 1 };
+                let closes = |i: usize| (0..quote).all(|k| chars.get(i + k) == Some(&c));
+                (0..quote).for_each(|_| at.step(&chars));
+                loop {
+                    match chars.get(at.i) {
+                        None => break,
+                        Some('\\') => {
+                            at.step(&chars);
+                            at.step(&chars);
+                        }
+                        Some(_) if closes(at.i) => {
+                            (0..quote).for_each(|_| at.step(&chars));
+                            break;
+                        }
+                        Some('\n') if !triple => return None,
+                        Some(_) => at.step(&chars),
+                    }
+                }
+            }
+            '(' | '[' | '{' => {
+                open.push((c, at.line, at.column));
+                at.step(&chars);
+            }
+            ')' | ']' | '}' => {
+                let opener = match c {
+                    ')' => '(',
+                    ']' => '[',
+                    _ => '{',
+                };
+                if open.pop().map(|(o, ..)| o) != Some(opener) {
+                    return None;
+                }
+                at.step(&chars);
+            }
+            _ => at.step(&chars),
+        }
+    }
+    open.last().copied()
+}
+
+/// Where [`unclosed_bracket`] reads: an index into the characters, and its 1-based line and column.
+struct Cursor {
+    i: usize,
+    line: u32,
+    column: u32,
+}
+
+impl Cursor {
+    /// Moves past the character at the cursor (if any).
+    fn step(&mut self, chars: &[char]) {
+        match chars.get(self.i) {
+            Some('\n') => {
+                self.line += 1;
+                self.column = 1;
+            }
+            Some(_) => self.column += 1,
+            None => return,
+        }
+        self.i += 1;
+    }
+}
+
 /// An exception the program did not catch. `unknown_names` are the names the program used that are
 /// neither defined nor tools.
 pub fn from_uncaught(exc: MontyException, unknown_names: &[String]) -> ProgramError {

@@ -66,7 +66,7 @@ fn run_program(program: String) -> Result<Outcome, ProgramError> {
     let source = imports::prepare(&program)?.into_owned();
     modules::reset();
     let input_names = tools::WIKI_TOOLS.iter().map(|t| t.to_string()).collect();
-    let runner = MontyRun::new(source, "program.py", input_names, CompileOptions::default()).map_err(errors::from_exception)?;
+    let runner = MontyRun::new(source.clone(), "program.py", input_names, CompileOptions::default()).map_err(|e| errors::from_compile_error(e, &source))?;
     let inputs = tools::WIKI_TOOLS.iter().map(|name| MontyObject::function(*name, None)).collect();
     let progress = runner.with_os_policy(os_policy()).start(inputs, tracker(), PrintWriter::Stdout).map_err(errors::from_exception)?;
     let mut unknown_names = Vec::new();

@@ -62,14 +62,21 @@ pub struct EpisodeArgs {
     /// Replies per episode at most. Default: the config, else the adapter's `agent.json`, else training's (3).
     #[arg(long)]
     pub max_turns: Option<usize>,
-    /// `short`, `full`, or the system prompt's own text (as `env.wiki.system_prompt` in training).
+    /// `short`, `full`, or the system prompt's own text (as `env.wiki.system_prompt` in training), where
+    /// `{plugins}` marks where the plug-in tools (--tool) are listed (at the end when it is missing).
     /// Default: the config, else the adapter's `agent.json`, else `short`.
     #[arg(long)]
     pub system_prompt: Option<String>,
     /// Leave out the worked episode shown before every question (training shows it unless
-    /// `env.wiki.demonstration = false`; evaluate the way the model was trained).
-    #[arg(long)]
+    /// `env.wiki.demonstration = false`; evaluate the way the model was trained). Same as
+    /// `--demonstration false`.
+    #[arg(long, conflicts_with = "demonstration")]
     pub no_demonstration: bool,
+    /// The worked episode shown before every question: `true` (the built-in one, on the bundled corpus),
+    /// `false`, or a JSON Lines file of turns for your own corpus (docs/your-data.md). Default: the config,
+    /// else the adapter's `agent.json`, else `true`.
+    #[arg(long, value_name = "true|false|FILE")]
+    pub demonstration: Option<agentrt_environments::wiki::Demonstration>,
     /// 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
@@ -129,7 +136,8 @@ pub(super) fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -
     if let Some(loaded) = loaded {
         config = args.policy.played(config, given, loaded, args.temperature);
     }
-    apply_episode_flags(&mut config, args.max_turns, args.system_prompt.as_ref(), args.no_demonstration.then_some(false), args.judge.as_ref());
+    let demonstration = if args.no_demonstration { Some(false.into()) } else { args.demonstration.clone() };
+    apply_episode_flags(&mut config, args.max_turns, args.system_prompt.as_ref(), demonstration, args.judge.as_ref());
     Ok(config)
 }
 

@@ -14,10 +14,11 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (environment, episodes) = runtime.block_on(async {
+    let (environment, episodes, gold_pages_missing) = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
         let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
-        let questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
+        let mut questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
+        let pages_missing = environment.check_index(&mut questions).await?;
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(loaded, args.seed, &environment)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
@@ -29,7 +30,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
             progress.set(all.len() as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
         }
         progress.finish_and_clear();
-        anyhow::Ok((environment, all))
+        anyhow::Ok((environment, all, pages_missing))
     })?;
     let mut policy_name = loaded.name.clone();
     if !environment.demonstration.is_empty() && !args.policy.is_random() {
@@ -37,11 +38,10 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     }
     let metrics = Metrics::from_episodes_with(&episodes, DegeneracyThresholds { max_jaccard: args.max_jaccard, min_unique: args.min_unique });
     let info = EvalInfo {
-        policy: policy_name,
-        judge: config.env.wiki.judge.clone(),
-        questions: format!("{} split of {}", split, config.env.wiki.questions),
-        seed: args.seed,
-        max_turns: environment.spec.max_turns,
+        system_prompt: environment.system_prompt.clone(),
+        demonstration: environment.settings().demonstration,
+        gold_pages_missing,
+        ..EvalInfo::new(policy_name, &config.env.wiki.judge, format!("{} split of {}", split, config.env.wiki.questions), args.seed, environment.spec.max_turns)
     };
     write_report(&args.output_dir, &info, &metrics, &episodes)?;
     print!("{}", agentrt_eval::report_markdown(&info, &metrics));
