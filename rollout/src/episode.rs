@@ -348,7 +348,7 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
     let fits: String = text.chars().take(max_chars).collect();
     let len = fits.len();
-    let after = |c: char, within: usize| fits.char_indices().filter(|&(i, x)| x == c && i + within >= len).map(|(i, _)| i).last();
+    let after = |c: char, within: usize| fits.char_indices().filter(|&(i, x)| x == c && i + within >= len).map(|(i, _)| i).next_back();
     let cut = match after('\n', len / 3).or_else(|| after(' ', (len / 10).max(16).min(len / 3))) {
         Some(i) => fits[..i].trim_end(),
         None => fits.as_str(),
