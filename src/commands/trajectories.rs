@@ -99,15 +99,16 @@ pub struct CommonArgs {
 pub struct SynthArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// `scan` (the default): one program that reads on by itself: the top hit's best section, then the
+    /// sentences richest in the question's words from the sections around it on its page and the next
+    /// hits' sections, within the observation limit; then the answer (91.6% dev ceiling).
     /// `read`: a program that searches with the question and prints the top hit's best section, then
     /// the answer; when that section holds none, a second program printing the next two hits'
     /// sections first (two or five tool calls, two or three replies). `passages`: one program that
     /// reads each top hit's best section and prints the sentences holding most of the question's
     /// words, then the answer (four tool calls). `browse`: search, list a page's sections, read one,
-    /// answer (three programs). `scan`: one program that reads on by itself: the top hit's best section,
-    /// then the sentences richest in the question's words from the next hits' sections and the top
-    /// page's other sections, within the observation limit; then the answer.
-    #[arg(long, default_value = "read")]
+    /// answer (three programs).
+    #[arg(long, default_value = "scan")]
     pub style: agentrt_environments::wiki::SynthStyle,
     /// A program of your own instead of a style: a Python file with `{question}` where the question goes
     /// (it is quoted there as a string literal). Each question is played with it once, then answered with
@@ -256,7 +257,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let mut manifest = settings(c, &config.env.wiki, &environment);
     manifest["model"] = serde_json::Value::Null;
     let style = match args.style {
-        agentrt_environments::wiki::SynthStyle::Scan => "synthesised, scan (one program: the top hit's best section, then the sentences richest in the question's words from the next hits' sections and the top page's other sections, within the observation limit; answer as printed)",
+        agentrt_environments::wiki::SynthStyle::Scan => "synthesised, scan (one program: the top hit's best section, then the sentences richest in the question's words from the sections around it on its page and the next hits' sections, within the observation limit; answer as printed)",
         agentrt_environments::wiki::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
         agentrt_environments::wiki::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
         agentrt_environments::wiki::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
