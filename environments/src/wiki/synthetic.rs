@@ -820,7 +820,7 @@ mod tests {
         // A program of one's own: the same play, its literals fixed; one without the question is refused.
         let own = SynthesizingPolicy::with_program("print(search_pages({question})[0][\"title\"])", tools.clone(), &questions).unwrap();
         assert_eq!(own.fixed_literals(), vec!["".to_string(), "title".to_string()]);
-        assert!(SynthesizingPolicy::with_program("print(1)", tools, &questions).unwrap_err().contains("{question}"));
+        assert!(SynthesizingPolicy::with_program("print(1)", tools, &questions).err().unwrap().contains("{question}"));
     }
 
     /// The check refuses an id the episode had not been shown, an answer in a program, and an answer
