@@ -234,7 +234,11 @@ impl<'m> ContinuousBatch<'m> {
             distinct.sort();
             distinct.dedup();
             self.last_step = StepShape { sequences: rows.len(), tokens: tokens.len(), prompt_tokens, prompts_unfinished: 0, adapters: distinct.len() };
-            in_pool(|| self.decoder.forward_rows_each(&tokens, &news, &mut kvs, &adapters))
+            let clock = std::time::Instant::now();
+            let forward = in_pool(|| self.decoder.forward_rows_each(&tokens, &news, &mut kvs, &adapters));
+            counts.steps += 1;
+            counts.forward_us += clock.elapsed().as_micros() as u64;
+            forward
         };
         // A sequence whose prompt is not all read yet gets no token this step.
         let mut row_logits: Vec<Option<Vec<f32>>> = vec![None; self.live.len()];

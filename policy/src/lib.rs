@@ -27,6 +27,7 @@ pub mod threads;
 // For tests only: the `testing` feature, which only dev-dependencies turn on.
 #[cfg(any(test, feature = "testing"))]
 pub mod tiny;
+pub mod token_tree;
 pub mod tokenizer;
 
 pub use chat_template::{ChatTemplate, Message};
@@ -38,6 +39,7 @@ pub use model::{Arch, Decoder, ModelConfig, ModelWeights};
 pub use optim::{AdamW, AdamWConfig};
 pub use prefix_cache::{PrefixCache, TokenCounts};
 pub use sampling::{Completion, FinishReason, SamplingParams};
+pub use token_tree::TokenTree;
 pub use tokenizer::PolicyTokenizer;
 
 pub use candle_core::{backprop::GradStore, Device, Tensor, Var};
@@ -298,77 +300,58 @@ impl Policy {
         Ok((lp * valid)?)
     }
 
-    /// [`Policy::token_logprobs`] for sequences that share their first `prefix` tokens, with that prefix
-    /// forwarded once (see [`Decoder::hidden_train_shared`]): the same `(B, T-1)` tensor, except that the
-    /// targets inside the prefix (entries `..prefix`) are not computed and read 0, so the caller's mask must
-    /// leave them out. Every sequence must be longer than `prefix`; `routed`: empty, or one flag for all
-    /// (the prefix's rows cannot be routed two ways).
-    pub fn token_logprobs_shared(&self, seqs: &[Vec<u32>], prefix: usize, routed: &[bool]) -> Result<Tensor> {
+    /// [`Policy::token_logprobs`] computed only where it is read: the same `(B, T_max - 1)` layout, with
+    /// entry `[b, t]` computed where `scored[b][t + 1]` is true (the targets a loss reads: the model's own
+    /// tokens) and 0 everywhere else. The sequences are forwarded as their trie ([`TokenTree`]): every
+    /// token they share (a prompt, a program and its output that several samples wrote alike) is a row
+    /// once, and no row is padding; the output head runs once per distinct (row, target). The values and
+    /// gradients are those of the sequences taken one by one. `routed`: every sequence trains only the
+    /// forget adapter (a row shared by sequences routed two ways could not be).
+    pub fn token_logprobs_tree(&self, seqs: &[Vec<u32>], scored: &[Vec<bool>], routed: bool) -> Result<Tensor> {
         let t = seqs.iter().map(Vec::len).max().unwrap_or(0);
-        let Some(first) = seqs.first() else {
-            return Err(PolicyError::Invalid("no sequences".into()));
-        };
-        if t < 2 || prefix == 0 {
-            return Err(PolicyError::Invalid(format!("a shared prefix of {prefix} tokens over sequences of at most {t}")));
+        if seqs.is_empty() || seqs.iter().any(|s| s.len() < 2) {
+            return Err(PolicyError::Invalid("token_logprobs_tree: sequences need at least two tokens".into()));
         }
-        if let Some((i, s)) = seqs.iter().enumerate().find(|(_, s)| s.len() <= prefix || s[..prefix] != first[..prefix]) {
-            return Err(PolicyError::Invalid(format!("sequence {i} ({} tokens) does not start with the {prefix}-token shared prefix", s.len())));
+        if scored.len() != seqs.len() || seqs.iter().zip(scored).any(|(s, m)| s.len() != m.len()) {
+            return Err(PolicyError::Invalid(format!("token_logprobs_tree: {} masks for {} sequences, or of other lengths", scored.len(), seqs.len())));
         }
-        if !routed.is_empty() && (routed.len() != seqs.len() || routed.iter().any(|&r| r != routed[0])) {
-            return Err(PolicyError::Invalid(format!(
-                "{} routing flags for {} sequences sharing a prefix: one flag for all is needed",
-                routed.len(),
-                seqs.len()
-            )));
-        }
+        let paths: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+        let tree = TokenTree::build(&paths);
         let c = &self.decoder.cfg;
-        let shape = fused::SharedPrefixShape {
-            prefix,
-            segments: seqs.iter().map(|s| s.len() - prefix).collect(),
-            heads: c.num_heads,
-            kv_heads: c.num_kv_heads,
-            head_dim: c.head_dim,
-        };
-        let rows = shape.rows();
-        let mut tokens = first[..prefix].to_vec();
-        for s in seqs {
-            tokens.extend_from_slice(&s[prefix..]);
-        }
-        let flags = routed.first().filter(|&&r| r).map(|_| vec![true; rows]);
-        let hidden = self.decoder.hidden_train_shared(&tokens, &shape, self.adapters.as_ref(), flags.as_deref())?;
-        // Only segment rows with a next token are scored: row j of segment b predicts seqs[b][prefix + j + 1].
-        let (mut picked, mut targets) = (Vec::new(), Vec::new());
-        let mut start = prefix;
-        for s in seqs {
-            let len = s.len() - prefix;
-            picked.extend((start..start + len - 1).map(|r| r as u32));
-            targets.extend_from_slice(&s[prefix + 1..]);
-            start += len;
+        let shape = fused::TreeShape::new(tree.spans.clone(), c.num_heads, c.num_kv_heads, c.head_dim)?;
+        let flags = routed.then(|| vec![true; tree.len()]);
+        let hidden = self.decoder.hidden_train_tree(&tree.tokens, &shape, self.adapters.as_ref(), flags.as_deref())?;
+        // The distinct (row, target) pairs the masks read, and where each entry of the layout finds its own.
+        let mut unique: std::collections::HashMap<(u32, u32), u32> = std::collections::HashMap::new();
+        let (mut rows, mut targets) = (Vec::new(), Vec::new());
+        let mut index = Vec::with_capacity(seqs.len() * (t - 1));
+        for ((s, m), path) in seqs.iter().zip(scored).zip(&tree.rows) {
+            for i in 0..t - 1 {
+                let entry = if i + 1 < s.len() && m[i + 1] {
+                    let key = (path[i], s[i + 1]);
+                    *unique.entry(key).or_insert_with(|| {
+                        rows.push(key.0);
+                        targets.push(key.1);
+                        rows.len() as u32 - 1
+                    })
+                } else {
+                    u32::MAX
+                };
+                index.push(entry);
+            }
         }
         let dev = self.device();
-        let scored = if picked.is_empty() {
-            None
+        let n = rows.len();
+        // Entry n is the 0 of every unread place.
+        let read = if n == 0 {
+            Tensor::zeros(1, DType::F32, dev)?
         } else {
-            let n = picked.len();
-            let h = hidden.index_select(&Tensor::from_vec(picked, n, dev)?, 0)?;
-            Some(fused::head_log_probs(&h, self.decoder.weights.lm_head(), &Tensor::from_vec(targets, n, dev)?)?)
+            let h = hidden.index_select(&Tensor::from_vec(rows, n, dev)?, 0)?;
+            let lp = fused::head_log_probs(&h, self.decoder.weights.lm_head(), &Tensor::from_vec(targets, n, dev)?)?;
+            Tensor::cat(&[&lp, &Tensor::zeros(1, DType::F32, dev)?], 0)?
         };
-        // Back to the (B, T-1) layout of token_logprobs: entry prefix + j of row b is target j + 1 of its segment.
-        let mut rows_out = Vec::with_capacity(seqs.len());
-        let mut at = 0;
-        for s in seqs {
-            let n = s.len() - prefix - 1;
-            let mut parts = vec![Tensor::zeros(prefix, DType::F32, dev)?];
-            if let (Some(lp), true) = (&scored, n > 0) {
-                parts.push(lp.narrow(0, at, n)?);
-            }
-            if t - 1 > prefix + n {
-                parts.push(Tensor::zeros(t - 1 - prefix - n, DType::F32, dev)?);
-            }
-            rows_out.push(Tensor::cat(&parts, 0)?);
-            at += n;
-        }
-        Ok(Tensor::stack(&rows_out, 0)?)
+        let index: Vec<u32> = index.into_iter().map(|e| if e == u32::MAX { n as u32 } else { e }).collect();
+        Ok(read.index_select(&Tensor::from_vec(index, seqs.len() * (t - 1), dev)?, 0)?.reshape((seqs.len(), t - 1))?)
     }
 
     /// Differentiable sum of log-probs over the tokens the model wrote: `masks[b][i]` is true when token `i`

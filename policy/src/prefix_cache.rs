@@ -29,6 +29,12 @@ pub struct TokenCounts {
     pub reused: usize,
     /// Tokens sampled.
     pub sampled: usize,
+    /// Forward passes of the batch (each reads every live sequence's next tokens).
+    #[serde(default)]
+    pub steps: usize,
+    /// Microseconds those forward passes took (the rest of sampling: picking tokens, stop strings).
+    #[serde(default)]
+    pub forward_us: u64,
 }
 
 impl TokenCounts {
@@ -37,6 +43,8 @@ impl TokenCounts {
         self.prefilled += other.prefilled;
         self.reused += other.reused;
         self.sampled += other.sampled;
+        self.steps += other.steps;
+        self.forward_us += other.forward_us;
     }
 }
 

@@ -74,6 +74,10 @@ pub struct RolloutSection {
     /// rather than re-tokenising its text; only then is the server-trainer log-prob gap measured.
     #[serde(default = "exact_tokens_default")]
     pub sampler_exact_tokens: bool,
+    /// How the local sampler multiplies the frozen weights: 8-bit activations (faster; log-probs a little off
+    /// the learner's) or f32 (the training forward's products). Configs saved before it sampled in f32.
+    #[serde(default)]
+    pub sampler_activations: agentrt_policy::DecodeActivations,
     /// How every episode is played.
     #[serde(flatten)]
     pub episode: EpisodeSpec,
@@ -130,8 +134,9 @@ pub struct AlgorithmSection {
     pub max_grad_norm: f64,
     /// Rollout batches whose gradients are summed before one optimizer step.
     pub gradient_accumulation_steps: usize,
-    /// Forward the prompt a step's samples share once, in the policy's pass and the KL reference's,
-    /// instead of once per sample (the same loss and gradients; false: every sample whole, as before).
+    /// Forward a step's samples as the trie of their tokens (what they share computed once, the output
+    /// head only at the model's tokens), in the policy's pass and the KL reference's (the same loss and
+    /// gradients; false: every sample whole and padded, as before).
     #[serde(default = "default_true")]
     pub shared_prefix_update: bool,
     /// Added to an episode's reward when one of its programs ran without an error (0: the judge alone).
@@ -170,6 +175,10 @@ pub struct AlgorithmSection {
     /// ... and below `1 + clip_high` (DAPO's clip-higher: a larger upper bound lets rare good tokens grow).
     #[serde(default = "default_clip_high")]
     pub clip_high: f64,
+    /// The cap of the truncated importance weight learner / sampler on each token's policy-gradient term
+    /// (0: off; configs saved before it had none).
+    #[serde(default)]
+    pub sampler_correction: f64,
 }
 
 fn default_max_draws() -> usize {
@@ -564,7 +573,18 @@ mod tests {
         let run = tempfile::tempdir().unwrap();
         let saved = finished_run(run.path(), &std::fs::read_to_string(&fixture).unwrap());
         let old = TrainConfig::read(&saved).unwrap();
-        let expected = TrainConfig::from_layers(None, &["env.name=code".into(), "env.code.test_fuel=7".into(), "env.wiki.judge=rule:0.5".into()]).unwrap();
+        // A run saved before the 8-bit sampler reads as it ran: f32 sampling, no correction.
+        let expected = TrainConfig::from_layers(
+            None,
+            &[
+                "env.name=code".into(),
+                "env.code.test_fuel=7".into(),
+                "env.wiki.judge=rule:0.5".into(),
+                "rollout.sampler_activations=f32".into(),
+                "algorithm.sampler_correction=0".into(),
+            ],
+        )
+        .unwrap();
         assert_eq!(old, expected);
         // Such a run resumes, and may still change only its length.
         let resumed = TrainConfig::resumed(&saved, None, &["run.max_steps=20".into()]).unwrap();

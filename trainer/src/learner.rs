@@ -48,12 +48,17 @@ pub struct LearnerConfig {
     pub max_grad_norm: f64,
     /// AdamW's learning rate, weight decay and the rest.
     pub optimizer: AdamWConfig,
-    /// Forward the prompt that consecutive samples share once ([`shared_prefix_groups`]); the loss and
-    /// gradients are those of the samples taken one by one.
+    /// Forward consecutive samples as the trie of their tokens, so what they share (the prompt, and what
+    /// they wrote and read alike) is computed once, and the output head only at their model tokens
+    /// ([`shared_token_groups`]); the loss and gradients are those of the samples taken one by one.
     pub share_prefixes: bool,
     /// PPO's clipped objective with these `(low, high)` bounds on the ratio to the sampler (`None`: the
     /// plain policy gradient, the same at a ratio of 1). Needs the samples' sampled log-probs.
     pub clip: Option<(f64, f64)>,
+    /// Without `clip`: weigh each model token's policy-gradient term by `min(p / p_sampler, cap)`
+    /// (detached; truncated importance sampling), for samples that carry their sampled log-probs; `None`:
+    /// the ratio is taken as 1.
+    pub sampler_correction: Option<f64>,
 }
 
 /// How a pass's loss is scaled: what each sample's tokens are divided by.
@@ -86,47 +91,39 @@ pub fn model_tokens(samples: &[Sample]) -> usize {
     samples.iter().map(Sample::model_tokens).sum()
 }
 
-/// Rows one shared-prefix group may hold (its prefix and every sample's continuation): they stay in
-/// memory together until the group's backward, about 1 MB a row for SmolLM2-135M.
+/// Rows one group's trie may hold (every token its samples do not share, and their shared ones once): they
+/// stay in memory together until the group's backward, about 1 MB a row for SmolLM2-135M.
 pub const SHARED_PREFIX_MAX_ROWS: usize = 4096;
 
-/// A shared prefix shorter than this is not worth holding samples together for.
-const MIN_SHARED_PREFIX: usize = 16;
-
-/// Splits `samples`, in order, into groups whose members start with the same prompt: the same ids, none
-/// of them the model's, for at least [`MIN_SHARED_PREFIX`] tokens, the same routing, and at most
-/// [`SHARED_PREFIX_MAX_ROWS`] rows. Returns each group with the prefix its forward shares: one token
-/// short of the common prompt, so every segment starts with a token whose log-prob is not needed, and
-/// 0 for a sample on its own.
-pub fn shared_prefix_groups<'s>(samples: &[&'s Sample]) -> Vec<(Vec<&'s Sample>, usize)> {
-    let prompt_len = |s: &Sample| s.model_mask.iter().position(|&m| m).unwrap_or(s.ids.len());
-    let mut groups = Vec::new();
+/// Splits `samples`, in order, into groups forwarded together as the trie of their token sequences
+/// ([`agentrt_policy::TokenTree`]: every token two samples share, the prompt and whatever they wrote and
+/// read alike, computed once): consecutive samples with the same routing, while the group's trie holds at
+/// most [`SHARED_PREFIX_MAX_ROWS`] rows (a sample longer than that is a group of its own). Returns each
+/// group with its trie's rows.
+pub fn shared_token_groups<'s>(samples: &[&'s Sample]) -> Vec<(Vec<&'s Sample>, usize)> {
+    let rows = |group: &[&Sample]| agentrt_policy::TokenTree::build(&group.iter().map(|s| s.ids.as_slice()).collect::<Vec<_>>()).len();
+    let mut groups: Vec<(Vec<&Sample>, usize)> = Vec::new();
     let mut current: Vec<&Sample> = Vec::new();
-    let mut common = 0;
-    let close = |current: Vec<&'s Sample>, common: usize, groups: &mut Vec<(Vec<&'s Sample>, usize)>| {
-        if current.len() >= 2 {
-            groups.push((current, common - 1));
-        } else if !current.is_empty() {
-            groups.push((current, 0));
-        }
-    };
+    let mut current_rows = 0;
     for &s in samples {
-        if let Some(first) = current.first().filter(|f| f.routed == s.routed) {
-            let own = prompt_len(s);
-            let shared = first.ids[..common].iter().zip(&s.ids[..own]).take_while(|(a, b)| a == b).count();
-            let prefix = shared.saturating_sub(1);
-            let rows = prefix + current.iter().chain(std::iter::once(&s)).map(|x| x.ids.len() - prefix).sum::<usize>();
-            if shared >= MIN_SHARED_PREFIX && rows <= SHARED_PREFIX_MAX_ROWS {
-                current.push(s);
-                common = shared;
+        if current.first().is_some_and(|f| f.routed == s.routed) {
+            current.push(s);
+            let with = rows(&current);
+            if with <= SHARED_PREFIX_MAX_ROWS {
+                current_rows = with;
                 continue;
             }
+            current.pop();
         }
-        close(std::mem::take(&mut current), common, &mut groups);
+        if !current.is_empty() {
+            groups.push((std::mem::take(&mut current), current_rows));
+        }
         current.push(s);
-        common = prompt_len(s);
+        current_rows = s.ids.len();
     }
-    close(current, common, &mut groups);
+    if !current.is_empty() {
+        groups.push((current, current_rows));
+    }
     groups
 }
 
@@ -148,6 +145,31 @@ pub struct UpdateStats {
     /// function on the same weights, so this is rounding (about 1e-5) when sampling is local, and measures
     /// how off-policy a server's samples are when it is not.
     pub logprob_gap: LogprobGap,
+    /// Where the pass's time went.
+    pub seconds: LearnerSeconds,
+    /// Token rows the policy's forward computed (a shared prefix once per group, then every sample's
+    /// own rows; a padded batch counts its padding): the learner's work, against the samples' tokens.
+    pub rows: usize,
+}
+
+/// Seconds of an accumulation pass, by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LearnerSeconds {
+    /// The KL reference's forward (0 when beta is 0).
+    pub reference: f64,
+    /// The policy's forward and the loss.
+    pub forward: f64,
+    /// The backward pass and summing the gradients.
+    pub backward: f64,
+}
+
+impl LearnerSeconds {
+    /// Adds another pass's seconds.
+    pub fn add(&mut self, other: LearnerSeconds) {
+        self.reference += other.reference;
+        self.forward += other.forward;
+        self.backward += other.backward;
+    }
 }
 
 /// See [`UpdateStats::logprob_gap`].
@@ -264,14 +286,15 @@ impl Learner {
                 used.push(s);
             }
         }
-        // Per-layer recomputation keeps one sample's activations at a time; a group keeps all of its own.
+        // Per-layer recomputation keeps one sample's activations at a time (through the padded forward); a
+        // group keeps all of its own.
         let groups = if self.config.share_prefixes && !self.policy.recompute_layers {
-            shared_prefix_groups(&used)
+            shared_token_groups(&used).into_iter().map(|(g, rows)| (g, Some(rows))).collect()
         } else {
-            used.iter().map(|&s| (vec![s], 0)).collect()
+            used.iter().map(|&s| (vec![s], None)).collect::<Vec<_>>()
         };
-        for (group, prefix) in groups {
-            self.accumulate_group(&group, prefix, scale, &mut stats, &mut kl_sum)?;
+        for (group, tree_rows) in groups {
+            self.accumulate_group(&group, tree_rows, scale, &mut stats, &mut kl_sum)?;
         }
         if stats.model_tokens > 0 {
             stats.kl = kl_sum / stats.model_tokens as f64;
@@ -279,23 +302,25 @@ impl Learner {
         Ok(stats)
     }
 
-    /// The gradients of `group`, forwarded together over its shared `prefix` (0: one sample, whole).
-    fn accumulate_group(&mut self, group: &[&Sample], prefix: usize, scale: LossScale, stats: &mut UpdateStats, kl_sum: &mut f64) -> Result<(), TrainError> {
+    /// The gradients of `group`, forwarded as the trie of its sequences when `tree_rows` gives its rows
+    /// (only the model's tokens' log-probs computed), or padded (`None`: one sample, whole).
+    fn accumulate_group(&mut self, group: &[&Sample], tree_rows: Option<usize>, scale: LossScale, stats: &mut UpdateStats, kl_sum: &mut f64) -> Result<(), TrainError> {
         let seqs: Vec<Vec<u32>> = group.iter().map(|s| s.ids.clone()).collect();
+        let masks: Vec<Vec<bool>> = group.iter().map(|s| s.model_mask.clone()).collect();
         let routed: Vec<bool> = if group[0].routed { vec![true; group.len()] } else { vec![] };
-        let logprobs = |policy: &Policy, routed: &[bool]| {
-            if prefix > 0 {
-                policy.token_logprobs_shared(&seqs, prefix, routed)
-            } else {
-                policy.token_logprobs(&seqs, routed)
-            }
+        let logprobs = |policy: &Policy, routed: &[bool]| match tree_rows {
+            Some(_) => policy.token_logprobs_tree(&seqs, &masks, routed.first().copied().unwrap_or(false)),
+            None => policy.token_logprobs(&seqs, routed),
         };
         let beta = self.config.beta;
+        let clock = std::time::Instant::now();
         // The reference is never routed.
         let reference = if beta > 0.0 { Some(self.with_reference(|p| logprobs(p, &[]))?.detach()) } else { None };
+        stats.seconds.reference += clock.elapsed().as_secs_f64();
+        let clock = std::time::Instant::now();
         let lp = logprobs(&self.policy, &routed)?;
+        stats.rows += tree_rows.unwrap_or_else(|| seqs.len() * seqs.iter().map(Vec::len).max().unwrap_or(0));
         let dev = self.policy.device().clone();
-        let masks: Vec<Vec<bool>> = group.iter().map(|s| s.model_mask.clone()).collect();
         let mask = Policy::target_mask(&seqs, &masks, lp.dim(1)?, &dev)?;
         for (b, s) in group.iter().enumerate() {
             if !s.sampled_logprobs.is_empty() {
@@ -307,8 +332,18 @@ impl Learner {
         let weight: Vec<f32> = n_model.iter().map(|&n| scale.token_weight(n) as f32).collect();
         let policy_weight: Vec<f32> = group.iter().zip(&weight).map(|(s, w)| -s.advantage * w).collect();
         let column = |v: Vec<f32>| Tensor::from_vec(v, (group.len(), 1), &dev);
+        let carry_sampled = group.iter().all(|s| s.sampled_logprobs.len() == s.ids.len());
         let mut per_token = match self.config.clip {
-            None => lp.broadcast_mul(&column(policy_weight)?)?,
+            None => match self.config.sampler_correction.filter(|_| carry_sampled) {
+                None => lp.broadcast_mul(&column(policy_weight)?)?,
+                Some(cap) => {
+                    // The learner's probability over the sampler's, on the model's tokens (1 elsewhere: the
+                    // sampler's log-prob there is the learner's own), capped, and not differentiated.
+                    let old = sampler_logprobs(group, &lp, &masks)?;
+                    let weight = (lp.detach() - &old)?.exp()?.clamp(0.0, cap)?;
+                    (&lp * weight)?.broadcast_mul(&column(policy_weight)?)?
+                }
+            },
             Some((low, high)) => {
                 // ρ = p / p_sampler on the model's tokens; 1 elsewhere (the sampler's log-prob there is
                 // the learner's own, detached), so masked positions stay finite.
@@ -330,8 +365,11 @@ impl Learner {
         }
         let loss = (per_token * &mask)?.sum_all()?;
         stats.loss += loss.to_scalar::<f32>()? as f64;
+        stats.seconds.forward += clock.elapsed().as_secs_f64();
+        let clock = std::time::Instant::now();
         let grads = self.policy.backward(&loss)?;
         self.add(grads)?;
+        stats.seconds.backward += clock.elapsed().as_secs_f64();
         stats.model_tokens += n_model.iter().sum::<usize>();
         stats.samples += group.len();
         Ok(())
@@ -449,17 +487,18 @@ mod tests {
         (stats, grads.into_iter().map(|g| g.map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect())
     }
 
-    /// The shared-prefix update is the per-sample update: the same loss and every LoRA gradient within
-    /// 1e-5 relative (the KL within 1e-5 nats), on the three architectures (plain, q/k/v biases, q/k norms), with the KL reference on,
-    /// dual adapters and routed samples.
+    /// The trie update is the per-sample update: the same loss and every LoRA gradient within 1e-5 relative
+    /// (the KL within 1e-5 nats), on the three architectures (plain, q/k/v biases, q/k norms), with the KL
+    /// reference on, dual adapters and routed samples, and samples that share tokens past their prompt
+    /// (one wrote what another wrote, then parted from it).
     #[test]
-    fn the_shared_prefix_update_equals_the_per_sample_update() {
+    fn the_trie_update_equals_the_per_sample_update() {
         for (arch, dual) in [(Arch::Llama, false), (Arch::Qwen2, true), (Arch::Qwen3, false)] {
             let mut policy = tiny_policy(arch, 3).unwrap();
             policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 5).unwrap();
             policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
             let mut learner =
-                Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None })
+                Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None })
                     .unwrap();
             // A KL reference that differs from the policy: the same adapters with other B's.
             let reference =
@@ -467,11 +506,19 @@ mod tests {
             reference.randomize_b(0.05, 2).unwrap();
             learner.set_reference(Some(reference));
             let mut all = samples(dual);
+            // A fifth sample that wrote what the second did, then parted from it for its last 4 tokens.
+            let mut parted = all[1].clone();
+            let n = parted.ids.len();
+            parted.ids[n - 4..].iter_mut().for_each(|t| *t = 7 + *t % 5);
+            parted.advantage = -0.9;
+            all.insert(2, parted);
             if dual {
-                all.iter_mut().take(3).for_each(|s| s.routed = true);
+                all.iter_mut().take(4).for_each(|s| s.routed = true);
             }
-            let groups = shared_prefix_groups(&all.iter().collect::<Vec<_>>());
-            assert_eq!(groups.iter().map(|(g, p)| (g.len(), *p)).collect::<Vec<_>>(), vec![(3, 39), (1, 0)], "{arch:?}");
+            let groups = shared_token_groups(&all.iter().collect::<Vec<_>>());
+            // One trie: the 40-token prompt once, the three replies (the fifth sample's 4 tokens past where it
+            // parted), and the other sample: 40 + 9 + 23 + 4 + 14 + 30 rows.
+            assert_eq!(groups.iter().map(|(g, rows)| (g.len(), *rows)).collect::<Vec<_>>(), vec![(5, 120)], "{arch:?}");
 
             let (shared, g_shared) = gradients(&mut learner, &all, true);
             let (alone, g_alone) = gradients(&mut learner, &all, false);
@@ -505,7 +552,7 @@ mod tests {
         let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
         policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
         policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-        let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None };
+        let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
         let mut learner = Learner::new(policy, config).unwrap();
         let mut all = samples(false);
         // The sampler's log-probs: the learner's own (entry t + 1 is the log-prob of id t + 1).
@@ -547,30 +594,75 @@ mod tests {
         assert!(flat(&grads) < 1e-9, "the clipped branch passed a gradient: {}", flat(&grads));
     }
 
+    /// The sampler correction (truncated importance sampling): with the sampler's log-probs equal to the
+    /// learner's it is the plain gradient; with the sampler e times likelier on every model token, every
+    /// token's term weighs 1/e, so the gradient is the plain one times 1/e; and the weight is capped.
     #[test]
-    fn groups_need_a_long_common_prompt_the_same_routing_and_fit_the_row_budget() {
+    fn the_sampler_correction_weighs_each_token_by_its_capped_ratio() {
+        let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
+        policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
+        policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
+        let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
+        let mut learner = Learner::new(policy, config).unwrap();
         let mut all = samples(false);
-        // A sample whose prompt differs from the 5th token on does not join.
-        all[0].ids[5] += 1;
+        for s in &mut all {
+            let lp: Vec<f32> = learner.policy.token_logprobs(std::slice::from_ref(&s.ids), &[]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
+            s.sampled_logprobs = std::iter::once(0.0).chain(lp).collect();
+        }
+        let scale = LossScale::PerToken { tokens: model_tokens(&all) };
+        let grads = |learner: &mut Learner, all: &[Sample]| -> Vec<f32> {
+            learner.accumulate(all, scale).unwrap();
+            std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()]).into_iter().flatten().flat_map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
+        };
+        let plain = grads(&mut learner, &all);
+        let norm = plain.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+        let off_by = |a: &[f32], b: &[f32], k: f64| a.iter().zip(b).map(|(x, y)| (*x as f64 - k * *y as f64).powi(2)).sum::<f64>().sqrt();
+        learner.config.sampler_correction = Some(2.0);
+        let at_one = grads(&mut learner, &all);
+        assert!(off_by(&at_one, &plain, 1.0) <= 1e-4 * norm, "at ratio 1 the corrected gradient is the plain one");
+        for s in &mut all {
+            for (lp, m) in s.sampled_logprobs.iter_mut().zip(&s.model_mask) {
+                if *m {
+                    *lp += 1.0;
+                }
+            }
+        }
+        let scaled = grads(&mut learner, &all);
+        assert!(off_by(&scaled, &plain, (-1.0f64).exp()) <= 1e-4 * norm, "each token weighs p / p_sampler = 1/e");
+        // The sampler e^2 times less likely: the weight e^2 is capped at 2.
+        for s in &mut all {
+            for (lp, m) in s.sampled_logprobs.iter_mut().zip(&s.model_mask) {
+                if *m {
+                    *lp -= 3.0;
+                }
+            }
+        }
+        let capped = grads(&mut learner, &all);
+        assert!(off_by(&capped, &plain, 2.0) <= 1e-4 * norm, "the weight is capped");
+    }
+
+    #[test]
+    fn groups_need_the_same_routing_and_fit_the_row_budget() {
+        let all = samples(false);
         let refs: Vec<&Sample> = all.iter().collect();
-        let groups = shared_prefix_groups(&refs);
-        assert_eq!(groups.iter().map(|(g, p)| (g.len(), *p)).collect::<Vec<_>>(), vec![(1, 0), (2, 39), (1, 0)]);
+        assert_eq!(shared_token_groups(&refs).iter().map(|(g, _)| g.len()).collect::<Vec<_>>(), vec![4]);
         // Different routing splits a group.
         let mut all = samples(false);
         all[2].routed = true;
         let refs: Vec<&Sample> = all.iter().collect();
-        assert_eq!(shared_prefix_groups(&refs).iter().map(|(g, _)| g.len()).collect::<Vec<_>>(), vec![2, 1, 1]);
-        // Long samples split by the row budget.
+        assert_eq!(shared_token_groups(&refs).iter().map(|(g, _)| g.len()).collect::<Vec<_>>(), vec![2, 1, 1]);
+        // Long samples split by the row budget: two share 100 prompt tokens (100 + 2 x 1900 rows), a third
+        // would pass 4,096.
         let long: Vec<Sample> = (0..3)
             .map(|i| {
                 let mut ids: Vec<u32> = (0..100).collect();
-                ids.extend((0..1900).map(|j| (j * (i + 1)) % 250));
+                ids.extend((0..1900).map(|j| 300 + (j * (i + 1) + i) % 250));
                 let mut mask = vec![false; 100];
                 mask.extend([true; 1900]);
                 Sample { ids, model_mask: mask, advantage: 1.0, routed: false, sampled_logprobs: vec![] }
             })
             .collect();
         let refs: Vec<&Sample> = long.iter().collect();
-        assert_eq!(shared_prefix_groups(&refs).iter().map(|(g, p)| (g.len(), *p)).collect::<Vec<_>>(), vec![(2, 99), (1, 0)]);
+        assert_eq!(shared_token_groups(&refs).iter().map(|(g, rows)| (g.len(), *rows)).collect::<Vec<_>>(), vec![(2, 3900), (1, 2000)]);
     }
 }

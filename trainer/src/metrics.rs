@@ -135,6 +135,17 @@ pub struct StepMetrics {
     pub tokens_reused: Option<usize>,
     /// Tokens sampled locally; null when servers sample.
     pub tokens_sampled: Option<usize>,
+    /// The local sampler's forward passes (each reads every live sequence's next tokens: a decoding step,
+    /// with any prompt read beside it); null when servers sample.
+    #[serde(default)]
+    pub sampler_steps: Option<usize>,
+    /// Token rows the update's forward passes computed (each optimizer step's; a shared prefix once per
+    /// group): the learner's work, against `update_tokens`, the trained samples' tokens.
+    #[serde(default)]
+    pub update_rows: usize,
+    /// Tokens of the samples the update trained on.
+    #[serde(default)]
+    pub update_tokens: usize,
     /// Where the step's time went.
     pub seconds: StepSeconds,
 
@@ -153,6 +164,10 @@ pub struct StepMetrics {
 pub struct StepSeconds {
     /// Waiting for the policy's replies.
     pub generate: f64,
+    /// Of `generate`: the local sampler's forward passes (the rest: picking tokens, programs and turns
+    /// waiting for each other).
+    #[serde(default)]
+    pub generate_forward: f64,
     /// Waiting for the replies' programs in the sandbox after sampling (a program runs beside the next
     /// sampling step; only what it takes past that step counts).
     pub tools: f64,
@@ -160,6 +175,18 @@ pub struct StepSeconds {
     pub judge: f64,
     /// The update: the log-prob gap on dropped samples, every optimizer step's forward and backward.
     pub update: f64,
+    /// Of `update`: the KL reference's forward passes.
+    #[serde(default)]
+    pub update_reference: f64,
+    /// Of `update`: the policy's forward passes and the loss.
+    #[serde(default)]
+    pub update_forward: f64,
+    /// Of `update`: the backward passes.
+    #[serde(default)]
+    pub update_backward: f64,
+    /// Of `update`: clipping and the AdamW steps.
+    #[serde(default)]
+    pub update_optimizer: f64,
     /// The whole step up to its metrics line (the held-out evaluation, checkpoints and logs not included).
     pub step: f64,
 }
@@ -359,7 +386,21 @@ pub(crate) fn example() -> StepMetrics {
         tokens_prefilled: Some(327),
         tokens_reused: Some(789),
         tokens_sampled: Some(48),
-        seconds: StepSeconds { generate: 0.5, tools: 0.125, judge: 0.0625, update: 0.25, step: 1.0 },
+        sampler_steps: Some(30),
+        update_rows: 400,
+        update_tokens: 620,
+        seconds: StepSeconds {
+            generate: 0.5,
+            generate_forward: 0.375,
+            tools: 0.125,
+            judge: 0.0625,
+            update: 0.25,
+            update_reference: 0.0625,
+            update_forward: 0.0625,
+            update_backward: 0.09375,
+            update_optimizer: 0.015625,
+            step: 1.0,
+        },
         dev_accuracy: Some(0.25),
         dev_answer_f1: Some(0.5),
         dev_tool_calls: Some(1.0),
@@ -398,7 +439,7 @@ mod tests {
 
     /// Every key of the line as the trainer has always written it (sorted); `reward_tests` and
     /// `reward_perfect` come on top from the code grader. A renamed field fails here.
-    const KEYS: [&str; 48] = [
+    const KEYS: [&str; 51] = [
         "accuracy",
         "answer_f1",
         "beta",
@@ -437,6 +478,7 @@ mod tests {
         "reward_std",
         "routed_fraction",
         "runnable_program_replies",
+        "sampler_steps",
         "search_hit_rate",
         "seconds",
         "step",
@@ -447,16 +489,18 @@ mod tests {
         "trained_samples",
         "turns",
         "unique_samples",
+        "update_rows",
+        "update_tokens",
     ];
 
     #[test]
-    fn the_line_has_exactly_the_keys_it_always_had_and_round_trips() {
+    fn the_line_has_exactly_its_keys_and_round_trips() {
         let m = example();
         let json = m.to_json();
         let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, KEYS);
         let seconds: Vec<&str> = json["seconds"].as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(seconds, ["generate", "judge", "step", "tools", "update"]);
+        assert_eq!(seconds, ["generate", "generate_forward", "judge", "step", "tools", "update", "update_backward", "update_forward", "update_optimizer", "update_reference"]);
         assert!(json["episodes"].is_u64() && json["dev_questions"].is_u64() && json["model_tokens"].is_f64(), "integers stay integers");
         // The written text reads back to the same value.
         let back: StepMetrics = serde_json::from_str(&m.to_string()).unwrap();
@@ -473,6 +517,7 @@ mod tests {
             tokens_prefilled: None,
             tokens_reused: None,
             tokens_sampled: None,
+            sampler_steps: None,
             dev_accuracy: None,
             dev_answer_f1: None,
             dev_tool_calls: None,
@@ -482,7 +527,7 @@ mod tests {
         let json = sparse.to_json();
         assert_eq!(json.as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>(), KEYS);
         let nulls: Vec<&str> = json.as_object().unwrap().iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k.as_str()).collect();
-        assert_eq!(nulls.len(), 11, "{nulls:?}");
+        assert_eq!(nulls.len(), 12, "{nulls:?}");
         assert_eq!(serde_json::from_value::<StepMetrics>(json).unwrap(), sparse);
 
         // The code grader's parts are keys of their own, present only when given.

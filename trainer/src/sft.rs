@@ -371,7 +371,8 @@ pub fn validation_loss(policy: &Policy, examples: &[Example]) -> Result<(f64, us
     for chunk in examples.chunks(4) {
         let seqs: Vec<Vec<u32>> = chunk.iter().map(|e| e.ids.clone()).collect();
         let masks: Vec<Vec<bool>> = chunk.iter().map(|e| e.model_mask.clone()).collect();
-        let lp = policy.token_logprobs(&seqs, &[])?.detach();
+        // Forward as a trie (the shared system prompt once, no padding) and scored only where the loss reads.
+        let lp = policy.token_logprobs_tree(&seqs, &masks, false)?.detach();
         let m = Policy::target_mask(&seqs, &masks, lp.dim(1)?, policy.device())?;
         let sums: Vec<f32> = (&lp * &m)?.sum(1)?.to_vec1()?;
         let counts: Vec<f32> = m.sum(1)?.to_vec1()?;
@@ -419,6 +420,7 @@ async fn run_sft(request: SftRequest) -> Result<SftSummary, TrainError> {
             optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() },
             share_prefixes: true,
             clip: None,
+            sampler_correction: None,
         },
     )?;
     let per_step = s.batch_size * s.gradient_accumulation_steps;

@@ -66,6 +66,7 @@ pub fn learner_config(config: &TrainConfig) -> LearnerConfig {
         share_prefixes: a.shared_prefix_update,
         // One optimizer step per step's samples keeps the ratio to the sampler at 1: nothing to clip.
         clip: (a.mini_batches > 1 || a.update_epochs > 1).then_some((a.clip_low, a.clip_high)),
+        sampler_correction: (a.sampler_correction > 0.0).then_some(a.sampler_correction),
     }
 }
 
@@ -166,6 +167,9 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
+    // The rollouts' arithmetic (the activations the config names); the held-out slice is played in f32, as
+    // `agentrt eval` plays it.
+    policy.decoder.decode_activations = config.rollout.sampler_activations;
     policy.recompute_layers = config.model.recompute_layers;
     let at = start.start_adapters(&mut policy, &config.model, seed)?;
     let fresh = start.is_fresh();
@@ -290,7 +294,7 @@ impl RunStep for TrainStep<'_> {
 
     async fn begin(&mut self, learner: &mut Learner, run: &RunDir) -> Result<(), TrainError> {
         if !self.dev_slice.is_empty() && self.fresh {
-            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?.line(0);
+            let dev = dev_eval(&mut learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?.line(0);
             run.append(DEV_EVAL, &dev)?;
             tracing::info!("held-out slice before training: {}", serde_json::to_value(&dev).expect("held-out lines serialise"));
         }
@@ -337,6 +341,7 @@ impl RunStep for TrainStep<'_> {
         // The update: the kept groups in `mini_batches` parts, each one optimizer step, `update_epochs` times.
         let started = Instant::now();
         let mut update = UpdateStats::default();
+        let (mut update_tokens, mut optimizer_s) = (0, 0.0);
         update.logprob_gap.add(learner.measure_gap(&drawn.unread)?);
         let parts = mini_batches(&drawn.groups, config.algorithm.mini_batches);
         let mut norms = Vec::new();
@@ -351,13 +356,18 @@ impl RunStep for TrainStep<'_> {
                     LossAggregation::Sample => LossScale::PerSample { samples: samples.len().max(1) },
                 };
                 let s = learner.accumulate(&samples, scale)?;
+                update_tokens += samples.iter().filter(|x| x.model_tokens() > 0 && (x.advantage != 0.0 || config.algorithm.beta != 0.0)).map(|x| x.ids.len()).sum::<usize>();
+                update.seconds.add(s.seconds);
+                update.rows += s.rows;
                 update.loss += s.loss;
                 update.kl += s.kl * s.model_tokens as f64;
                 update.model_tokens += s.model_tokens;
                 update.samples += s.samples;
                 update.clipped_tokens += s.clipped_tokens;
                 update.logprob_gap.add(s.logprob_gap);
+                let clock = Instant::now();
                 norms.extend(learner.step()?);
+                optimizer_s += clock.elapsed().as_secs_f64();
             }
         }
         if parts.is_empty() {
@@ -367,7 +377,7 @@ impl RunStep for TrainStep<'_> {
         if update.model_tokens > 0 {
             update.kl /= update.model_tokens as f64;
         }
-        let update = Update { stats: update, grad_norms: norms, seconds: started.elapsed().as_secs_f64() };
+        let update = Update { stats: update, grad_norms: norms, seconds: started.elapsed().as_secs_f64(), optimizer_s, tokens: update_tokens };
 
         self.last_samples = drawn.episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
         let mut line = drawn.metrics(step, *questions_seen, &update, config, step_started.elapsed().as_secs_f64())?;
@@ -378,7 +388,7 @@ impl RunStep for TrainStep<'_> {
             tracing::warn!("step {step}: {}", no_update(&line, config));
         }
         if !self.dev_slice.is_empty() && (step.is_multiple_of(config.run.eval_steps) || step == config.run.max_steps) {
-            let dev = dev_eval(&learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?;
+            let dev = dev_eval(&mut learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?;
             run.append(DEV_EVAL, &dev.line(step))?;
             line.dev_accuracy = Some(dev.metrics.accuracy.value);
             line.dev_answer_f1 = Some(dev.metrics.answer_f1.value);
@@ -617,7 +627,15 @@ impl DevEval {
 }
 
 /// Greedy episodes on the held-out slice with the adapters as they are.
-async fn dev_eval(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
+async fn dev_eval(policy: &mut Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
+    let activations = std::mem::replace(&mut policy.decoder.decode_activations, agentrt_policy::DecodeActivations::F32);
+    let played = dev_eval_f32(policy, runner, questions, sampling).await;
+    policy.decoder.decode_activations = activations;
+    played
+}
+
+/// [`dev_eval`] once the policy decodes as `agentrt eval` does.
+async fn dev_eval_f32(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
     let started = Instant::now();
     let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..sampling.clone() }, 0);
     let batch = runner.run(&local, questions).await?;
@@ -630,6 +648,10 @@ struct Update {
     stats: UpdateStats,
     grad_norms: Vec<f64>,
     seconds: f64,
+    /// Of `seconds`: the optimizer steps.
+    optimizer_s: f64,
+    /// Tokens of the samples trained on.
+    tokens: usize,
 }
 
 impl Drawn {
@@ -688,11 +710,19 @@ impl Drawn {
             tokens_prefilled: self.tokens.map(|t| t.prefilled),
             tokens_reused: self.tokens.map(|t| t.reused),
             tokens_sampled: self.tokens.map(|t| t.sampled),
+            sampler_steps: self.tokens.map(|t| t.steps),
+            update_rows: u.rows,
+            update_tokens: update.tokens,
             seconds: StepSeconds {
                 generate: self.times.generate_s,
+                generate_forward: self.tokens.map_or(0.0, |t| t.forward_us as f64 / 1e6),
                 tools: self.times.tools_s,
                 judge: self.times.judge_s,
                 update: update.seconds,
+                update_reference: u.seconds.reference,
+                update_forward: u.seconds.forward,
+                update_backward: u.seconds.backward,
+                update_optimizer: update.optimizer_s,
                 step: step_s,
             },
             dev_accuracy: None,

@@ -13,7 +13,7 @@ pub mod packed_rows;
 pub mod projection;
 pub mod rms_norm;
 pub mod rope;
-pub mod shared_prefix_attention;
+pub mod tree_attention;
 pub mod silu_mul;
 
 pub use attention::{causal_attention, AttentionShape};
@@ -24,7 +24,7 @@ pub use packed_rows::{packed_linear, packed_linear_each, packed_linear_rows, Dec
 pub use projection::{add_lora_delta, projection};
 pub use rms_norm::rms_norm;
 pub use rope::{rope, rope_token_major};
-pub use shared_prefix_attention::{shared_prefix_attention, SharedPrefixShape};
+pub use tree_attention::{tree_attention, TreeShape, TreeSpan};
 pub use silu_mul::silu_mul;
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};

@@ -41,7 +41,7 @@ enum Pass<'a> {
     /// The differentiable forward over right-padded sequences from position 0.
     Train,
     /// The differentiable forward over a shared prefix and the segments that continue it.
-    TrainShared(&'a SharedRows),
+    TrainTree(&'a TreeRows),
 }
 
 /// The sequences of a sampling forward: where each one's new tokens sit among the batch's, their RoPE
@@ -74,10 +74,10 @@ struct AdapterSpan<'a> {
     adapters: Option<&'a AdapterSet>,
 }
 
-/// The rows of a shared-prefix training forward: their layout and each row's RoPE tables.
-struct SharedRows {
-    shape: fused::SharedPrefixShape,
-    /// `(rows, hd/2)`: each row's angles at its position in `prefix ++ segment`.
+/// The rows of a tree training forward: their layout and each row's RoPE tables.
+struct TreeRows {
+    shape: fused::TreeShape,
+    /// `(rows, hd/2)`: each row's angles at its position on its path from the root.
     cos: Tensor,
     sin: Tensor,
 }
@@ -226,7 +226,7 @@ impl Decoder {
         let att = match pass {
             Pass::Sample(rows) => self.attention_sample(li, l, &q, &k, &v, rows)?,
             Pass::Train => self.attention_train(l, &q, &k, &v, (b, t), None)?,
-            Pass::TrainShared(s) => self.attention_train(l, &q, &k, &v, (b, t), Some(s))?,
+            Pass::TrainTree(s) => self.attention_train(l, &q, &k, &v, (b, t), Some(s))?,
         };
         let o = self.proj(&att, li, Target::O, &l.o, None, adapters, routed, train, spans)?;
         let x = (x + o)?;
@@ -238,8 +238,8 @@ impl Decoder {
     }
 
     /// Training attention on the token-major projections `(rows, heads·hd)`: causal over right-padded
-    /// sequences from position 0 (`Pass::Train`, no mask needed), or over a shared prefix and its segments
-    /// (`Pass::TrainShared`, each row at its own position).
+    /// sequences from position 0 (`Pass::Train`, no mask needed), or over a tree of spans
+    /// (`Pass::TrainTree`, each row at its own position).
     fn attention_train(
         &self,
         l: &LayerWeights,
@@ -247,7 +247,7 @@ impl Decoder {
         k: &Tensor,
         v: &Tensor,
         (b, t): (usize, usize),
-        shared: Option<&SharedRows>,
+        shared: Option<&TreeRows>,
     ) -> candle_core::Result<Tensor> {
         let c = &self.cfg;
         let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
@@ -265,7 +265,7 @@ impl Decoder {
         let q = fused::rope_token_major(&q, &cos, &sin)?.reshape((rows, nh * hd))?;
         let k = fused::rope_token_major(&k, &cos, &sin)?.reshape((rows, nkv * hd))?;
         match shared {
-            Some(s) => fused::shared_prefix_attention(&q, &k, v, &s.shape),
+            Some(s) => fused::tree_attention(&q, &k, v, &s.shape),
             None => fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd }),
         }
     }
@@ -319,28 +319,28 @@ impl Decoder {
         fused::rms_norm(&x, &self.weights.norm, self.cfg.rms_norm_eps)
     }
 
-    /// The differentiable forward over a shared prefix and the segments that continue it: `tokens` are the
-    /// rows `[prefix | segment 0 | segment 1 | …]` as `shape` lays them out, each segment attending to the
-    /// prefix and to itself as if it were the sequence `prefix ++ segment`. `routed`: every row's routing.
-    /// Returns the normed hidden states `(rows, H)`. The prefix runs once, and its keys and values gather
-    /// the gradient of every segment (see [`fused::shared_prefix_attention`]).
-    pub fn hidden_train_shared(
+    /// The differentiable forward over a tree of token spans: `tokens` are the rows of every span in order,
+    /// as `shape` lays them out, each span attending to its ancestors and to itself as if its path from the
+    /// root were one sequence. `routed`: every row's routing. Returns the normed hidden states `(rows, H)`.
+    /// A shared span runs once, and its keys and values gather the gradient of every span below it (see
+    /// [`fused::tree_attention`]).
+    pub fn hidden_train_tree(
         &self,
         tokens: &[u32],
-        shape: &fused::SharedPrefixShape,
+        shape: &fused::TreeShape,
         adapters: Option<&AdapterSet>,
         routed: Option<&[bool]>,
     ) -> candle_core::Result<Tensor> {
         self.weights.require_f32("the training forward")?;
         let rows = shape.rows();
         if tokens.len() != rows || routed.is_some_and(|r| r.len() != rows) || rows == 0 {
-            candle_core::bail!("hidden_train_shared: {} tokens and {:?} routing flags for a layout of {rows} rows", tokens.len(), routed.map(<[bool]>::len));
+            candle_core::bail!("hidden_train_tree: {} tokens and {:?} routing flags for a layout of {rows} rows", tokens.len(), routed.map(<[bool]>::len));
         }
         let dev = self.device();
         let positions = Tensor::from_vec(shape.positions(), rows, dev)?;
-        let layout = SharedRows { shape: shape.clone(), cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)? };
+        let layout = TreeRows { shape: shape.clone(), cos: self.cos.index_select(&positions, 0)?, sin: self.sin.index_select(&positions, 0)? };
         let mut x = self.weights.embed.index_select(&Tensor::from_slice(tokens, rows, dev)?, 0)?;
-        let mut pass = Pass::TrainShared(&layout);
+        let mut pass = Pass::TrainTree(&layout);
         for (li, l) in self.weights.layers.iter().enumerate() {
             x = self.block(li, l, &x, (1, rows), adapters, routed, &mut pass)?;
         }
