@@ -65,10 +65,10 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     assert_eq!(messages[4]["content"], "<answer>Carl Wilhelm Scheele</answer>");
     assert_eq!(manifest(&out)["settings"]["style"], "passages");
 
-    // The default style, read: the top hit's best section printed whole, then the answer as it spells it
-    // (or the next hits' sections first): every kept conversation starts with the same program.
+    // The read style: the top hit's best section printed whole, then the answer as it spells it (or the
+    // next hits' sections first): every kept conversation starts with the same program.
     let out = dir.path().join("read.jsonl");
-    run_ok(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    run_ok(["trajectories", "synth", "--fixture", "--style", "read", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     let kept = read_jsonl(&out);
     assert!(!kept.is_empty());
     for t in &kept {
@@ -79,6 +79,25 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
         assert!(t["tool_calls"].as_u64().unwrap() == 2 || t["tool_calls"].as_u64().unwrap() == 5, "{t}");
     }
     assert_eq!(manifest(&out)["settings"]["style"], "read");
+
+    // The default style, scan: one program that reads on by itself (the top hit's best section, then the
+    // sentences around it richest in the question's words), the same for every question but its first line,
+    // then the answer.
+    let out = dir.path().join("scan.jsonl");
+    run_ok(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let kept = read_jsonl(&out);
+    assert!(!kept.is_empty());
+    for t in &kept {
+        let messages = t["messages"].as_array().unwrap();
+        let question = messages[1]["content"].as_str().unwrap();
+        let program = messages[2]["content"].as_str().unwrap();
+        assert!(program.starts_with(&format!("```python\nquestion = {question:?}\n")), "{program}");
+        assert!(program.contains("read_section(hits[0][\"section_id\"])") && program.contains("view_sections("), "{program}");
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
+        assert!(messages[4]["content"].as_str().unwrap().starts_with("<answer>"));
+    }
+    assert_eq!(manifest(&out)["settings"]["style"], "scan");
 }
 
 #[test]
