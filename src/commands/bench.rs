@@ -3,6 +3,7 @@
 pub mod decode;
 pub mod peer;
 pub mod plugins;
+pub mod rl;
 pub mod rollout;
 pub mod sandbox;
 pub mod serve;
@@ -16,7 +17,8 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  agentrt bench sandbox                    # the sandbox against fresh python3 processes\n  \
     agentrt bench plugins\n  \
-    agentrt bench decode --models smollm2-135m   # needs bash bench/decode/setup_llamacpp.sh once\n\n\
+    agentrt bench decode --models smollm2-135m   # needs bash bench/decode/setup_llamacpp.sh once\n  \
+    agentrt bench rl --init-adapter models/smollm2-135m-wiki-read   # RL steps, episodes per hour\n\n\
     Each benchmark prints the machine (CPU, features, kernel path) beside its numbers; `--json` where\n\
     offered prints one JSON object. `agentrt bench COMMAND --help` says what each needs.")]
 pub struct Args {
@@ -36,6 +38,9 @@ pub enum Bench {
     /// A training step's rollouts (questions x G rollouts, multi-turn, the real sandbox and index) sampled
     /// by agentrt and by transformers' `generate`, side by side: tokens/s and episodes/minute.
     Rollout(rollout::Args),
+    /// A few steps of the RL recipe (`bench/learning_rl.toml`), played and trained: episodes per hour and
+    /// where each step's time went (sampler, sandbox, judge, the learner's passes), with the CPU and kernels.
+    Rl(rl::Args),
     /// The update of a training step (reference pass, forward, backward, AdamW) by agentrt's learner and
     /// by transformers + PEFT, on the same real samples.
     TrainStep(train_step::Args),
@@ -52,6 +57,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Bench::Sandbox(args) => sandbox::run(args),
         Bench::Plugins(args) => plugins::run(args),
         Bench::Rollout(args) => rollout::run(args),
+        Bench::Rl(args) => rl::run(args),
         Bench::TrainStep(args) => train_step::run(args),
         Bench::Decode(args) => decode::run(args),
         Bench::Serve(args) => serve::run(args),

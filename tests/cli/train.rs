@@ -203,3 +203,31 @@ fn a_run_that_updates_nothing_says_so_and_fails() {
         assert_eq!((n("optimizer_steps"), n("groups_kept"), n("groups_equal"), n("groups_dropped")), (0, 0, 2, 0), "{l}");
     }
 }
+
+/// `agentrt bench rl` plays and trains the recipe's steps for real and reports each step's phases from the
+/// run's own metrics, the same numbers the run wrote.
+#[test]
+fn bench_rl_reports_the_steps_the_run_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let questions = format!("env.wiki.questions={}", qs.display());
+    let args = [
+        "bench", "rl", "--fixture", "--json", "--steps", "2", "--model", model.to_str().unwrap(), "--set", &questions,
+        "--set", "rollout.batch_size=2", "--set", "rollout.num_rollouts=2", "--set", "rollout.max_new_tokens=16",
+        "--set", "rollout.max_turns=2", "--set", "algorithm.advantage=reinforce", "--output-dir", out.to_str().unwrap(),
+    ];
+    let report: serde_json::Value = serde_json::from_str(&run_ok(args)).unwrap();
+    let written = metrics(&out.join("bench-rl"));
+    assert_eq!(report["steps"].as_array().unwrap(), &written, "the report is the run's metrics");
+    assert_eq!(written.len(), 2);
+    // The recipe's questions and rollouts as overridden, no dynamic sampling: 4 episodes a step.
+    assert!(written.iter().all(|m| m["episodes"] == 4), "{written:?}");
+    let hour = 4.0 * 3600.0 / written[1]["seconds"]["step"].as_f64().unwrap();
+    assert!((report["episodes_per_hour"].as_f64().unwrap() - hour).abs() < 1e-6 * hour, "{report}");
+    assert!(report["sampler_tokens_per_s"].as_f64().unwrap() > 0.0);
+    assert!(report["machine"].as_str().unwrap().contains("kernels"), "{}", report["machine"]);
+    // A second run into the same folder is refused rather than mixed with the first.
+    let again = agentrt().args(args).output().unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a run"), "{}", String::from_utf8_lossy(&again.stderr));
+}
