@@ -212,9 +212,28 @@ fn bench_rl_reports_the_steps_the_run_wrote() {
     let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
     let questions = format!("env.wiki.questions={}", qs.display());
     let args = [
-        "bench", "rl", "--fixture", "--json", "--steps", "2", "--model", model.to_str().unwrap(), "--set", &questions,
-        "--set", "rollout.batch_size=2", "--set", "rollout.num_rollouts=2", "--set", "rollout.max_new_tokens=16",
-        "--set", "rollout.max_turns=2", "--set", "algorithm.advantage=reinforce", "--output-dir", out.to_str().unwrap(),
+        "bench",
+        "rl",
+        "--fixture",
+        "--json",
+        "--steps",
+        "2",
+        "--model",
+        model.to_str().unwrap(),
+        "--set",
+        &questions,
+        "--set",
+        "rollout.batch_size=2",
+        "--set",
+        "rollout.num_rollouts=2",
+        "--set",
+        "rollout.max_new_tokens=16",
+        "--set",
+        "rollout.max_turns=2",
+        "--set",
+        "algorithm.advantage=reinforce",
+        "--output-dir",
+        out.to_str().unwrap(),
     ];
     let report: serde_json::Value = serde_json::from_str(&run_ok(args)).unwrap();
     let written = metrics(&out.join("bench-rl"));

@@ -304,7 +304,14 @@ impl Learner {
 
     /// The gradients of `group`, forwarded as the trie of its sequences when `tree_rows` gives its rows
     /// (only the model's tokens' log-probs computed), or padded (`None`: one sample, whole).
-    fn accumulate_group(&mut self, group: &[&Sample], tree_rows: Option<usize>, scale: LossScale, stats: &mut UpdateStats, kl_sum: &mut f64) -> Result<(), TrainError> {
+    fn accumulate_group(
+        &mut self,
+        group: &[&Sample],
+        tree_rows: Option<usize>,
+        scale: LossScale,
+        stats: &mut UpdateStats,
+        kl_sum: &mut f64,
+    ) -> Result<(), TrainError> {
         let seqs: Vec<Vec<u32>> = group.iter().map(|s| s.ids.clone()).collect();
         let masks: Vec<Vec<bool>> = group.iter().map(|s| s.model_mask.clone()).collect();
         let routed: Vec<bool> = if group[0].routed { vec![true; group.len()] } else { vec![] };
@@ -497,9 +504,11 @@ mod tests {
             let mut policy = tiny_policy(arch, 3).unwrap();
             policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 5).unwrap();
             policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-            let mut learner =
-                Learner::new(policy, LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None })
-                    .unwrap();
+            let mut learner = Learner::new(
+                policy,
+                LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None },
+            )
+            .unwrap();
             // A KL reference that differs from the policy: the same adapters with other B's.
             let reference =
                 AdapterSet::new(learner.policy.adapters.as_ref().unwrap().config.clone(), &learner.policy.decoder.cfg, learner.policy.device(), 9).unwrap();
@@ -552,7 +561,8 @@ mod tests {
         let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
         policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
         policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-        let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
+        let config =
+            LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
         let mut learner = Learner::new(policy, config).unwrap();
         let mut all = samples(false);
         // The sampler's log-probs: the learner's own (entry t + 1 is the log-prob of id t + 1).
@@ -602,7 +612,8 @@ mod tests {
         let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
         policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
         policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-        let config = LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
+        let config =
+            LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
         let mut learner = Learner::new(policy, config).unwrap();
         let mut all = samples(false);
         for s in &mut all {
@@ -612,7 +623,11 @@ mod tests {
         let scale = LossScale::PerToken { tokens: model_tokens(&all) };
         let grads = |learner: &mut Learner, all: &[Sample]| -> Vec<f32> {
             learner.accumulate(all, scale).unwrap();
-            std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()]).into_iter().flatten().flat_map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap()).collect()
+            std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()])
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g.flatten_all().unwrap().to_vec1::<f32>().unwrap())
+                .collect()
         };
         let plain = grads(&mut learner, &all);
         let norm = plain.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();

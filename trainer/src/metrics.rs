@@ -500,7 +500,10 @@ mod tests {
         let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys, KEYS);
         let seconds: Vec<&str> = json["seconds"].as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(seconds, ["generate", "generate_forward", "judge", "step", "tools", "update", "update_backward", "update_forward", "update_optimizer", "update_reference"]);
+        assert_eq!(
+            seconds,
+            ["generate", "generate_forward", "judge", "step", "tools", "update", "update_backward", "update_forward", "update_optimizer", "update_reference"]
+        );
         assert!(json["episodes"].is_u64() && json["dev_questions"].is_u64() && json["model_tokens"].is_f64(), "integers stay integers");
         // The written text reads back to the same value.
         let back: StepMetrics = serde_json::from_str(&m.to_string()).unwrap();

@@ -254,7 +254,14 @@ mod tests {
         let at = start.start_adapters(&mut policy, &config.model, 7).unwrap();
         let learner = Learner::new(
             policy,
-            LearnerConfig { beta: 0.0, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() }, share_prefixes: true, clip: None, sampler_correction: None },
+            LearnerConfig {
+                beta: 0.0,
+                max_grad_norm: 1.0,
+                optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() },
+                share_prefixes: true,
+                clip: None,
+                sampler_correction: None,
+            },
         )
         .unwrap();
         let plan = Plan {

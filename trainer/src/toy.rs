@@ -175,7 +175,14 @@ pub fn learner(mut policy: Policy, rank: usize, dual: bool, lr: f64, seed: u64) 
     policy.init_adapters(agentrt_policy::LoraConfig { rank, alpha: 2.0 * rank as f64, dual, ..Default::default() }, seed)?;
     Learner::new(
         policy,
-        LearnerConfig { beta: 0.0, max_grad_norm: 1.0, optimizer: AdamWConfig { lr, ..AdamWConfig::default() }, share_prefixes: true, clip: None, sampler_correction: None },
+        LearnerConfig {
+            beta: 0.0,
+            max_grad_norm: 1.0,
+            optimizer: AdamWConfig { lr, ..AdamWConfig::default() },
+            share_prefixes: true,
+            clip: None,
+            sampler_correction: None,
+        },
     )
 }
 

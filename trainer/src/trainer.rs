@@ -356,7 +356,8 @@ impl RunStep for TrainStep<'_> {
                     LossAggregation::Sample => LossScale::PerSample { samples: samples.len().max(1) },
                 };
                 let s = learner.accumulate(&samples, scale)?;
-                update_tokens += samples.iter().filter(|x| x.model_tokens() > 0 && (x.advantage != 0.0 || config.algorithm.beta != 0.0)).map(|x| x.ids.len()).sum::<usize>();
+                update_tokens +=
+                    samples.iter().filter(|x| x.model_tokens() > 0 && (x.advantage != 0.0 || config.algorithm.beta != 0.0)).map(|x| x.ids.len()).sum::<usize>();
                 update.seconds.add(s.seconds);
                 update.rows += s.rows;
                 update.loss += s.loss;

@@ -249,7 +249,14 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     let reference = agentrt_trainer::warm_start::reference_adapters(&policy, &tc.model).unwrap();
     let mut learner = Learner::new(
         policy,
-        LearnerConfig { beta: 0.1, max_grad_norm: 1.0, optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() }, share_prefixes: true, clip: None, sampler_correction: None },
+        LearnerConfig {
+            beta: 0.1,
+            max_grad_norm: 1.0,
+            optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() },
+            share_prefixes: true,
+            clip: None,
+            sampler_correction: None,
+        },
     )
     .unwrap();
     learner.set_reference(reference);

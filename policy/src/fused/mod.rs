@@ -13,8 +13,8 @@ pub mod packed_rows;
 pub mod projection;
 pub mod rms_norm;
 pub mod rope;
-pub mod tree_attention;
 pub mod silu_mul;
+pub mod tree_attention;
 
 pub use attention::{causal_attention, AttentionShape};
 pub use cached_attention::{cached_attention, CachedSequence};
@@ -24,8 +24,8 @@ pub use packed_rows::{packed_linear, packed_linear_each, packed_linear_rows, Dec
 pub use projection::{add_lora_delta, projection};
 pub use rms_norm::rms_norm;
 pub use rope::{rope, rope_token_major};
-pub use tree_attention::{tree_attention, TreeShape, TreeSpan};
 pub use silu_mul::silu_mul;
+pub use tree_attention::{tree_attention, TreeShape, TreeSpan};
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};
 

@@ -324,8 +324,13 @@ mod tests {
             TreeShape::prefixed(4, &[0, 3], 6, 2, 8).unwrap(),
             // A prompt, two samples that agree for 5 rows and then part, a third on its own, and a
             // second sequence of its own: three levels and two roots.
-            TreeShape::new(vec![span(None, 4), span(Some(0), 5), span(Some(1), 2), span(Some(1), 3), span(Some(0), 6), span(None, 3), span(Some(5), 2)], 6, 2, 8)
-                .unwrap(),
+            TreeShape::new(
+                vec![span(None, 4), span(Some(0), 5), span(Some(1), 2), span(Some(1), 3), span(Some(0), 6), span(None, 3), span(Some(5), 2)],
+                6,
+                2,
+                8,
+            )
+            .unwrap(),
         ];
         for shape in trees {
             let rows = shape.rows();
