@@ -53,16 +53,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "bench_sample" => {
             let n = req["n"].as_u64().unwrap_or(8) as usize;
             let max_tokens = req["max_tokens"].as_u64().unwrap_or(64) as usize;
+            // "int8" samples as training's sampler does by default (`rollout.sampler_activations`).
+            if let Some(a) = req["activations"].as_str() {
+                policy.decoder.decode_activations = serde_json::from_value(json!(a))?;
+            }
             let prompt = policy.chat_prompt(&[Message::user(req["prompt"].as_str().unwrap_or("Tell me a story."))])?;
             let params = SamplingParams { n, temperature: 1.0, max_tokens, ..Default::default() };
             let mut rng = rand::rngs::StdRng::seed_from_u64(0);
             // Warm-up, then the timed run.
             policy.sample(std::slice::from_ref(&prompt), &SamplingParams { n: 1, max_tokens: 2, ..params.clone() }, &mut rng)?;
             let t = Instant::now();
+            let prompt_tokens = prompt.len();
             let outs = policy.sample(&[prompt], &params, &mut rng)?;
             let secs = t.elapsed().as_secs_f64();
             let toks: usize = outs.iter().map(|c| c.token_ids.len()).sum();
-            json!({"tokens": toks, "seconds": secs, "tokens_per_s": toks as f64 / secs, "kernels": agentrt_kernels::describe()})
+            json!({"tokens": toks, "prompt_tokens": prompt_tokens, "seconds": secs, "tokens_per_s": toks as f64 / secs, "kernels": agentrt_kernels::describe()})
         }
         "bench_train" => {
             let rank = req["rank"].as_u64().unwrap_or(16) as usize;
