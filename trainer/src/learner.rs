@@ -147,9 +147,11 @@ pub struct UpdateStats {
     pub logprob_gap: LogprobGap,
     /// Where the pass's time went.
     pub seconds: LearnerSeconds,
-    /// Token rows the policy's forward computed (a shared prefix once per group, then every sample's
-    /// own rows; a padded batch counts its padding): the learner's work, against the samples' tokens.
+    /// Token rows the policy's forward computed (a token a group's samples share once; a padded batch
+    /// counts its padding): the learner's work, against `tokens`.
     pub rows: usize,
+    /// Tokens of the samples the pass trained on (those with model tokens and a loss term).
+    pub tokens: usize,
 }
 
 /// Seconds of an accumulation pass, by phase.
@@ -378,6 +380,7 @@ impl Learner {
         self.add(grads)?;
         stats.seconds.backward += clock.elapsed().as_secs_f64();
         stats.model_tokens += n_model.iter().sum::<usize>();
+        stats.tokens += seqs.iter().map(Vec::len).sum::<usize>();
         stats.samples += group.len();
         Ok(())
     }

@@ -139,8 +139,8 @@ pub struct StepMetrics {
     /// with any prompt read beside it); null when servers sample.
     #[serde(default)]
     pub sampler_steps: Option<usize>,
-    /// Token rows the update's forward passes computed (each optimizer step's; a shared prefix once per
-    /// group): the learner's work, against `update_tokens`, the trained samples' tokens.
+    /// Token rows the update's forward passes computed (each optimizer step's; a token a group's samples
+    /// share once): the learner's work, against `update_tokens`, the trained samples' tokens.
     #[serde(default)]
     pub update_rows: usize,
     /// Tokens of the samples the update trained on.

@@ -341,7 +341,7 @@ impl RunStep for TrainStep<'_> {
         // The update: the kept groups in `mini_batches` parts, each one optimizer step, `update_epochs` times.
         let started = Instant::now();
         let mut update = UpdateStats::default();
-        let (mut update_tokens, mut optimizer_s) = (0, 0.0);
+        let mut optimizer_s = 0.0;
         update.logprob_gap.add(learner.measure_gap(&drawn.unread)?);
         let parts = mini_batches(&drawn.groups, config.algorithm.mini_batches);
         let mut norms = Vec::new();
@@ -356,10 +356,9 @@ impl RunStep for TrainStep<'_> {
                     LossAggregation::Sample => LossScale::PerSample { samples: samples.len().max(1) },
                 };
                 let s = learner.accumulate(&samples, scale)?;
-                update_tokens +=
-                    samples.iter().filter(|x| x.model_tokens() > 0 && (x.advantage != 0.0 || config.algorithm.beta != 0.0)).map(|x| x.ids.len()).sum::<usize>();
                 update.seconds.add(s.seconds);
                 update.rows += s.rows;
+                update.tokens += s.tokens;
                 update.loss += s.loss;
                 update.kl += s.kl * s.model_tokens as f64;
                 update.model_tokens += s.model_tokens;
@@ -378,7 +377,7 @@ impl RunStep for TrainStep<'_> {
         if update.model_tokens > 0 {
             update.kl /= update.model_tokens as f64;
         }
-        let update = Update { stats: update, grad_norms: norms, seconds: started.elapsed().as_secs_f64(), optimizer_s, tokens: update_tokens };
+        let update = Update { stats: update, grad_norms: norms, seconds: started.elapsed().as_secs_f64(), optimizer_s };
 
         self.last_samples = drawn.episodes.iter().map(|e| (e.question.id.clone(), agentrt_eval::sample_text(e))).collect();
         let mut line = drawn.metrics(step, *questions_seen, &update, config, step_started.elapsed().as_secs_f64())?;
@@ -651,8 +650,6 @@ struct Update {
     seconds: f64,
     /// Of `seconds`: the optimizer steps.
     optimizer_s: f64,
-    /// Tokens of the samples trained on.
-    tokens: usize,
 }
 
 impl Drawn {
@@ -713,7 +710,7 @@ impl Drawn {
             tokens_sampled: self.tokens.map(|t| t.sampled),
             sampler_steps: self.tokens.map(|t| t.steps),
             update_rows: u.rows,
-            update_tokens: update.tokens,
+            update_tokens: u.tokens,
             seconds: StepSeconds {
                 generate: self.times.generate_s,
                 generate_forward: self.tokens.map_or(0.0, |t| t.forward_us as f64 / 1e6),

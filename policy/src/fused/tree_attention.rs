@@ -49,6 +49,8 @@ pub struct TreeShape {
     starts: Vec<usize>,
     /// Each span's ancestors, root first (derived).
     ancestors: Vec<Vec<usize>>,
+    /// Each span's depth: its ancestors' rows, the position of its first row in its sequence (derived).
+    depths: Vec<usize>,
 }
 
 impl GroupedHeads for TreeShape {
@@ -62,22 +64,24 @@ impl TreeShape {
     pub fn new(spans: Vec<TreeSpan>, heads: usize, kv_heads: usize, head_dim: usize) -> candle_core::Result<TreeShape> {
         let mut starts = Vec::with_capacity(spans.len());
         let mut ancestors: Vec<Vec<usize>> = Vec::with_capacity(spans.len());
+        let mut depths: Vec<usize> = Vec::with_capacity(spans.len());
         let mut row = 0;
         for (u, s) in spans.iter().enumerate() {
             starts.push(row);
             row += s.rows;
-            let chain = match s.parent {
-                None => Vec::new(),
+            let (chain, depth) = match s.parent {
+                None => (Vec::new(), 0),
                 Some(p) if p < u => {
                     let mut c = ancestors[p].clone();
                     c.push(p);
-                    c
+                    (c, depths[p] + spans[p].rows)
                 }
                 Some(p) => candle_core::bail!("tree span {u} continues span {p}, which does not come before it"),
             };
             ancestors.push(chain);
+            depths.push(depth);
         }
-        Ok(TreeShape { spans, heads, kv_heads, head_dim, starts, ancestors })
+        Ok(TreeShape { spans, heads, kv_heads, head_dim, starts, ancestors, depths })
     }
 
     /// A shared prefix of `prefix` rows and the segments that continue it, each as if it were the sequence
@@ -101,7 +105,7 @@ impl TreeShape {
 
     /// The rows before span `u` on its path: its ancestors' (its first row's position in its sequence).
     pub fn depth(&self, u: usize) -> usize {
-        self.ancestors[u].iter().map(|&a| self.spans[a].rows).sum()
+        self.depths[u]
     }
 
     /// Each row's position in its sequence (the RoPE angles of the rows): span `u`'s rows are at

@@ -40,7 +40,7 @@ enum Pass<'a> {
     Sample(SampleRows<'a>),
     /// The differentiable forward over right-padded sequences from position 0.
     Train,
-    /// The differentiable forward over a shared prefix and the segments that continue it.
+    /// The differentiable forward over a tree of token spans, each continuing its parent.
     TrainTree(&'a TreeRows),
 }
 
@@ -247,7 +247,7 @@ impl Decoder {
         k: &Tensor,
         v: &Tensor,
         (b, t): (usize, usize),
-        shared: Option<&TreeRows>,
+        tree: Option<&TreeRows>,
     ) -> candle_core::Result<Tensor> {
         let c = &self.cfg;
         let (nh, nkv, hd) = (c.num_heads, c.num_kv_heads, c.head_dim);
@@ -258,13 +258,13 @@ impl Decoder {
             q = fused::rms_norm(&q, qn, c.rms_norm_eps)?;
             k = fused::rms_norm(&k, kn, c.rms_norm_eps)?;
         }
-        let (cos, sin) = match shared {
+        let (cos, sin) = match tree {
             Some(s) => (s.cos.clone(), s.sin.clone()),
             None => (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?),
         };
         let q = fused::rope_token_major(&q, &cos, &sin)?.reshape((rows, nh * hd))?;
         let k = fused::rope_token_major(&k, &cos, &sin)?.reshape((rows, nkv * hd))?;
-        match shared {
+        match tree {
             Some(s) => fused::tree_attention(&q, &k, v, &s.shape),
             None => fused::causal_attention(&q, &k, v, fused::AttentionShape { batch: b, seq: t, heads: nh, kv_heads: nkv, head_dim: hd }),
         }
