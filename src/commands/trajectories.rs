@@ -99,9 +99,10 @@ pub struct CommonArgs {
 pub struct SynthArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// `scan` (the default): one program that reads on by itself: the top hit's best section, then the
-    /// sentences richest in the question's words from the sections around it on its page and the next
-    /// hits' sections, within the observation limit; then the answer (91.6% dev ceiling).
+    /// `scan` (the default): one program that reads on by itself: the top hit's best section, and when
+    /// it lacks more than a third of the question's words, the sentences richest in them from the next
+    /// two hits' sections, within the observation limit; then the answer (two or four tool calls, 87.4%
+    /// dev ceiling).
     /// `read`: a program that searches with the question and prints the top hit's best section, then
     /// the answer; when that section holds none, a second program printing the next two hits'
     /// sections first (two or five tool calls, two or three replies). `passages`: one program that
@@ -257,7 +258,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
     let mut manifest = settings(c, &config.env.wiki, &environment);
     manifest["model"] = serde_json::Value::Null;
     let style = match args.style {
-        agentrt_environments::wiki::SynthStyle::Scan => "synthesised, scan (one program: the top hit's best section, then the sentences richest in the question's words from the sections around it on its page and the next hits' sections, within the observation limit; answer as printed)",
+        agentrt_environments::wiki::SynthStyle::Scan => "synthesised, scan (one program: the top hit's best section, and when it lacks more than a third of the question's words, the sentences richest in them from the next two hits' sections, within the observation limit; answer as printed)",
         agentrt_environments::wiki::SynthStyle::Read => "synthesised, read (search with the question, print the top hit's best section; answer with the shortest gold span printed, or first print the next two hits' sections when it holds no answer or lacks the question's key word)",
         agentrt_environments::wiki::SynthStyle::Passages => "synthesised, passages (one program: search with the question, read the top hits' best sections, print the sentences holding most of its words; answer as printed)",
         agentrt_environments::wiki::SynthStyle::Browse => "synthesised, browse (search with the question's words, open the gold page among the hits, read a listed section, answer as read)",
