@@ -150,6 +150,13 @@ pub struct Metrics {
     pub outcomes: BTreeMap<String, Rate>,
     /// Failed programs by error kind (`syntax`, `exception:NameError`, `limit-exceeded:fuel`, …), of all programs.
     pub program_errors: BTreeMap<String, Rate>,
+    /// When each question was played several times (`eval --num-generations`): pass@k, the chance that at
+    /// least one of k samples is right (Chen et al.'s unbiased estimator per question, averaged over the
+    /// questions, with the bootstrap interval over questions), for k = 1, 2, 4, … up to the samples per
+    /// question. pass@1 is the accuracy; the gap to pass@k is what sampling finds and RL can learn. Empty
+    /// when each question was played once.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pass_at: BTreeMap<usize, Mean>,
 }
 
 impl Metrics {
@@ -215,8 +222,29 @@ impl Metrics {
             diversity: Some(Diversity::of(episodes.iter().map(|e| (e.question.id.as_str(), sample_text(e))), thresholds)),
             outcomes,
             program_errors: error_counts.into_iter().map(|(k, c)| (k, Rate::new(c, programs.len()))).collect(),
+            pass_at: pass_at_by_question(episodes),
         }
     }
+}
+
+/// pass@k over questions played more than once (see [`Metrics::pass_at`]): empty unless every question
+/// was played at least twice; k runs over the powers of two up to the fewest samples any question had,
+/// and that number itself.
+fn pass_at_by_question(episodes: &[Episode]) -> BTreeMap<usize, Mean> {
+    let mut tally: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for e in episodes {
+        let (n, c) = tally.entry(e.question.id.as_str()).or_default();
+        *n += 1;
+        *c += usize::from(e.outcome == EpisodeOutcome::Correct);
+    }
+    let fewest = tally.values().map(|(n, _)| *n).min().unwrap_or(0);
+    if fewest < 2 {
+        return BTreeMap::new();
+    }
+    let mut ks: Vec<usize> = std::iter::successors(Some(1usize), |k| Some(k * 2)).take_while(|k| *k <= fewest).collect();
+    ks.push(fewest);
+    ks.dedup();
+    ks.into_iter().map(|k| (k, Mean::of(tally.values().map(|&(n, c)| crate::pass_at_k::pass_at_k(n, c, k))))).collect()
 }
 
 /// An episode as one sample for diversity: its replies, joined.
@@ -247,6 +275,38 @@ mod tests {
         // Newcombe (1998), example: 56/70 vs 48/80 gives 0.2 with (0.0524, 0.3339).
         let (lo, hi) = difference_interval(&Rate::new(48, 80), &Rate::new(56, 70));
         assert!((lo - 0.0524).abs() < 1e-3 && (hi - 0.3339).abs() < 1e-3, "{lo} {hi}");
+    }
+
+    /// pass@k from repeated questions: one question right in 1 of 4 samples, one in none, one in all.
+    #[test]
+    fn pass_at_k_counts_each_question_once() {
+        let episode = |id: &str, correct: bool| Episode {
+            question: agentrt_rollout::Question { id: id.into(), question: "?".into(), answers: vec!["x".into()], page: None, split: None },
+            turns: Vec::new(),
+            final_answer: None,
+            reward: 0.0,
+            reward_components: Vec::new(),
+            partial_credit: None,
+            well_formed: false,
+            verdict: None,
+            tests: None,
+            outcome: if correct { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer },
+            conversation: agentrt_rollout::Conversation::new(id, Vec::new()),
+        };
+        let mut episodes = Vec::new();
+        for i in 0..4 {
+            episodes.extend([episode("a", i == 2), episode("b", false), episode("c", true)]);
+        }
+        let m = Metrics::from_episodes(&episodes);
+        assert_eq!(m.pass_at.keys().copied().collect::<Vec<_>>(), [1, 2, 4]);
+        // a: 1/4, 1/2, 1; b: 0; c: 1.
+        for (k, want) in [(1, (0.25 + 1.0) / 3.0), (2, (0.5 + 1.0) / 3.0), (4, 2.0 / 3.0)] {
+            assert!((m.pass_at[&k].value - want).abs() < 1e-12, "pass@{k}: {}", m.pass_at[&k].value);
+            assert_eq!(m.pass_at[&k].total, 3, "averaged over questions, not samples");
+        }
+        assert!((m.accuracy.value - m.pass_at[&1].value).abs() < 1e-12, "pass@1 is the accuracy");
+        // Played once each: no pass@k.
+        assert!(Metrics::from_episodes(&episodes[..3]).pass_at.is_empty());
     }
 
     #[test]

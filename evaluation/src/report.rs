@@ -130,6 +130,9 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
         let why = format!("Jaccard > {} or distinct < {:.0}%", d.thresholds.max_jaccard, d.thresholds.min_unique * 100.0);
         row("degenerate (template collapse)", format!("{} ({why})", if d.degenerate { "**yes**" } else { "no" }));
     }
+    for (k, r) in &m.pass_at {
+        row(&format!("pass@{k} (over {} questions)", r.total), format!("{:.1}% [{:.1}, {:.1}]", 100.0 * r.value, 100.0 * r.ci95.0, 100.0 * r.ci95.1));
+    }
     for (k, r) in &m.outcomes {
         row(&format!("outcome: {k}"), pct(r));
     }

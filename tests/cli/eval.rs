@@ -35,6 +35,33 @@ fn eval_refuses_an_output_dir_that_holds_results_unless_forced() {
     assert_eq!(read_json(&out.join("results.json"))["num_questions"], 2);
 }
 
+/// `--num-generations` on the wiki: every question played that many times, pass@k reported over the
+/// questions beside the metrics over every sample; greedy repeats are refused.
+#[test]
+fn wiki_eval_reports_pass_at_k_over_repeated_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qs, out) = (questions(dir.path()), dir.path().join("eval"));
+    let q = ["--questions", qs.to_str().unwrap(), "--split", "train", "--num-generations", "3"];
+    let greedy = random_eval(dir.path(), &out, &q);
+    let stderr = String::from_utf8_lossy(&greedy.stderr);
+    assert!(!greedy.status.success() && stderr.contains("--temperature"), "{stderr}");
+
+    let played = random_eval(dir.path(), &out, &[&q[..], &["--temperature", "1"]].concat());
+    assert!(played.status.success(), "{}", String::from_utf8_lossy(&played.stderr));
+    let results = read_json(&out.join("results.json"));
+    assert_eq!(results["num_questions"], 6, "two questions, three samples each");
+    let pass_at = results["metrics"]["pass_at"].as_object().unwrap();
+    assert_eq!(pass_at.keys().collect::<Vec<_>>(), ["1", "2", "3"]);
+    for v in pass_at.values() {
+        assert_eq!(v["total"], 2, "averaged over questions");
+    }
+    assert!((pass_at["1"]["value"].as_f64().unwrap() - results["accuracy"].as_f64().unwrap()).abs() < 1e-12);
+    let p: Vec<f64> = pass_at.values().map(|v| v["value"].as_f64().unwrap()).collect();
+    assert!(p.windows(2).all(|w| w[0] <= w[1]), "pass@k grows with k: {p:?}");
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("| pass@3 (over 2 questions) |"), "{md}");
+}
+
 #[test]
 fn the_bundled_data_is_found_from_any_folder() {
     let dir = tempfile::tempdir().unwrap();

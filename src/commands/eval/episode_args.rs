@@ -27,8 +27,10 @@ pub struct EpisodeArgs {
     /// tasks for code.
     #[arg(long)]
     pub num_samples: Option<usize>,
-    /// Code: samples per task (pass@k is reported for k = 1, 5, 10 up to this). More than 1 needs
-    /// --temperature above 0 (Chen et al.: 0.2 for pass@1, 0.8 for pass@10 and beyond).
+    /// Samples per question or task: code reports pass@k for k = 1, 5, 10 up to this; the wiki reports
+    /// pass@k for k = 1, 2, 4, … up to this (the gap from pass@1 is what RL can take) beside the usual
+    /// metrics over every sample. More than 1 needs --temperature above 0 (Chen et al.: 0.2 for pass@1,
+    /// 0.8 for pass@10 and beyond; wiki training samples at 1).
     #[arg(long, default_value_t = 1)]
     pub num_generations: usize,
     /// Code: go on with the tasks OUTPUT_DIR/tasks.jsonl does not hold yet (same settings), instead of

@@ -10,7 +10,13 @@ use agentrt_trainer::TrainConfig;
 use std::sync::Arc;
 
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
-    anyhow::ensure!(args.num_generations == 1 && !args.resume, "--num-generations and --resume are for environments graded by tests (--env code)");
+    anyhow::ensure!(!args.resume, "--resume is for environments graded by tests (--env code)");
+    let n = args.num_generations;
+    anyhow::ensure!(n >= 1, "--num-generations must be at least 1");
+    anyhow::ensure!(
+        n == 1 || args.temperature > 0.0,
+        "--num-generations {n} with --temperature 0 plays the same greedy episode {n} times: set a temperature (training's is 1)"
+    );
     let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -22,12 +28,14 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(loaded, args.seed, &environment)?;
         let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
-        let mut all = Vec::with_capacity(questions.len());
-        for chunk in questions.chunks(args.batch_size.max(1)) {
-            let batch = runner.run(policy.as_ref(), chunk).await?;
+        let mut all = Vec::with_capacity(questions.len() * n);
+        // A question's n samples share a batch (and so its prompt's prefill).
+        for chunk in questions.chunks((args.batch_size / n).max(1)) {
+            let repeated: Vec<_> = chunk.iter().flat_map(|q| std::iter::repeat_n(q.clone(), n)).collect();
+            let batch = runner.run(policy.as_ref(), &repeated).await?;
             all.extend(batch.episodes);
             let correct = all.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
-            progress.set(all.len() as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
+            progress.set((all.len() / n) as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
         }
         progress.finish_and_clear();
         anyhow::Ok((environment, all, pages_missing))
