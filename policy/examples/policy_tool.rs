@@ -2,7 +2,8 @@
 //! compact tour of the API: load, template, sample, token log-probs, LoRA gradients, a train step.
 //!
 //! `cargo run --release -p agentrt-policy --example policy_tool < request.json`, where the request is
-//! `{"cmd": "logprobs" | "tokenize" | "grad" | "bench_sample" | "bench_train", "model": "default" | PATH, ...}`.
+//! `{"cmd": "logprobs" | "tokenize" | "grad" | "bench_sample" | "bench_train", "model": "default" | PATH, ...}`
+//! (sequences as `"ids"` or as `"texts"` to tokenise; `"learner_products": "int8"` for the 8-bit learner).
 
 use agentrt_policy::{AdamW, AdamWConfig, LoraConfig, Message, ModelSource, Policy, SamplingParams, Target};
 use rand::SeedableRng;
@@ -22,7 +23,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = req["adapter"].as_str() {
         policy.load_adapters(std::path::Path::new(dir))?;
     }
-    let ids: Vec<Vec<u32>> = serde_json::from_value(req["ids"].clone()).unwrap_or_default();
+    // "int8": the learner's products with the frozen weights in 8 bits (`grad`, `bench_train`).
+    if let Some(p) = req["learner_products"].as_str() {
+        policy.decoder.learner_products = serde_json::from_value(json!(p))?;
+    }
+    let mut ids: Vec<Vec<u32>> = serde_json::from_value(req["ids"].clone()).unwrap_or_default();
+    // Or texts, tokenised here.
+    if let Some(texts) = req["texts"].as_array() {
+        for t in texts {
+            ids.push(policy.tokenizer.encode(t.as_str().ok_or("texts holds a non-string")?)?);
+        }
+    }
     let out = match req["cmd"].as_str().unwrap_or_default() {
         "tokenize" => {
             let texts: Vec<String> = serde_json::from_value(req["texts"].clone())?;

@@ -51,6 +51,11 @@ pub struct ModelSection {
     pub dual_lora: bool,
     /// Recompute each block in the backward pass instead of keeping its activations (less memory, slower).
     pub recompute_layers: bool,
+    /// What the learner's products with the frozen weights are computed in: `f32` (the reference) or
+    /// `int8` (faster on CPUs, the gradient within a measured bound of f32's; [`agentrt_policy::fused::frozen_int8`]).
+    /// Configs saved before it ran f32.
+    #[serde(default)]
+    pub learner_products: agentrt_policy::fused::LearnerProducts,
     /// Start from this adapter (a PEFT adapter directory or a run's `checkpoint-N`) instead of fresh ones;
     /// empty: fresh adapters. In RL it is also the KL reference (base + this adapter, frozen).
     #[serde(default)]

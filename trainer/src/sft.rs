@@ -403,6 +403,7 @@ async fn run_sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
     policy.recompute_layers = config.model.recompute_layers;
+    policy.decoder.learner_products = config.model.learner_products;
     let (train_set, val_set, dropped, stats, agent) = load_examples_and_settings(&config, &policy)?;
     tracing::info!(
         "sft data: {} chat conversations and {} transcripts read ({} not correct, {} with an empty reply left out); {} dropped as longer than {} tokens; {} to train on, {} held back for validation",

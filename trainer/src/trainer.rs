@@ -171,6 +171,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     // `agentrt eval` plays it.
     policy.decoder.decode_activations = config.rollout.sampler_activations;
     policy.recompute_layers = config.model.recompute_layers;
+    policy.decoder.learner_products = config.model.learner_products;
     let at = start.start_adapters(&mut policy, &config.model, seed)?;
     let fresh = start.is_fresh();
     if fresh {

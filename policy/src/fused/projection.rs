@@ -11,16 +11,19 @@
 //! `x·Aᵀ`, the same for every row or one set per row (per-sample routing). Gradients reach the factors
 //! through candle's graph, so detached copies receive none.
 
+use super::frozen_int8::FrozenInt8;
 use super::gemm::{matmul, Read};
 use super::with_f32_slice;
 use crate::lora::LoraFactors;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};
 use std::sync::Arc;
 
-/// The frozen part: `(out, in)` weight and optional bias.
+/// The frozen part: `(out, in)` weight and optional bias, and the weight's 8-bit copy when the learner
+/// multiplies by it in 8 bits.
 struct Frozen {
     weight: Tensor,
     bias: Option<Vec<f32>>,
+    int8: Option<Arc<FrozenInt8>>,
 }
 
 impl Frozen {
@@ -30,8 +33,14 @@ impl Frozen {
         if wk != k {
             candle_core::bail!("{op}: input width {k} does not match the weight ({out}, {wk})");
         }
-        let mut y = vec![0f32; n * out];
-        with_f32_slice(&self.weight, op, |w| matmul(x, Read::AsIs, w, Read::Transposed, &mut y, (n, out, k), false))?;
+        let mut y = match &self.int8 {
+            Some(q) => with_f32_slice(&self.weight, op, |w| q.forward(x, n, w))?,
+            None => {
+                let mut y = vec![0f32; n * out];
+                with_f32_slice(&self.weight, op, |w| matmul(x, Read::AsIs, w, Read::Transposed, &mut y, (n, out, k), false))?;
+                y
+            }
+        };
         if let Some(bias) = &self.bias {
             for row in y.chunks_mut(out) {
                 row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
@@ -43,6 +52,9 @@ impl Frozen {
     /// `dx = dY·W`.
     fn input_grad(&self, dy: &[f32], n: usize, op: &str) -> candle_core::Result<Vec<f32>> {
         let (out, k) = self.weight.dims2()?;
+        if let Some(q) = &self.int8 {
+            return with_f32_slice(&self.weight, op, |w| q.input_grad(dy, n, w));
+        }
         let mut dx = vec![0f32; n * k];
         with_f32_slice(&self.weight, op, |w| matmul(dy, Read::AsIs, w, Read::AsIs, &mut dx, (n, k, out), false))?;
         Ok(dx)
@@ -152,15 +164,26 @@ impl CustomOp3 for WithLora {
 }
 
 /// `x·Wᵀ + bias` plus the LoRA delta of `lora`, for `x: (.., in)` and a frozen `W: (out, in)`; gradients
-/// reach `x` and the factors, never `W`. Off the CPU it is composed from candle ops.
-pub fn projection(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, lora: Option<&LoraFactors>) -> candle_core::Result<Tensor> {
+/// reach `x` and the factors, never `W`. With `int8` (the same `W` rounded), the products with `W` are
+/// 8-bit ones. Off the CPU it is composed from candle ops.
+pub fn projection(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    lora: Option<&LoraFactors>,
+    int8: Option<&Arc<FrozenInt8>>,
+) -> candle_core::Result<Tensor> {
     if !x.device().is_cpu() || x.dtype() != DType::F32 {
         return composed_projection(x, weight, bias, lora);
     }
     let dims = x.dims().to_vec();
     let k = *dims.last().unwrap_or(&0);
     let x2 = x.reshape((x.elem_count() / k.max(1), k))?.contiguous()?;
-    let frozen = Frozen { weight: weight.detach().contiguous()?, bias: bias.map(|b| b.detach().to_dtype(DType::F32)?.to_vec1::<f32>()).transpose()? };
+    let frozen = Frozen {
+        weight: weight.detach().contiguous()?,
+        bias: bias.map(|b| b.detach().to_dtype(DType::F32)?.to_vec1::<f32>()).transpose()?,
+        int8: int8.cloned(),
+    };
     let y = match lora {
         None => x2.apply_op1_arc(Arc::new(Box::new(frozen)))?,
         Some(f) => {
@@ -211,7 +234,7 @@ mod tests {
         for scales in [per_col, per_row] {
             for with_bias in [None, Some(&bias)] {
                 let f = LoraFactors { a: a.as_tensor().clone(), b: b.as_tensor().clone(), scales: scales.clone() };
-                let y = projection(x.as_tensor(), &w, with_bias, Some(&f)).unwrap();
+                let y = projection(x.as_tensor(), &w, with_bias, Some(&f), None).unwrap();
                 let y_ref = composed_projection(x.as_tensor(), &w, with_bias, Some(&f)).unwrap();
                 assert!(max_diff(&y, &y_ref) < 1e-4, "values differ by {}", max_diff(&y, &y_ref));
                 let g = (y * &probe).unwrap().sum_all().unwrap().backward().unwrap();
@@ -224,7 +247,7 @@ mod tests {
             }
         }
         // Without LoRA: the frozen part alone.
-        let y = projection(x.as_tensor(), &w, Some(&bias), None).unwrap();
+        let y = projection(x.as_tensor(), &w, Some(&bias), None, None).unwrap();
         let y_ref = composed_projection(x.as_tensor(), &w, Some(&bias), None).unwrap();
         assert!(max_diff(&y, &y_ref) < 1e-4);
         let g = (y * &probe).unwrap().sum_all().unwrap().backward().unwrap();

@@ -17,6 +17,9 @@ use crate::fused;
 use crate::lora::{AdapterSet, Target};
 use candle_core::{DType, Device, Tensor, Var};
 
+/// Each frozen projection's 8-bit copy for the learner (`None`: its shape does not tile; it stays f32).
+type FrozenInt8Sites = std::collections::BTreeMap<(usize, Target), Option<std::sync::Arc<fused::FrozenInt8>>>;
+
 /// A decoder: configuration, frozen weights and RoPE tables.
 #[derive(Debug, Clone)]
 pub struct Decoder {
@@ -29,6 +32,11 @@ pub struct Decoder {
     /// Whether sampling's arithmetic for a sequence is the same whatever shares its step (the default), or
     /// the fastest for each step's shape ([`fused::Batching`]).
     pub batching: fused::Batching,
+    /// What the learner's products with the frozen weights are computed in ([`fused::LearnerProducts`]).
+    pub learner_products: fused::LearnerProducts,
+    /// The frozen projections' 8-bit copies, made at the first training forward with
+    /// [`fused::LearnerProducts::Int8`] (`None` for a shape the kernels do not tile: it stays f32).
+    learner_int8: std::sync::Arc<std::sync::OnceLock<FrozenInt8Sites>>,
     /// `(max_pos, hd/2)`, for the fused rope.
     cos: Tensor,
     sin: Tensor,
@@ -91,7 +99,16 @@ impl Decoder {
         let inv = Tensor::from_vec(inv, (1, hd / 2), device)?;
         let pos = Tensor::arange(0u32, max_pos as u32, device)?.to_dtype(DType::F32)?.reshape((max_pos, 1))?;
         let freqs = pos.broadcast_mul(&inv)?;
-        Ok(Decoder { cos: freqs.cos()?, sin: freqs.sin()?, cfg, weights, decode_activations: Default::default(), batching: Default::default() })
+        Ok(Decoder {
+            cos: freqs.cos()?,
+            sin: freqs.sin()?,
+            cfg,
+            weights,
+            decode_activations: Default::default(),
+            batching: Default::default(),
+            learner_products: Default::default(),
+            learner_int8: Default::default(),
+        })
     }
 
     /// The device the weights live on.
@@ -115,11 +132,32 @@ impl Decoder {
     ) -> candle_core::Result<Tensor> {
         if train {
             let lora = adapters.map(|a| a.factors((layer, target), x.dim(0)?, routed)).transpose()?.flatten();
-            return fused::projection(x, w, b, lora.as_ref());
+            return fused::projection(x, w, b, lora.as_ref(), self.frozen_int8(layer, target)?);
         }
         let blocks = self.weights.packed.as_ref().and_then(|p| p.sites.get(&(layer, target)));
         let y = self.frozen_linear(x, blocks, w)?;
         self.finish_sample_proj(y, x, layer, target, b, adapters, routed, spans)
+    }
+
+    /// The 8-bit copy of a frozen projection the learner multiplies by, when it runs in 8 bits (all are
+    /// made at the first call).
+    fn frozen_int8(&self, layer: usize, target: Target) -> candle_core::Result<Option<&std::sync::Arc<fused::FrozenInt8>>> {
+        if self.learner_products != fused::LearnerProducts::Int8 {
+            return Ok(None);
+        }
+        if self.learner_int8.get().is_none() {
+            let mut all = std::collections::BTreeMap::new();
+            for (li, l) in self.weights.layers.iter().enumerate() {
+                for t in Target::ALL {
+                    let w = l.projection(t);
+                    let (out, k) = w.dims2()?;
+                    let values = w.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                    all.insert((li, t), fused::FrozenInt8::new(&values, out, k).map(std::sync::Arc::new));
+                }
+            }
+            let _ = self.learner_int8.set(all);
+        }
+        Ok(self.learner_int8.get().and_then(|m| m.get(&(layer, target))).and_then(|q| q.as_ref()))
     }
 
     /// [`Decoder::proj`] of one input through several sites of a layer (its queries, keys and values; its
@@ -357,14 +395,14 @@ impl Decoder {
     ) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let x = self.hidden_train(tokens, adapters, routed, Some(side))?;
-        fused::projection(&x, self.weights.lm_head(), None, None)?.reshape((b, t, ()))
+        fused::projection(&x, self.weights.lm_head(), None, None, None)?.reshape((b, t, ()))
     }
 
     /// The differentiable forward: logits `(B, T, V)` (see [`Decoder::hidden_train`]).
     pub fn forward_train(&self, tokens: &Tensor, adapters: Option<&AdapterSet>, routed: Option<&[bool]>) -> candle_core::Result<Tensor> {
         let (b, t) = tokens.dims2()?;
         let x = self.hidden_train(tokens, adapters, routed, None)?;
-        fused::projection(&x, self.weights.lm_head(), None, None)?.reshape((b, t, ()))
+        fused::projection(&x, self.weights.lm_head(), None, None, None)?.reshape((b, t, ()))
     }
 
     /// The fused forward of sampling over a ragged batch: sequence `i` reads its `news[i]` new tokens (the

@@ -42,6 +42,21 @@ pub struct LayerWeights {
     pub down: Tensor,
 }
 
+impl LayerWeights {
+    /// The frozen weight of one projection.
+    pub fn projection(&self, target: Target) -> &Tensor {
+        match target {
+            Target::Q => &self.q,
+            Target::K => &self.k,
+            Target::V => &self.v,
+            Target::O => &self.o,
+            Target::Gate => &self.gate,
+            Target::Up => &self.up,
+            Target::Down => &self.down,
+        }
+    }
+}
+
 /// All weights of a decoder.
 #[derive(Debug, Clone)]
 pub struct ModelWeights {
