@@ -25,12 +25,7 @@ const SAMPLES: &str = "samples.jsonl";
 const SETTINGS: &str = "settings.json";
 
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
-    let n = args.num_generations;
-    anyhow::ensure!(n >= 1, "--num-generations must be at least 1");
-    anyhow::ensure!(
-        n == 1 || args.temperature > 0.0,
-        "--num-generations {n} with --temperature 0 draws the same greedy sample {n} times: set a temperature (Chen et al. use 0.2 for pass@1, 0.8 for pass@10 and beyond)"
-    );
+    let n = super::episode_args::samples_per_question(args)?;
     let env = &config.env;
     let split = args.split.clone().unwrap_or_else(|| env.default_eval_split().into());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

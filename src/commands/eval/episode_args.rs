@@ -103,6 +103,18 @@ pub struct EpisodeArgs {
 /// The files an evaluation writes into OUTPUT_DIR, any of which says it holds one already.
 const EARLIER_RESULTS: [&str; 4] = [agentrt_eval::RESULTS_JSON, agentrt_eval::TRANSCRIPTS, "tasks.jsonl", "samples.jsonl"];
 
+/// `--num-generations`, checked: at least 1, and more than 1 only when sampling (greedy repeats would be
+/// one sample N times).
+pub(super) fn samples_per_question(args: &EpisodeArgs) -> anyhow::Result<usize> {
+    let n = args.num_generations;
+    anyhow::ensure!(n >= 1, "--num-generations must be at least 1");
+    anyhow::ensure!(
+        n == 1 || args.temperature > 0.0,
+        "--num-generations {n} with --temperature 0 draws the same greedy sample {n} times: set a temperature (Chen et al. use 0.2 for pass@1, 0.8 for pass@10 and beyond; wiki training samples at 1)"
+    );
+    Ok(n)
+}
+
 /// Refuses an OUTPUT_DIR that holds an earlier evaluation, unless `--force` overwrites it or `--resume`
 /// goes on with it: checked before the model loads, so a typo costs nothing.
 pub(super) fn refuse_earlier_results(args: &EpisodeArgs) -> anyhow::Result<()> {

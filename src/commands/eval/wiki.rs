@@ -11,12 +11,7 @@ use std::sync::Arc;
 
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
     anyhow::ensure!(!args.resume, "--resume is for environments graded by tests (--env code)");
-    let n = args.num_generations;
-    anyhow::ensure!(n >= 1, "--num-generations must be at least 1");
-    anyhow::ensure!(
-        n == 1 || args.temperature > 0.0,
-        "--num-generations {n} with --temperature 0 plays the same greedy episode {n} times: set a temperature (training's is 1)"
-    );
+    let n = super::episode_args::samples_per_question(args)?;
     let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
