@@ -16,7 +16,7 @@
 //! in i16 before they are widened, 1.16x the narrow kernel's rate on AVX2, and neither train nor dev
 //! recall moved (bench/search_results.md, "the index in about a minute"). The query encoder keeps ±64.
 
-use agentrt_kernels::int8::{Int8Kernel, Int8Weights, WeightReach, TILE_OUT};
+use agentrt_kernels::int8::{quantize, Int8Kernel, Int8Weights, WeightReach, TILE_OUT};
 #[cfg(doc)]
 use agentrt_kernels::int8::{NARROW_MAX, PAIRED_MAX};
 use std::cell::UnsafeCell;
@@ -58,15 +58,8 @@ impl QuantizedRows {
         self.dim = dim;
         self.data.resize(rows * dim, 0);
         self.scale.resize(rows, 0.0);
-        for r in 0..rows {
-            let row = &x[r * dim..(r + 1) * dim];
-            let max = crate::lanes::max_abs(row);
-            assert!(max.is_finite(), "quantize: row {r} holds a non-finite value");
-            let (scale, inv) = scale_for(max);
-            for (d, v) in self.data[r * dim..(r + 1) * dim].iter_mut().zip(row) {
-                *d = (round_to_int(v * inv) + 128) as u8;
-            }
-            self.scale[r] = scale;
+        for (r, ((codes, scale), row)) in self.data.chunks_exact_mut(dim).zip(&mut self.scale).zip(x.chunks_exact(dim)).enumerate() {
+            *scale = quantize::activation_codes(row, codes).unwrap_or_else(|| panic!("quantize: row {r} holds a non-finite value"));
         }
     }
 
@@ -83,50 +76,7 @@ impl QuantizedRows {
 
 /// Quantise one row symmetrically to i8: returns the scale (`v ≈ scale · code`).
 pub fn quantize_i8(v: &[f32], codes: &mut [i8]) -> f32 {
-    assert_eq!(v.len(), codes.len(), "quantize_i8: lengths differ");
-    let max = crate::lanes::max_abs(v);
-    assert!(max.is_finite(), "quantize_i8: a non-finite value");
-    let (scale, inv) = scale_for(max);
-    for (c, x) in codes.iter_mut().zip(v) {
-        *c = round_to_int(x * inv) as i8;
-    }
-    scale
-}
-
-/// The scale that maps `[-max, max]` onto `[-127, 127]`, and its inverse. A row too small for the
-/// inverse to be finite (all zeros, or below ~1e-36) quantises to zeros.
-#[inline(always)]
-fn scale_for(max: f32) -> (f32, f32) {
-    if max > 1e-30 {
-        (max / 127.0, 127.0 / max)
-    } else {
-        (1.0, 0.0)
-    }
-}
-
-/// Round `v` to the nearest integer (ties to even), for `|v| ≤ 128`: the callers scale every value into
-/// [-127, 127] first. Adding 1.5 · 2²³ pushes the fraction out of the mantissa, so no libm `round`
-/// call; and the conversion is unchecked because the range is known, so the loop vectorises (a checked
-/// `as i32` made quantisation a scalar loop, 0.7 ms of a 3 ms query).
-#[inline(always)]
-fn round_to_int(v: f32) -> i32 {
-    const MAGIC: f32 = 12_582_912.0;
-    let r = (v + MAGIC) - MAGIC;
-    debug_assert!(r.abs() <= 128.0, "round_to_int: {v} is outside the quantisation range");
-    // SAFETY: callers pass |v| ≤ 127 (times 1 + a rounding error): finite and well inside i32.
-    unsafe { r.to_int_unchecked::<i32>() }
-}
-
-/// `v.round()` (ties away from zero) for `|v| ≤ 128`, without the libm call that kept the weights'
-/// quantisation a scalar loop (a tenth of `agentrt exec`'s start-up): the truncation is exact in that
-/// range, and so is the fraction `v - t`.
-#[inline(always)]
-fn round_half_away(v: f32) -> i32 {
-    debug_assert!(v.abs() <= 128.0, "round_half_away: {v} is outside the quantisation range");
-    // SAFETY: callers pass |v| ≤ 127 (times 1 + a rounding error): finite and well inside i32.
-    let t = unsafe { v.to_int_unchecked::<i32>() };
-    let fraction = v - t as f32;
-    t + i32::from(fraction >= 0.5) - i32::from(fraction <= -0.5)
+    quantize::activation_values(v, codes).expect("quantize_i8: a non-finite value")
 }
 
 impl Int8Linear {
@@ -141,15 +91,8 @@ impl Int8Linear {
         assert!(in_dim.is_multiple_of(4) && out_dim.is_multiple_of(TILE_OUT), "Int8Linear: {out_dim} × {in_dim} does not tile");
         let mut scale = vec![0f32; out_dim];
         let mut q = vec![0i8; out_dim * in_dim];
-        for o in 0..out_dim {
-            let row = &weight[o * in_dim..(o + 1) * in_dim];
-            let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-            assert!(max.is_finite(), "Int8Linear: output channel {o} holds a non-finite weight");
-            let s = if max > 0.0 { max / reach.max() as f32 } else { 1.0 };
-            for (d, v) in q[o * in_dim..(o + 1) * in_dim].iter_mut().zip(row) {
-                *d = round_half_away(v / s) as i8;
-            }
-            scale[o] = s;
+        for (o, ((q, s), row)) in q.chunks_exact_mut(in_dim).zip(&mut scale).zip(weight.chunks_exact(in_dim)).enumerate() {
+            *s = quantize::weight_values(row, reach, q).unwrap_or_else(|| panic!("Int8Linear: output channel {o} holds a non-finite weight"));
         }
         Int8Linear { weights: Int8Weights::new(&q, out_dim, in_dim), scale, bias: bias.to_vec() }
     }
@@ -361,18 +304,6 @@ impl SecondCore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn round_half_away_is_round_on_the_quantisation_range() {
-        let mut v = -128.0f32;
-        while v <= 128.0 {
-            assert_eq!(round_half_away(v), v.round() as i32, "{v}");
-            v += 1.0 / 1024.0;
-        }
-        for v in [0.5f32, -0.5, 1.5, -1.5, 126.5, -126.5, 0.49999997, -0.49999997, 2.5000002, 1e-30, -0.0] {
-            assert_eq!(round_half_away(v), v.round() as i32, "{v}");
-        }
-    }
 
     /// A small deterministic generator, so the tests need no extra crate.
     fn values(n: usize, seed: u64, amplitude: f32) -> Vec<f32> {

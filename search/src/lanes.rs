@@ -51,24 +51,6 @@ pub fn squared_deviation(a: &[f32], m: f32) -> f32 {
     combine(acc) + tail
 }
 
-/// `max |a[i]|` (0 for an empty slice; NaN if any value is NaN, so callers can refuse it).
-#[inline(always)]
-pub fn max_abs(a: &[f32]) -> f32 {
-    let mut acc = [0f32; LANES];
-    let c = a.chunks_exact(LANES);
-    let mut m = c.remainder().iter().fold(0f32, |m, x| if x.abs() > m || x.is_nan() { x.abs() } else { m });
-    for x in c {
-        for i in 0..LANES {
-            // Not f32::max: that drops NaN, and a NaN here must surface.
-            acc[i] = if x[i].abs() > acc[i] || x[i].is_nan() { x[i].abs() } else { acc[i] };
-        }
-    }
-    for v in acc {
-        m = if v > m || v.is_nan() { v } else { m };
-    }
-    m
-}
-
 #[inline(always)]
 fn combine(acc: [f32; LANES]) -> f32 {
     let mut half = [0f32; LANES / 2];
@@ -101,13 +83,5 @@ mod tests {
         assert!(close(dot(&a, &b), a.iter().zip(&b).map(|(x, y)| x * y).sum()));
         assert!(close(sum(&a), a.iter().sum()));
         assert!(close(squared_deviation(&a, 0.2), a.iter().map(|x| (x - 0.2) * (x - 0.2)).sum()));
-        assert_eq!(max_abs(&a), a.iter().fold(0f32, |m, x| m.max(x.abs())));
-        assert_eq!(max_abs(&[]), 0.0);
-        let mut with_nan = a.clone();
-        with_nan[20] = f32::NAN;
-        assert!(max_abs(&with_nan).is_nan());
-        with_nan[20] = 0.0;
-        with_nan[36] = f32::NAN;
-        assert!(max_abs(&with_nan).is_nan());
     }
 }

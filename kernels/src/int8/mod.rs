@@ -13,8 +13,12 @@
 //! | avx512-vnni | `avx512.rs` | `vpdpbusd(c, w)`, 64 multiply-adds an instruction, minus `128 · Σ w` per output |
 //! | amx | `amx.rs` | `tdpbusd` tiles of 16 rows × 16 outputs × 64 inputs, minus `128 · Σ w` |
 //! | neon | `neon.rs` | `smull` of `q` and `w` into i16, `sadalp` into i32 |
+//!
+//! How f32 rows become these operands (weights per output channel, activations per row) is
+//! [`quantize`]'s, for every caller.
 
 mod generic;
+pub mod quantize;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod amx;

@@ -17,12 +17,12 @@
 //! 0.3%; the step (4 sequences, every token scored) 79.8 → 56.3 s.
 
 use super::gemm::{matmul, Read};
-use agentrt_kernels::int8::{Int8Kernel, Int8Weights, GROUP_IN, TILE_OUT};
+use agentrt_kernels::int8::{quantize, Int8Kernel, Int8Weights, WeightReach, GROUP_IN, TILE_OUT};
 use rayon::prelude::*;
 
-/// How far the weights are rounded: ±64 lets the AVX2 kernel multiply the activation codes by the weights
-/// directly (`vpmaddubsw` without the sign dance).
-pub const WEIGHT_REACH: f32 = 64.0;
+/// How far the weights are rounded: ±64 ([`WeightReach::Narrow`]) lets the AVX2 kernel multiply the
+/// activation codes by the weights directly (`vpmaddubsw` without the sign dance).
+pub const WEIGHT_REACH: WeightReach = WeightReach::Narrow;
 
 /// Rows quantised and multiplied together: their codes (`ROWS × in` bytes) stay in the L2 cache while every
 /// output block passes over them.
@@ -52,19 +52,16 @@ pub struct FrozenInt8 {
     backward_scale: Vec<f32>,
 }
 
-/// Rounds each of `rows` rows of width `dim` to ±`reach` with its own scale (`v ≈ scale · q`).
-fn quantize_weight_rows(w: &[f32], rows: usize, dim: usize) -> (Vec<i8>, Vec<f32>) {
+/// Rounds each of `rows` rows of width `dim` to ±[`WEIGHT_REACH`] with its own scale (`v ≈ scale · q`);
+/// `None` if a weight is not finite.
+fn quantize_weight_rows(w: &[f32], rows: usize, dim: usize) -> Option<(Vec<i8>, Vec<f32>)> {
     let mut q = vec![0i8; rows * dim];
     let mut scales = vec![0f32; rows];
-    q.par_chunks_mut(dim).zip(scales.par_iter_mut()).zip(w.par_chunks(dim)).for_each(|((q, s), row)| {
-        let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        *s = if max > 0.0 { max / WEIGHT_REACH } else { 1.0 };
-        let inv = 1.0 / *s;
-        for (q, v) in q.iter_mut().zip(row) {
-            *q = (v * inv).round().clamp(-WEIGHT_REACH, WEIGHT_REACH) as i8;
-        }
-    });
-    (q, scales)
+    q.par_chunks_mut(dim).zip(scales.par_iter_mut()).zip(w.par_chunks(dim)).try_for_each(|((q, s), row)| {
+        *s = quantize::weight_values(row, WEIGHT_REACH, q)?;
+        Some(())
+    })?;
+    Some((q, scales))
 }
 
 impl FrozenInt8 {
@@ -73,10 +70,10 @@ impl FrozenInt8 {
     pub fn new(w: &[f32], out_dim: usize, in_dim: usize) -> Option<FrozenInt8> {
         assert_eq!(w.len(), out_dim * in_dim, "FrozenInt8: {} weights is not {out_dim} × {in_dim}", w.len());
         let tiles = |d: usize| d > 0 && d.is_multiple_of(TILE_OUT) && d.is_multiple_of(GROUP_IN);
-        if !tiles(out_dim) || !tiles(in_dim) || w.iter().any(|v| !v.is_finite()) {
+        if !tiles(out_dim) || !tiles(in_dim) {
             return None;
         }
-        let (q, forward_scale) = quantize_weight_rows(w, out_dim, in_dim);
+        let (q, forward_scale) = quantize_weight_rows(w, out_dim, in_dim)?;
         let forward = Int8Weights::new(&q, out_dim, in_dim);
         let mut wt = vec![0f32; in_dim * out_dim];
         for (o, row) in w.chunks_exact(in_dim).enumerate() {
@@ -84,7 +81,7 @@ impl FrozenInt8 {
                 wt[i * out_dim + o] = *v;
             }
         }
-        let (q, backward_scale) = quantize_weight_rows(&wt, in_dim, out_dim);
+        let (q, backward_scale) = quantize_weight_rows(&wt, in_dim, out_dim)?;
         let backward = Int8Weights::new(&q, in_dim, out_dim);
         Some(FrozenInt8 { out_dim, in_dim, forward, forward_scale, backward, backward_scale })
     }
@@ -150,13 +147,7 @@ fn product(w: &Int8Weights, w_scale: &[f32], a: &[f32], n: usize, k: usize, m: u
             for &j in picked {
                 rest[j] = 0.0;
             }
-            let max = rest.iter().fold(0f32, |acc, v| acc.max(v.abs()));
-            assert!(max.is_finite(), "int8 product: a non-finite activation or gradient");
-            let inv = if max > 0.0 { 127.0 / max } else { 0.0 };
-            *s = if max > 0.0 { max / 127.0 } else { 0.0 };
-            for (c, v) in c.iter_mut().zip(&rest) {
-                *c = ((v * inv).round() as i32 + 128) as u8;
-            }
+            *s = quantize::activation_codes(&rest, c).expect("int8 product: a non-finite activation or gradient");
         }
         let mut sums = vec![0i32; rows * m];
         w.signed_sums_with(kernel, &codes, rows, &mut sums);
