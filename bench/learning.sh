@@ -19,6 +19,18 @@
 #        for the Qwen recipe: MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4 SFT_MAX_STEPS=150 SFT_STEP=150
 #        SFT_WARMUP=10 SFT_EVAL_STEPS=50 SFT_SAVE_STEPS=10 WORK=bench/learning/qwen-read)
 #        WORK=bench/learning/read-on (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
+#        STYLE=read (the program the trajectories teach: `trajectories synth --style`)
+#        PROMPT_FILE=bench/learning_prompt.txt (the trained agent's system prompt)
+#        RL_SWEEP_LRS= (e.g. 1e-5,3e-5,1e-4: first a short run at each learning rate, `agentrt sweep`, and the
+#        long run at the one whose held-out slice scored best)  RL_SWEEP_STEPS=15  RL_EVAL_QUESTIONS=100
+#        RL_EVAL_STEPS=5 (the held-out slice while RL runs)   OUT=bench/learning (tables, plots, stage times)   N_PASS=0 dev questions played 8 times at the RL
+#        temperature by the SFT adapter, for pass@8 beside pass@1 (0: skipped)
+# The campaign of issue 59 (Qwen on the lean scan program; hours, several sittings, so its work lives in the
+# cache, which outlives a checkout; run it again and it goes on where it stopped):
+#        STYLE=scan PROMPT_FILE=bench/learning_prompt_scan.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
+#        SFT_MAX_STEPS=200 SFT_STEP=last SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=100
+#        RL_SWEEP_LRS=1e-5,3e-5,1e-4 RL_SWEEP_STEPS=15 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=15
+#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min. Each stage's wall time is
@@ -40,9 +52,17 @@ MODEL=${MODEL:-smollm2-135m}
 RL_STEPS=${RL_STEPS:-20}
 RL_LR=${RL_LR:-3e-5}
 RL_STEP=${RL_STEP:-last}
-OUT=bench/learning
+OUT=${OUT:-bench/learning}
+mkdir -p "$OUT"
 WORK=${WORK:-$OUT/read-on}
 AGENTRT=${AGENTRT:-target/release/agentrt}
+STYLE=${STYLE:-read}
+PROMPT_FILE=${PROMPT_FILE:-bench/learning_prompt.txt}
+RL_SWEEP_LRS=${RL_SWEEP_LRS:-}
+RL_SWEEP_STEPS=${RL_SWEEP_STEPS:-15}
+RL_EVAL_QUESTIONS=${RL_EVAL_QUESTIONS:-100}
+RL_EVAL_STEPS=${RL_EVAL_STEPS:-5}
+N_PASS=${N_PASS:-0}
 [ -x "$AGENTRT" ] || cargo build --release --bin agentrt
 mkdir -p "$WORK"
 TIMES="$OUT/stage_times.tsv"
@@ -69,17 +89,17 @@ checkpoint() {
   if [ "$2" = last ]; then ls -d "$1"/checkpoint-* | sort -t- -k2 -n | tail -1; else echo "$1/checkpoint-$2"; fi
 }
 
-# The trained agent's system prompt (bench/learning_prompt.txt): the tools and the reply format in a few
+# The trained agent's system prompt (PROMPT_FILE): the tools and the reply format in a few
 # lines, since the trajectories teach the rest and each of its tokens is paid in every training and
 # evaluation sequence. The adapter records it in its agent.json, so `agentrt eval --adapter` prompts it
 # the same way.
-PROMPT=$(cat bench/learning_prompt.txt)
+PROMPT=$(cat "$PROMPT_FILE")
 EVAL=(eval --split dev --num-samples "$N_DEV" --seed 0)
 stage index "$HOME/.cache/agentrt/index/CURRENT" "$AGENTRT" index
-stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style read --limit "$SYNTH_LIMIT" --system-prompt "$PROMPT" --out "$WORK/synth.jsonl"
+stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style "$STYLE" --limit "$SYNTH_LIMIT" --system-prompt "$PROMPT" --out "$WORK/synth.jsonl"
 # The ceiling of the program the trajectories teach: the share of dev questions whose printed sections hold
 # a gold answer (the synthesiser answers exactly when they do), and its tool calls.
-stage ceiling-dev "$WORK/synth-dev.jsonl" "$AGENTRT" trajectories synth --style read --split dev --system-prompt "$PROMPT" --out "$WORK/synth-dev.jsonl"
+stage ceiling-dev "$WORK/synth-dev.jsonl" "$AGENTRT" trajectories synth --style "$STYLE" --split dev --system-prompt "$PROMPT" --out "$WORK/synth-dev.jsonl"
 stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --max-steps $SFT_MAX_STEPS --no-progress; else \
   '$AGENTRT' sft --model $MODEL --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=$SFT_WARMUP \
   --set data.val_examples=100 --set sft.eval_steps=$SFT_EVAL_STEPS --set run.save_steps=$SFT_SAVE_STEPS --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
@@ -96,11 +116,40 @@ for section, k in [("env.wiki", "system_prompt"), ("env.wiki", "demonstration"),
     print(f"{section}.{k}={json.dumps(a[k]) if k == 'system_prompt' else str(a[k]).lower()}")
 PY
 )
+RL_SLICE=(--set "run.eval_questions=$RL_EVAL_QUESTIONS" --set "run.eval_steps=$RL_EVAL_STEPS")
+# The learning-rate sweep (RL_SWEEP_LRS): a short run at each rate from the same SFT checkpoint; `agentrt
+# sweep` resumes a stopped one and keeps a finished one, so this stage too goes on where it stopped.
+rl_sweep() {
+  "$AGENTRT" sweep --config bench/learning_rl.toml --grid "algorithm.lr=$RL_SWEEP_LRS" "${PLAYED[@]}" "${RL_SLICE[@]}" \
+    --set "model.init_adapter=$SFT_CKPT" --set "run.max_steps=$RL_SWEEP_STEPS" --set "run.output_dir=$WORK/rl-sweep"
+  touch "$WORK/rl-sweep/DONE"
+}
+if [ -n "$RL_SWEEP_LRS" ]; then
+  stage rl-sweep "$WORK/rl-sweep/DONE" rl_sweep
+  # The rate whose held-out slice scored best at its last evaluation (ties: the smaller rate).
+  RL_LR=$(python3 - "$WORK/rl-sweep" <<'PY'
+import json, pathlib, sys, tomllib
+best = None
+for run in sorted(pathlib.Path(sys.argv[1]).iterdir()):
+    evals, config = run / "dev_eval.jsonl", run / "config.toml"
+    if not (evals.is_file() and config.is_file()):
+        continue
+    last = [json.loads(l) for l in evals.read_text().splitlines() if l.strip()][-1]
+    lr = tomllib.loads(config.read_text())["algorithm"]["lr"]
+    if best is None or (last["accuracy"], -lr) > best[0]:
+        best = ((last["accuracy"], -lr), lr)
+if best is None:
+    sys.exit("the sweep left no held-out evaluation to choose a learning rate by")
+print(best[1])
+PY
+  )
+  echo "== rl-sweep: the long run takes lr $RL_LR" >&2
+fi
 rl() {
   if [ -e "$WORK/rl/config.toml" ]; then
     "$AGENTRT" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress
   else
-    "$AGENTRT" train --config bench/learning_rl.toml "${PLAYED[@]}" --init-adapter "$SFT_CKPT" --lr "$RL_LR" --max-steps "$RL_STEPS" \
+    "$AGENTRT" train --config bench/learning_rl.toml "${PLAYED[@]}" "${RL_SLICE[@]}" --init-adapter "$SFT_CKPT" --lr "$RL_LR" --max-steps "$RL_STEPS" \
       --output-dir "$WORK" --run-name rl --no-progress
   fi
   touch "$WORK/rl/DONE"
@@ -113,6 +162,12 @@ RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
+# pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
+RL_TEMPERATURE=$(sed -n 's/^temperature *= *//p' bench/learning_rl.toml)
+if [ "$N_PASS" -gt 0 ]; then
+  stage eval-sft-pass8 "$WORK/eval/sft-pass8/results.json" "$AGENTRT" eval --split dev --num-samples "$N_PASS" --seed 0 --adapter "$SFT_CKPT" \
+    --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
+fi
 SFT_LAST=$(checkpoint "$WORK/sft" last)
 stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
 stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"

@@ -1,6 +1,6 @@
 //! `agentrt sweep`: a grid of `agentrt train` runs and a summary table (seed 004).
 
-use agentrt_trainer::sweep::{expand, summary_table, Axis};
+use agentrt_trainer::sweep::{expand, point_start, summary_table, Axis, PointStart};
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
@@ -9,7 +9,10 @@ use std::process::{Child, Command};
 #[command(after_help = "Examples:\n  agentrt sweep --grid algorithm.lr=1e-5,1e-4 --grid algorithm.beta=0,0.02 --set run.max_steps=20 --parallel 2\n\n\
     Each grid point is one `agentrt train` child process in OUTPUT_DIR/RUN_NAME (names carry the swept\n\
     values). Every point's config is checked before anything runs. The table is printed and written to\n\
-    OUTPUT_DIR/sweep_summary.md.")]
+    OUTPUT_DIR/sweep_summary.md.\n\n\
+    Run again with the same arguments, a sweep goes on where it stopped: a point that reached\n\
+    run.max_steps is kept, one that finished a step resumes from its last checkpoint (`train --resume`,\n\
+    which refuses a config changed beyond its length and cadences), the rest start.")]
 pub struct Args {
     /// One axis, `section.key=v1,v2,...` (repeatable; the grid is their product).
     #[arg(long, required = true)]
@@ -41,7 +44,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         while next < points.len() && running.len() < args.parallel.max(1) {
             let p = &points[next];
             let mut cmd = Command::new(&exe);
-            cmd.arg("train").arg("--no-progress").arg("--run-name").arg(&p.run_name);
+            cmd.arg("train").arg("--no-progress");
+            match point_start(&output_dir, p)? {
+                PointStart::Done { step } => {
+                    eprintln!("sweep: {} reached step {step} before: kept", p.run_name);
+                    statuses[next] = Some(0);
+                    next += 1;
+                    continue;
+                }
+                PointStart::Resume { step } => {
+                    eprintln!("sweep: resuming {} after step {step}", p.run_name);
+                    cmd.arg("--resume").arg(output_dir.join(&p.run_name));
+                }
+                PointStart::Fresh => {
+                    eprintln!("sweep: starting {}", p.run_name);
+                    cmd.arg("--run-name").arg(&p.run_name);
+                }
+            }
             if let Some(c) = &args.config {
                 cmd.arg("--config").arg(c);
             }
@@ -49,7 +68,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 cmd.arg("--set").arg(o);
             }
             cmd.args(&args.train_args);
-            eprintln!("sweep: starting {}", p.run_name);
             running.push((next, cmd.spawn()?));
             next += 1;
         }

@@ -85,6 +85,60 @@ fn kill_nine_mid_run_then_resume() {
     assert!(run.join("checkpoint-4/trainer_state.json").is_file());
 }
 
+/// `agentrt sweep` run again with the same arguments goes on where it stopped: points that reached their
+/// steps are kept as they are, points short of them resume from their last checkpoint (here: a sweep of one
+/// step, lengthened to two, then run a third time).
+#[test]
+fn a_sweep_run_again_resumes_short_points_and_keeps_finished_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let sweep = |steps: usize| {
+        let fixed = [
+            format!("env.wiki.questions={}", qs.display()),
+            format!("run.output_dir={}", out.display()),
+            format!("run.max_steps={steps}"),
+            "run.save_steps=1".into(),
+            "rollout.num_rollouts=2".into(),
+            "rollout.batch_size=2".into(),
+            "rollout.max_new_tokens=16".into(),
+            "rollout.max_turns=2".into(),
+            "algorithm.advantage=\"reinforce\"".into(),
+            "algorithm.lr=1e-2".into(),
+        ];
+        let mut args: Vec<String> = vec!["sweep".into(), "--grid".into(), "run.seed=1,2".into()];
+        for f in fixed {
+            args.extend(["--set".into(), f]);
+        }
+        args.extend(["--".into(), "--fixture".into(), "--model".into(), model.to_str().unwrap().into()]);
+        let output = agentrt().args(&args).output().unwrap();
+        assert!(output.status.success(), "sweep of {steps} steps failed:\n{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let runs = || -> Vec<std::path::PathBuf> {
+        let mut runs: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("config.toml").is_file()).collect();
+        runs.sort();
+        runs
+    };
+    let log = sweep(1);
+    assert_eq!(log.matches("sweep: starting").count(), 2, "{log}");
+    assert_eq!(runs().len(), 2);
+
+    let log = sweep(2);
+    assert_eq!(log.matches("after step 1").count(), 2, "both points resume where they stopped:\n{log}");
+    for run in runs() {
+        let steps: Vec<u64> = metrics(&run).iter().map(|l| l["step"].as_u64().unwrap()).collect();
+        assert_eq!(steps, vec![1, 2], "{}", run.display());
+        assert!(run.join("checkpoint-2/trainer_state.json").is_file());
+    }
+    let before: Vec<String> = runs().iter().map(|r| std::fs::read_to_string(r.join("metrics.jsonl")).unwrap()).collect();
+
+    let log = sweep(2);
+    assert_eq!(log.matches("reached step 2 before: kept").count(), 2, "{log}");
+    let after: Vec<String> = runs().iter().map(|r| std::fs::read_to_string(r.join("metrics.jsonl")).unwrap()).collect();
+    assert_eq!(before, after, "a finished point is not trained again");
+    assert!(out.join("sweep_summary.md").is_file());
+}
+
 #[test]
 fn print_config_gives_the_commented_defaults_or_the_config_the_layers_make() {
     let defaults = run_ok(["train", "--print-config"]);

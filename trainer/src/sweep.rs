@@ -69,6 +69,35 @@ pub fn expand(file: Option<&Path>, fixed: &[String], axes: &[Axis]) -> Result<Ve
     Ok(points)
 }
 
+/// Where a grid point's run stands when the sweep starts (again): a sweep stopped part-way, by a kill or the
+/// end of a sitting, goes on where it stopped when it is run again with the same arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointStart {
+    /// No step finished yet (or no run there): start it.
+    Fresh,
+    /// Steps finished, fewer than `run.max_steps`: resume it from its last checkpoint (`train --resume`,
+    /// which refuses a config that changed beyond its length and cadences).
+    Resume {
+        /// The last step its metrics log holds.
+        step: usize,
+    },
+    /// It reached `run.max_steps`: keep it.
+    Done {
+        /// The last step its metrics log holds.
+        step: usize,
+    },
+}
+
+/// Where `point`'s run in `output_dir` stands ([`PointStart`]).
+pub fn point_start(output_dir: &Path, point: &Point) -> Result<PointStart, TrainError> {
+    let path = output_dir.join(&point.run_name);
+    if !crate::run_dir::has_progress(&path)? {
+        return Ok(PointStart::Fresh);
+    }
+    let step = RunDir { path }.step_metrics()?.last().map_or(0, |m| m.step);
+    Ok(if step >= point.config.run.max_steps { PointStart::Done { step } } else { PointStart::Resume { step } })
+}
+
 /// A markdown table of each run's last step and best reward (runs without metrics say so).
 pub fn summary_table(output_dir: &Path, points: &[Point], statuses: &[Option<i32>]) -> Result<String, TrainError> {
     let mut s = String::from(
@@ -122,6 +151,22 @@ mod tests {
         assert!(points.iter().all(|p| p.config.run.max_steps == 3));
         assert!(Axis::parse("lr").is_err());
         assert!(expand(None, &[], &[Axis::parse("algorithm.lr=abc").unwrap()]).is_err());
+    }
+
+    #[test]
+    fn a_point_starts_fresh_resumes_after_a_step_and_is_kept_once_it_reached_its_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let points = expand(None, &["run.max_steps=3".into()], &[Axis::parse("run.seed=1,2").unwrap()]).unwrap();
+        let p = &points[0];
+        assert_eq!(point_start(dir.path(), p).unwrap(), PointStart::Fresh, "no run directory yet");
+        let run = RunDir::create(&dir.path().join(&p.run_name), &p.config).unwrap();
+        assert_eq!(point_start(dir.path(), p).unwrap(), PointStart::Fresh, "a config but no finished step");
+        for step in 1..=3 {
+            run.append(crate::run_dir::METRICS, &StepMetrics { step, ..crate::metrics::example() }).unwrap();
+            let expected = if step < 3 { PointStart::Resume { step } } else { PointStart::Done { step } };
+            assert_eq!(point_start(dir.path(), p).unwrap(), expected, "after step {step}");
+        }
+        assert_eq!(point_start(dir.path(), &points[1]).unwrap(), PointStart::Fresh, "the other point's run is its own");
     }
 
     #[test]
