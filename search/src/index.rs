@@ -310,10 +310,14 @@ impl WikiIndex {
         if query.trim().is_empty() {
             return Err(SearchError::EmptyQuery);
         }
-        // One hand-off into the thread pool per query: called from outside it, the encoder's second core
-        // and the two rankings' join would each be a separate hand-off to a sleeping worker.
-        if rayon::current_thread_index().is_none() {
-            return rayon::scope(|_| self.search_pages_fused(query, k, mode, fusion));
+        // One hand-off into the queries' own pool per query: called from outside it, the encoder's second
+        // core and the two rankings' join would each be a separate hand-off to a sleeping worker. Not
+        // rayon's global pool: a process that samples from a model runs each forward pass there as one
+        // job, and a query queued behind a Qwen prefill chunk waited seconds, long enough for the sandbox's
+        // 2 s wall-time limit to end the program that asked (3 of 100 evaluation episodes).
+        let pool = query_pool();
+        if pool.current_thread_index().is_none() {
+            return pool.install(|| self.search_pages_fused(query, k, mode, fusion));
         }
         let page_of = |s: usize| self.catalog.sections[s].page;
         let (ranked, best) = match mode {
@@ -367,6 +371,20 @@ fn inputs_for(corpus_sha256: &str, opts: &BuildOptions) -> Inputs {
         model: ModelId { max_tokens: opts.max_tokens, ..ModelId::minilm() },
         chunking: opts.chunking,
     }
+}
+
+/// The threads queries run on (as many as the machine's cores, named `agentrt-query-N`), apart from
+/// rayon's global pool, which model forward passes and index builds keep busy for seconds at a time.
+fn query_pool() -> &'static rayon::ThreadPool {
+    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("agentrt-query-{i}"))
+            .build()
+            .expect("the query threads start (the OS refused to start a thread)")
+    })
 }
 
 /// Build the index of the pages file `pages` into `dir`, unless the index there is up to date.

@@ -260,3 +260,40 @@ fn parquet_pages_are_read() {
     let corpus = read_pages(&path).unwrap();
     assert_eq!(corpus.pages, vec![Page { id: "a".into(), title: "A".into(), content: "# A\n\nalpha".into() }]);
 }
+
+/// A query does not wait for rayon's global pool. A process that samples from a model holds every one of
+/// that pool's threads for each forward pass, and a program searching meanwhile must not wait for it (a
+/// query queued behind a prefill chunk ran past the sandbox's wall-time limit). Here the global pool's
+/// threads are all held until the search has answered, or for a minute if it never does.
+#[test]
+fn a_query_answers_while_the_global_pool_is_held() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let idx = shared();
+    // The encoder loads on the first query: load it before the pool is held.
+    assert_eq!(idx.search_pages("Chess", 1).unwrap()[0].page_id, "chess");
+    let (held, left, release) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+    let holder = {
+        let (held, left, release) = (held.clone(), left.clone(), release.clone());
+        std::thread::spawn(move || {
+            rayon::broadcast(|_| {
+                held.fetch_add(1, Ordering::SeqCst);
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while !release.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                left.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+    };
+    while held.load(Ordering::SeqCst) < rayon::current_num_threads() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let hits = idx.search_pages("the planet Jupiter", 3).unwrap();
+    let answered_while_held = left.load(Ordering::SeqCst) == 0;
+    release.store(true, Ordering::SeqCst);
+    holder.join().unwrap();
+    assert!(answered_while_held, "the search waited for the global pool to be released");
+    assert_eq!(hits[0].page_id, "jupiter", "{hits:?}");
+}
