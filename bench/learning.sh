@@ -86,7 +86,8 @@ stage() {
 
 # checkpoint RUN STEP: RUN/checkpoint-STEP, or the newest one for `last`.
 checkpoint() {
-  if [ "$2" = last ]; then ls -d "$1"/checkpoint-* | sort -t- -k2 -n | tail -1; else echo "$1/checkpoint-$2"; fi
+  # By the number after the last "checkpoint-" (the path above it may hold hyphens of its own).
+  if [ "$2" = last ]; then ls -d "$1"/checkpoint-* | awk -F'checkpoint-' '{print $NF "\t" $0}' | sort -n | tail -1 | cut -f2; else echo "$1/checkpoint-$2"; fi
 }
 
 # The trained agent's system prompt (PROMPT_FILE): the tools and the reply format in a few
