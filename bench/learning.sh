@@ -160,7 +160,7 @@ RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 
 # Zero-shot answers none of them in every run so far; its first N_ZERO_SHOT questions (a prefix of the
 # N_DEV, same seed) show it at a third of the cost (25 minutes for 300 on two cores).
-stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --output-dir "$WORK/eval/zero-shot"
+stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --model "$MODEL" --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
 # pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
