@@ -39,22 +39,23 @@ pub fn max_abs(a: &[f32]) -> f32 {
 #[inline(always)]
 #[must_use]
 pub fn activation_codes(row: &[f32], codes: &mut [u8]) -> Option<f32> {
-    assert_eq!(row.len(), codes.len(), "activation_codes: {} values for {} codes", row.len(), codes.len());
-    let (scale, inv) = activation_scale(max_abs(row))?;
-    for (c, v) in codes.iter_mut().zip(row) {
-        *c = (round_to_int(v * inv) + 128) as u8;
-    }
-    Some(scale)
+    round_row(row, codes, |q| (q + 128) as u8)
 }
 
 /// As [`activation_codes`], with the signed values `q` themselves (a stored vector the scan multiplies).
 #[inline(always)]
 #[must_use]
 pub fn activation_values(row: &[f32], q: &mut [i8]) -> Option<f32> {
-    assert_eq!(row.len(), q.len(), "activation_values: {} values for {} codes", row.len(), q.len());
+    round_row(row, q, |q| q as i8)
+}
+
+/// The rounding both activation forms share: `out[i] = store(round(row[i] · 127 / max|row|))`.
+#[inline(always)]
+fn round_row<T>(row: &[f32], out: &mut [T], store: impl Fn(i32) -> T) -> Option<f32> {
+    assert_eq!(row.len(), out.len(), "int8 quantize: {} values for {} codes", row.len(), out.len());
     let (scale, inv) = activation_scale(max_abs(row))?;
-    for (q, v) in q.iter_mut().zip(row) {
-        *q = round_to_int(v * inv) as i8;
+    for (o, v) in out.iter_mut().zip(row) {
+        *o = store(round_to_int(v * inv));
     }
     Some(scale)
 }
