@@ -74,11 +74,6 @@ impl QuantizedRows {
     }
 }
 
-/// Quantise one row symmetrically to i8: returns the scale (`v ≈ scale · code`).
-pub fn quantize_i8(v: &[f32], codes: &mut [i8]) -> f32 {
-    quantize::activation_values(v, codes).expect("quantize_i8: a non-finite value")
-}
-
 impl Int8Linear {
     /// Quantise `weight` (`out_dim × in_dim`, row-major, as PyTorch stores it) per output channel to
     /// `reach` (±[`PAIRED_MAX`] or ±[`NARROW_MAX`]; see the module's notes), and keep `bias`.

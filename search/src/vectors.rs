@@ -16,8 +16,8 @@
 //! An approximate index (HNSW) pays off past roughly 1 M sections, where the sign pass alone reaches
 //! several milliseconds.
 
-use crate::int8::{quantize_i8, QuantizedRows};
-use agentrt_kernels::int8::{dots, row_offsets, Int8Kernel};
+use crate::int8::QuantizedRows;
+use agentrt_kernels::int8::{dots, quantize, row_offsets, Int8Kernel};
 
 /// The vectors file's name inside a generation directory.
 pub const VECTORS_FILE: &str = "vectors.f32";
@@ -80,10 +80,7 @@ impl VectorStore {
         let mut mean = vec![0f32; dim];
         for (r, c) in codes.chunks_exact_mut(dim).enumerate() {
             row(r, &mut buf);
-            if buf.iter().any(|v| !v.is_finite()) {
-                return None;
-            }
-            scale.push(quantize_i8(&buf, c));
+            scale.push(quantize::activation_values(&buf, c)?);
             for (m, v) in mean.iter_mut().zip(&buf) {
                 *m += v;
             }
