@@ -373,14 +373,13 @@ fn inputs_for(corpus_sha256: &str, opts: &BuildOptions) -> Inputs {
     }
 }
 
-/// The threads queries run on (as many as the machine's cores, named `agentrt-query-N`), apart from
-/// rayon's global pool, which model forward passes and index builds keep busy for seconds at a time.
+/// The threads queries run on (named `agentrt-query-N`; as many as rayon's global pool has, by the same
+/// rule: `RAYON_NUM_THREADS`, else the machine's cores), apart from that pool, which model forward passes
+/// and index builds keep busy for seconds at a time.
 fn query_pool() -> &'static rayon::ThreadPool {
     static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
             .thread_name(|i| format!("agentrt-query-{i}"))
             .build()
             .expect("the query threads start (the OS refused to start a thread)")
