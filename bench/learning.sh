@@ -164,8 +164,8 @@ stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
 # pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
-RL_TEMPERATURE=$(sed -n 's/^temperature *= *//p' bench/learning_rl.toml)
 if [ "$N_PASS" -gt 0 ]; then
+  RL_TEMPERATURE=$(sed -n 's/^temperature *= *//p' bench/learning_rl.toml)
   stage eval-sft-pass8 "$WORK/eval/sft-pass8/results.json" "$AGENTRT" eval --split dev --num-samples "$N_PASS" --seed 0 --adapter "$SFT_CKPT" \
     --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
 fi
