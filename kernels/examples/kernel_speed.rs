@@ -1,5 +1,7 @@
 //! Throughput of each kernel path on this CPU, single-threaded, for the shapes the project runs: the
-//! MiniLM layers (a 15-word-piece query and a 128-word-piece section; weights to ±127, ±64 and ±32) and SmolLM2-135M's decode products.
+//! MiniLM layers (a 15-word-piece query and a 128-word-piece section; weights to ±127, ±64 and ±32), SmolLM2-135M's decode products and
+//! attention's values step over a rollout's cache (the generic path is the loop the sampler ran before the
+//! intrinsics paths had one).
 //!
 //! `cargo run --release -p agentrt-kernels --example kernel_speed`
 
@@ -60,6 +62,20 @@ fn main() {
                 line += &format!("  {format:?} {:>6.1} / {:>6.1}", b * 1e6, q * 1e6);
             }
             println!("{line}  (µs, f32 / 8-bit activations)");
+        }
+    }
+    // One kv group's values step while decoding: its query heads as rows (SmolLM2-135M 3, Qwen2.5-Coder-0.5B
+    // 7), 64 values a head, over a cache of 1,000 positions (a rollout's prompt, program and output).
+    for rows in [3, 7] {
+        let (hd, keys) = (64, 1000);
+        let p: Vec<f32> = (0..keys * rows).map(|i| (i % 11) as f32 * 1e-3).collect();
+        let v: Vec<f32> = (0..keys * hd).map(|i| (i % 19) as f32 * 0.1).collect();
+        let seen = vec![keys; rows];
+        let mut out = vec![0f32; rows * hd];
+        for path in KernelPath::supported() {
+            let s = time(|| decode::add_weighted_rows(path, &mut out, &p, rows, &v, &seen));
+            let macs = (rows * hd * keys) as f64;
+            println!("attention values {rows} rows x {hd}, {keys} keys, {:<8} {:>7.1} µs  {:>6.1} GMAC/s", path.name(), s * 1e6, macs / s / 1e9);
         }
     }
 }

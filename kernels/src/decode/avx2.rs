@@ -19,7 +19,17 @@ unsafe fn sum_lanes(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-f32_row_kernels!(features: "avx2,fma,f16c", lanes: 8, zero: _mm256_setzero_ps, load: _mm256_loadu_ps, fma: _mm256_fmadd_ps, sum: sum_lanes);
+f32_row_kernels!(
+    features: "avx2,fma,f16c",
+    lanes: 8,
+    regs: 8,
+    zero: _mm256_setzero_ps,
+    load: _mm256_loadu_ps,
+    store: _mm256_storeu_ps,
+    splat: _mm256_set1_ps,
+    fma: _mm256_fmadd_ps,
+    sum: sum_lanes
+);
 
 /// Sub-block `s` of a block as four registers of 8 weights, from its integers ([`unpack_i8`]) by the
 /// reference's formula (`q · scale`, plus the offset where the format has one; each multiply and add

@@ -16,8 +16,11 @@ use std::arch::x86_64::*;
 f32_row_kernels!(
     features: "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c",
     lanes: 16,
+    regs: 4,
     zero: _mm512_setzero_ps,
     load: _mm512_loadu_ps,
+    store: _mm512_storeu_ps,
+    splat: _mm512_set1_ps,
     fma: _mm512_fmadd_ps,
     sum: _mm512_reduce_add_ps
 );

@@ -163,6 +163,18 @@ pub(super) fn rows_f32(x: &[f32], w_rows: &[f32], out_rows: &mut [f32], m: usize
     }
 }
 
+/// See [`super::add_weighted_rows`]: per output row, key after key, a multiply then an add per lane.
+#[inline(always)]
+pub(super) fn add_weighted_rows(out: &mut [f32], p: &[f32], rows: usize, v: &[f32], seen: &[usize]) {
+    let hd = out.len() / rows;
+    for ((r, o), &seen) in out.chunks_exact_mut(hd).enumerate().zip(seen) {
+        for (j, vj) in v.chunks_exact(hd).take(seen).enumerate() {
+            let w = p[j * rows + r];
+            o.iter_mut().zip(vj).for_each(|(o, v)| *o += w * v);
+        }
+    }
+}
+
 /// See [`super::rows_blocks`]. Each sub-block is unpacked once and multiplied into every input row's 32
 /// partial sums.
 #[inline(always)]

@@ -4,7 +4,8 @@
 //! A decoding step is bound by reading the weights, so each weight row (or block) is read once and
 //! multiplied into every input row while it sits in L1. The callers split the weight rows into tasks
 //! over threads; a task is one call here, writing one output row of `m` per weight row (the transposed
-//! product, contiguous per task).
+//! product, contiguous per task). Beside them, the other half of attention over a KV cache:
+//! [`add_weighted_rows`], the softmax's weights times the cached value rows.
 //!
 //! `generic.rs` is the reference: loops with 64 or 32 independent partial sums per row, added in a fixed
 //! order, multiplies and adds kept apart, written so that the compiler vectorises them. Compiled for the
@@ -42,11 +43,14 @@ macro_rules! by_group_size {
 /// The f32 kernels' frame, written once for the x86 paths, which differ only in register width:
 /// `rows_f32` (dense rows: each chunk of `$lanes` weights reused across a group of input rows whose
 /// accumulators stay in registers) and `rows_blocks` (block rows: each unpacked sub-block reused likewise,
-/// from the path's own `unpack`, since unpacking is where the instruction sets differ). A path gives its
-/// target features, its width and the four intrinsics the frame needs.
+/// from the path's own `unpack`, since unpacking is where the instruction sets differ) and
+/// `add_weighted_rows` (attention's values step: each output row held in `$regs` registers over all its
+/// keys). A path gives its target features, its width, its register budget and the intrinsics the frame
+/// needs.
 #[cfg(target_arch = "x86_64")]
 macro_rules! f32_row_kernels {
-    (features: $features:literal, lanes: $lanes:literal, zero: $zero:path, load: $load:path, fma: $fma:path, sum: $sum:path) => {
+    (features: $features:literal, lanes: $lanes:literal, regs: $regs:literal, zero: $zero:path, load: $load:path, store: $store:path,
+     splat: $splat:path, fma: $fma:path, sum: $sum:path) => {
         /// # Safety
         /// The CPU must have this path's features; sizes as `super::rows_f32` checks them.
         #[target_feature(enable = $features)]
@@ -117,6 +121,53 @@ macro_rules! f32_row_kernels {
             }
         }
 
+        /// # Safety
+        /// As [`rows_f32`]; sizes as `super::add_weighted_rows` checks them.
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn add_weighted_rows(out: &mut [f32], p: &[f32], rows: usize, v: &[f32], seen: &[usize]) {
+            let hd = out.len() / rows;
+            let block = $regs * $lanes;
+            for ((r, o), &seen) in out.chunks_exact_mut(hd).enumerate().zip(seen) {
+                let (op, vp) = (o.as_mut_ptr(), v.as_ptr());
+                let mut c = 0;
+                while c + block <= hd {
+                    weighted_block::<$regs>(op.add(c), p, rows, r, vp.add(c), hd, seen);
+                    c += block;
+                }
+                while c + $lanes <= hd {
+                    weighted_block::<1>(op.add(c), p, rows, r, vp.add(c), hd, seen);
+                    c += $lanes;
+                }
+                for i in c..hd {
+                    for j in 0..seen {
+                        o[i] = p[j * rows + r].mul_add(v[j * hd + i], o[i]);
+                    }
+                }
+            }
+        }
+
+        /// `R` registers of one output row (at `o`) plus the weighted value columns at `v`, key after key:
+        /// the row stays in registers over all its keys, where the reference's loop reads and writes it
+        /// once a key.
+        #[inline]
+        #[target_feature(enable = $features)]
+        unsafe fn weighted_block<const R: usize>(o: *mut f32, p: &[f32], rows: usize, r: usize, v: *const f32, hd: usize, seen: usize) {
+            let mut acc = [$zero(); R];
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = $load(o.add(i * $lanes));
+            }
+            for j in 0..seen {
+                let w = $splat(p[j * rows + r]);
+                let vj = v.add(j * hd);
+                for (i, a) in acc.iter_mut().enumerate() {
+                    *a = $fma(w, $load(vj.add(i * $lanes)), *a);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                $store(o.add(i * $lanes), *a);
+            }
+        }
+
         #[target_feature(enable = $features)]
         unsafe fn rows_blocks_of<const F: u8>(x: &[f32], rows: &[u8], out_rows: &mut [f32], m: usize, k: usize) {
             let format = BlockFormat::from_id(F);
@@ -167,6 +218,45 @@ pub fn rows_f32(path: KernelPath, x: &[f32], w_rows: &[f32], out_rows: &mut [f32
             unsafe { avx2::rows_f32(x, w_rows, out_rows, m, k) }
         }
         _ => generic::rows_f32(x, w_rows, out_rows, m, k),
+    }
+}
+
+/// The values step of attention: `out[r] += Σ_{j < seen[r]} p[j·rows + r] · v[j]` for the `rows` output rows
+/// of `hd = out.len() / rows` values, `v` the value rows (`keys × hd`) and `p` their weights key-major
+/// (`keys × rows`: a key's weight for every row contiguous, as a softmax over keys leaves them). Each row's
+/// sum is taken key after key, in order, lane by lane (a multiply then an add on the reference, one fused
+/// multiply-add on the intrinsics paths, whose rows stay in registers over all the keys), so that a row's
+/// result depends on nothing but its own weights and the keys' order: a caller may split the keys into
+/// segments (call after call on the same `out`) or the rows into chunks and get the same bits.
+///
+/// # Panics
+/// When the sizes disagree, a row sees more keys than `v` holds, or `path` cannot run on this CPU.
+pub fn add_weighted_rows(path: KernelPath, out: &mut [f32], p: &[f32], rows: usize, v: &[f32], seen: &[usize]) {
+    assert!(rows > 0 && !out.is_empty() && out.len().is_multiple_of(rows), "decode add_weighted_rows: {} outputs are not {rows} rows", out.len());
+    let hd = out.len() / rows;
+    assert!(v.len().is_multiple_of(hd), "decode add_weighted_rows: {} values are not rows of {hd}", v.len());
+    let keys = v.len() / hd;
+    assert!(
+        p.len() == keys * rows && seen.len() == rows && seen.iter().all(|&s| s <= keys),
+        "decode add_weighted_rows: {} weights and {} row lengths (longest {:?}) for {keys} keys x {rows} rows",
+        p.len(),
+        seen.len(),
+        seen.iter().max()
+    );
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 => {
+            assert_supported(path);
+            // SAFETY: the CPU has the features (checked).
+            unsafe { avx512::add_weighted_rows(out, p, rows, v, seen) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 => {
+            assert_supported(path);
+            // SAFETY: as above.
+            unsafe { avx2::add_weighted_rows(out, p, rows, v, seen) }
+        }
+        _ => generic::add_weighted_rows(out, p, rows, v, seen),
     }
 }
 
@@ -452,6 +542,56 @@ mod tests {
                 let packed = blocks(format, n * k / format.block_weights(), 13);
                 check(&format!("{format:?}"), &|x, out, m| rows_blocks(path, format, x, &packed, out, m, k));
                 check(&format!("{format:?} 8-bit"), &|x, out, m| rows_blocks_q8(path, format, &Q8Rows::quantize(x, m, k), &packed, out));
+            }
+        }
+    }
+
+    /// Attention's values step: every path agrees with the reference (to rounding on the intrinsics
+    /// paths, for widths that fill whole register blocks, leave a one-register block or a scalar tail), and
+    /// a row's result is the same bits when the keys come in segments or the row comes alone.
+    #[test]
+    fn weighted_value_rows_agree_and_do_not_depend_on_segments_or_neighbours() {
+        let keys = 37;
+        for hd in [64, 72, 5] {
+            for rows in [1, 7, 16] {
+                let p: Vec<f32> = values(keys * rows, hd as u64).iter().map(|w| w.abs()).collect();
+                let v = values(keys * hd, rows as u64 + 1);
+                let start = values(rows * hd, 3);
+                let seen: Vec<usize> = (0..rows).map(|r| keys - r % 4).collect();
+                let magnitude: Vec<f64> = (0..rows * hd)
+                    .map(|i| {
+                        let (r, c) = (i / hd, i % hd);
+                        start[i].abs() as f64 + (0..seen[r]).map(|j| (p[j * rows + r] * v[j * hd + c]).abs() as f64).sum::<f64>()
+                    })
+                    .collect();
+                let mut reference = start.clone();
+                generic::add_weighted_rows(&mut reference, &p, rows, &v, &seen);
+                for (i, r) in reference.iter().enumerate() {
+                    let (row, c) = (i / hd, i % hd);
+                    let want = start[i] as f64 + (0..seen[row]).map(|j| p[j * rows + row] as f64 * v[j * hd + c] as f64).sum::<f64>();
+                    assert!((*r as f64 - want).abs() < 1e-5 * magnitude[i], "reference {r} against {want}");
+                }
+                for path in KernelPath::supported() {
+                    let what = format!("{rows} rows of {hd}");
+                    let mut whole = start.clone();
+                    add_weighted_rows(path, &mut whole, &p, rows, &v, &seen);
+                    agrees(path, &whole, &reference, &magnitude, &what);
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+                    // The keys in three segments, one call each on the same output.
+                    let mut split = start.clone();
+                    for (from, to) in [(0, 10), (10, 25), (25, keys)] {
+                        let seen_here: Vec<usize> = seen.iter().map(|&s| s.clamp(from, to) - from).collect();
+                        add_weighted_rows(path, &mut split, &p[from * rows..to * rows], rows, &v[from * hd..to * hd], &seen_here);
+                    }
+                    assert_eq!(bits(&split), bits(&whole), "{path}, {what}: the keys in segments");
+                    // Each row alone.
+                    for r in 0..rows {
+                        let mut alone = start[r * hd..(r + 1) * hd].to_vec();
+                        let column: Vec<f32> = (0..keys).map(|j| p[j * rows + r]).collect();
+                        add_weighted_rows(path, &mut alone, &column, 1, &v, &seen[r..r + 1]);
+                        assert_eq!(bits(&alone), bits(&whole[r * hd..(r + 1) * hd]), "{path}, {what}: row {r} alone");
+                    }
+                }
             }
         }
     }

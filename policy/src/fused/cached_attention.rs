@@ -6,7 +6,8 @@
 //! scores went through a general matrix product that packed (copied) every cached key first. Here one
 //! task per (sequence, kv group) streams its cached keys once through the decode kernels
 //! (`agentrt_kernels::decode::rows_f32`: each key row dotted with the group's few query rows while it sits
-//! in L1), and multiplies the probabilities into the values.
+//! in L1), and multiplies the probabilities into the values (`agentrt_kernels::decode::add_weighted_rows`:
+//! each output row held in registers over all its keys).
 //!
 //! A sequence's keys and values come in segments (shared prefixes, then its own cache: see
 //! [`crate::model::SequenceKv`]), read one after the other as if they were one tensor, so sequences that
@@ -60,7 +61,9 @@ fn f32_data<'a>(s: &'a Storage, what: &str) -> candle_core::Result<&'a [f32]> {
 ///
 /// Under [`Batching::Invariant`] no cascade is formed, so a row's arithmetic is its own whatever else is
 /// decoded beside it: the scores by the decode kernels (a fixed order per row), the softmax's sums and the
-/// values' weighted sum key after key ([`add_weighted_values`]).
+/// values' weighted sum key after key (`agentrt_kernels::decode::add_weighted_rows`: the same bits however
+/// the keys are split into segments and the positions into chunks, where a general matrix product over each
+/// segment sums in blocks that depend on the shapes).
 pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64, batching: Batching) -> candle_core::Result<Tensor> {
     let (nh, n, hd) = q.dims3()?;
     let mut covered = 0;
@@ -203,7 +206,7 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64, batchin
             // of one new position).
             let (max, sum) = softmax_key_major(&mut p, rows, 1, scale as f32);
             let mut og = vec![0f32; rows * hd];
-            add_weighted_values(&mut og, &p, rows, 0, &vs[g * vst..][..m * hd], &vec![m; rows]);
+            agentrt_kernels::decode::add_weighted_rows(path, &mut og, &p, rows, &vs[g * vst..][..m * hd], &vec![m; rows]);
             for (j, &si) in members.iter().enumerate() {
                 let at = (slot_of[si].expect("a cascade member has a slot") * nkv + g) * rep;
                 // SAFETY: each (slot, group) is written by this task alone, and read only after all end.
@@ -245,8 +248,12 @@ pub fn cached_attention(q: &Tensor, seqs: &[CachedSequence], scale: f64, batchin
             // Row r (new position r % t) sees the keys before `len - t + r % t + 1`.
             let sees: Vec<usize> = (0..rows).map(|r| len - t + r % t + 1).collect();
             let mut from = 0;
+            let mut seen = vec![0; rows];
             for &(_, vs, m, _, vst) in &parts {
-                add_weighted_values(&mut og, &p, rows, from, &vs[g * vst..][..m * hd], &sees);
+                for (here, &s) in seen.iter_mut().zip(&sees) {
+                    *here = s.clamp(from, from + m) - from;
+                }
+                agentrt_kernels::decode::add_weighted_rows(path, &mut og, &p[from * rows..(from + m) * rows], rows, &vs[g * vst..][..m * hd], &seen);
                 from += m;
             }
             for (r, o) in og.chunks_exact_mut(hd).enumerate() {
@@ -312,23 +319,6 @@ fn softmax_key_major(p: &mut [f32], rows: usize, t: usize, scale: f32) -> (Vec<f
         }
     }
     (max, sum)
-}
-
-/// `og[r] += Σ_j p[(from + j)·rows + r] · v[j]` over the keys `j` of one segment (its value rows of `hd`
-/// in `v`), key after key, each row `r` skipping the keys it does not see (those at or past `sees[r]` in
-/// the sequence). One sum a row, in key order across segments: the same bits however the sequence's keys
-/// are split into segments (a cached prefix, its own cache) and its positions into chunks, where a general
-/// matrix product over each segment sums in blocks that depend on the shapes.
-fn add_weighted_values(og: &mut [f32], p: &[f32], rows: usize, from: usize, v: &[f32], sees: &[usize]) {
-    let hd = og.len() / rows;
-    for (j, vj) in v.chunks_exact(hd).enumerate() {
-        let pj = &p[(from + j) * rows..][..rows];
-        for ((o, &w), &seen) in og.chunks_exact_mut(hd).zip(pj).zip(sees) {
-            if from + j < seen {
-                o.iter_mut().zip(vj).for_each(|(o, v)| *o += w * v);
-            }
-        }
-    }
 }
 
 /// One sequence's attention from candle ops (the reference, and the path where streaming does not apply):
