@@ -264,7 +264,8 @@ mod tests {
 /// streaming decode kernel, the second (rank-long dot products, one per output and row, each a parallel
 /// section of its own) made a step of 32 adapted rows slower than 32 rows without an adapter by 2.2x. Here
 /// `x·Aᵀ` is the decode kernel's (`rank` dot products of the input's width per row), and `·Bᵀ` is `rank`
-/// scaled rows of `Bᵀ` added to each output row, in rank order: every row's delta is the same bits
+/// scaled rows of `Bᵀ` added to each output row, in rank order (`decode::add_weighted_rows`, attention's
+/// values step: the output row in registers over the rank): every row's delta is the same bits
 /// whatever rows share the call (batch invariance), and a long prompt's rows are split over threads in
 /// runs. `x: (.., in)`, `y: (.., out)` with the same rows; CPU f32 only (the caller keeps the candle ops
 /// elsewhere).
@@ -298,13 +299,14 @@ pub fn add_lora_delta(y: &Tensor, x: &Tensor, f: &LoraFactors) -> candle_core::R
                 let rows = outs.len() / out;
                 let mut h = vec![0f32; r * rows];
                 agentrt_kernels::decode::rows_f32(path, &xs[first * k..(first + rows) * k], a, &mut h, rows, k);
-                for (i, o) in outs.chunks_exact_mut(out).enumerate() {
-                    let s = if per_row { &scales[(first + i) * r..(first + i + 1) * r] } else { &scales[..] };
-                    for (j, b_row) in bt.chunks_exact(out).enumerate() {
-                        let hj = h[j * rows + i] * s[j];
-                        o.iter_mut().zip(b_row).for_each(|(o, b)| *o += hj * b);
+                // h is rank-major (`h[j·rows + i]`), as attention's weights are key-major: the rows of Bᵀ
+                // play the values, added to each output row in rank order by the same kernel.
+                for (j, hj) in h.chunks_exact_mut(rows).enumerate() {
+                    for (i, x) in hj.iter_mut().enumerate() {
+                        *x *= if per_row { scales[(first + i) * r + j] } else { scales[j] };
                     }
                 }
+                agentrt_kernels::decode::add_weighted_rows(path, outs, &h, rows, &bt, &vec![r; rows]);
             };
             if n <= 4 * RUN {
                 for (c, outs) in outv.chunks_mut(RUN * out).enumerate() {
