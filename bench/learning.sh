@@ -21,15 +21,16 @@
 #        WORK=bench/learning/read-on (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
 #        STYLE=read (the program the trajectories teach: `trajectories synth --style`)
 #        PROMPT_FILE=bench/learning_prompt.txt (the trained agent's system prompt)
-#        RL_SWEEP_LRS= (e.g. 1e-5,3e-5,1e-4: first a short run at each learning rate, `agentrt sweep`, and the
-#        long run at the one whose held-out slice scored best)  RL_SWEEP_STEPS=15  RL_EVAL_QUESTIONS=100
-#        RL_EVAL_STEPS=5 (the held-out slice while RL runs)   OUT=bench/learning (tables, plots, stage times)   N_PASS=0 dev questions played 8 times at the RL
+#        RL_SWEEP_LRS= (e.g. 1e-5,3e-5,1e-4: first a short run at each learning rate, `agentrt sweep`; the
+#        long run goes on from the point whose held-out slice scored best, to RL_STEPS in all)
+#        RL_SWEEP_STEPS=15  RL_EVAL_QUESTIONS=100  RL_EVAL_STEPS=5 (the held-out slice while RL runs)
+#        OUT=bench/learning (tables, plots, stage times)   N_PASS=0 dev questions played 8 times at the RL
 #        temperature by the SFT adapter, for pass@8 beside pass@1 (0: skipped)
 # The campaign of issue 59 (Qwen on the lean scan program; hours, several sittings, so its work lives in the
 # cache, which outlives a checkout; run it again and it goes on where it stopped):
 #        STYLE=scan PROMPT_FILE=bench/learning_prompt_scan.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
 #        SFT_MAX_STEPS=200 SFT_STEP=last SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=100
-#        RL_SWEEP_LRS=1e-5,3e-5,1e-4 RL_SWEEP_STEPS=15 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=15
+#        RL_SWEEP_LRS=3e-5,1e-4 RL_SWEEP_STEPS=12 RL_STEPS=40 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=12
 #        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
@@ -127,24 +128,33 @@ rl_sweep() {
 }
 if [ -n "$RL_SWEEP_LRS" ]; then
   stage rl-sweep "$WORK/rl-sweep/DONE" rl_sweep
-  # The rate whose held-out slice scored best at its last evaluation (ties: the smaller rate).
-  RL_LR=$(python3 - "$WORK/rl-sweep" <<'PY'
+  # The rate whose held-out slice scored best at its last evaluation within the sweep's steps (ties: the
+  # smaller rate; the winner's later evaluations, once the long run goes on from it, do not count).
+  RL_LR=$(python3 - "$WORK/rl-sweep" "$RL_SWEEP_STEPS" <<'PY'
 import json, pathlib, sys, tomllib
 best = None
 for run in sorted(pathlib.Path(sys.argv[1]).iterdir()):
     evals, config = run / "dev_eval.jsonl", run / "config.toml"
     if not (evals.is_file() and config.is_file()):
         continue
-    last = [json.loads(l) for l in evals.read_text().splitlines() if l.strip()][-1]
+    within = [e for e in map(json.loads, filter(str.strip, evals.read_text().splitlines())) if e["step"] <= int(sys.argv[2])]
+    if not within:
+        continue
+    last = within[-1]
     lr = tomllib.loads(config.read_text())["algorithm"]["lr"]
     if best is None or (last["accuracy"], -lr) > best[0]:
-        best = ((last["accuracy"], -lr), lr)
+        best = ((last["accuracy"], -lr), lr, run)
 if best is None:
     sys.exit("the sweep left no held-out evaluation to choose a learning rate by")
-print(best[1])
+print(f"{best[1]}\t{best[2]}")
 PY
   )
-  echo "== rl-sweep: the long run takes lr $RL_LR" >&2
+  RL_BEST=${RL_LR#*$'\t'}
+  RL_LR=${RL_LR%%$'\t'*}
+  # The learning rate is constant, so the long run goes on from the winning point itself (linked as
+  # $WORK/rl): the sweep's steps at that rate are its first ones, not thrown away.
+  [ -e "$WORK/rl" ] || ln -s "$RL_BEST" "$WORK/rl"
+  echo "== rl-sweep: the long run goes on from $RL_BEST (lr $RL_LR)" >&2
 fi
 rl() {
   if [ -e "$WORK/rl/config.toml" ]; then
