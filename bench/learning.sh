@@ -107,6 +107,20 @@ stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AG
   --set data.val_examples=100 --set sft.eval_steps=$SFT_EVAL_STEPS --set run.save_steps=$SFT_SAVE_STEPS --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
   && touch '$WORK/sft/DONE'"
 SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
+# The SFT adapter's evaluations come before RL, so that its row stands while RL runs for hours.
+stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
+# pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
+if [ "$N_PASS" -gt 0 ]; then
+  RL_TEMPERATURE=$(sed -n 's/^temperature *= *//p' bench/learning_rl.toml)
+  stage eval-sft-pass8 "$WORK/eval/sft-pass8/results.json" "$AGENTRT" eval --split dev --num-samples "$N_PASS" --seed 0 --adapter "$SFT_CKPT" \
+    --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
+fi
+# The last SFT checkpoint too, when RL starts from another (its own evaluation otherwise).
+SFT_LAST=$(checkpoint "$WORK/sft" last)
+if [ "$SFT_LAST" != "$SFT_CKPT" ]; then
+  stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
+  SFT_LAST_ROW="SFT ($(basename "$SFT_LAST"))=$WORK/eval/sft-last"
+fi
 
 # RL plays the adapter exactly as SFT trained it (its agent.json, turned into --set overrides), from that
 # SFT checkpoint, which is also the KL reference; the rest of the recipe is bench/learning_rl.toml.
@@ -172,15 +186,6 @@ RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 # N_DEV, same seed) show it at a third of the cost (25 minutes for 300 on two cores).
 stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --model "$MODEL" --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
-stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
-# pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
-if [ "$N_PASS" -gt 0 ]; then
-  RL_TEMPERATURE=$(sed -n 's/^temperature *= *//p' bench/learning_rl.toml)
-  stage eval-sft-pass8 "$WORK/eval/sft-pass8/results.json" "$AGENTRT" eval --split dev --num-samples "$N_PASS" --seed 0 --adapter "$SFT_CKPT" \
-    --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
-fi
-SFT_LAST=$(checkpoint "$WORK/sft" last)
-stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
 stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"
 
 "$AGENTRT" eval compare "$WORK/eval/sft" "$WORK/eval/sft-rl" > "$OUT/paired.md"
@@ -211,5 +216,5 @@ PY
 "$AGENTRT" plot "$WORK/rl" --out "$OUT/rl-curves.png"
 "$AGENTRT" eval table --out "$OUT/accuracy.png" \
   "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT ($(basename "$SFT_CKPT"))=$WORK/eval/sft" \
-  "SFT + RL ($(basename "$RL_CKPT"))=$WORK/eval/sft-rl" "SFT ($(basename "$SFT_LAST"))=$WORK/eval/sft-last" > "$OUT/table.md"
+  "SFT + RL ($(basename "$RL_CKPT"))=$WORK/eval/sft-rl" ${SFT_LAST_ROW:+"$SFT_LAST_ROW"} > "$OUT/table.md"
 echo "table: $OUT/table.md; paired: $OUT/paired.md; stage times: $TIMES" >&2
