@@ -232,7 +232,7 @@ impl WikiIndex {
         if let Some(v) = self.query_cache.lock().ok().and_then(|c| c.get(query).cloned()) {
             return Ok(v.as_ref().clone());
         }
-        let v = self.embedder()?.embed_query(query)?;
+        let v = on_query_pool(|| self.embedder()?.embed_query(query))?;
         if let Ok(mut c) = self.query_cache.lock() {
             if c.len() >= QUERY_CACHE_SIZE {
                 c.clear();
@@ -253,7 +253,7 @@ impl WikiIndex {
     /// that recall is measured on the vectors the tools see.
     pub fn embed_queries(&self, queries: &[String]) -> Result<Vec<Vec<f32>>, SearchError> {
         let embedder = self.embedder()?;
-        queries.iter().map(|q| embedder.embed_query(q)).collect()
+        on_query_pool(|| queries.iter().map(|q| embedder.embed_query(q)).collect())
     }
 
     /// BM25 section hits, best first.
@@ -315,9 +315,8 @@ impl WikiIndex {
         // rayon's global pool: a process that samples from a model runs each forward pass there as one
         // job, and a query queued behind a Qwen prefill chunk waited seconds, long enough for the sandbox's
         // 2 s wall-time limit to end the program that asked (3 of 100 evaluation episodes).
-        let pool = query_pool();
-        if pool.current_thread_index().is_none() {
-            return pool.install(|| self.search_pages_fused(query, k, mode, fusion));
+        if query_pool().current_thread_index().is_none() {
+            return on_query_pool(|| self.search_pages_fused(query, k, mode, fusion));
         }
         let page_of = |s: usize| self.catalog.sections[s].page;
         let (ranked, best) = match mode {
@@ -384,6 +383,17 @@ fn query_pool() -> &'static rayon::ThreadPool {
             .build()
             .expect("the query threads start (the OS refused to start a thread)")
     })
+}
+
+/// `f` on the query threads ([`query_pool`]): in place when called from one of them, else handed over once.
+/// Every query's encoding runs there, through `search_pages` or on its own.
+fn on_query_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let pool = query_pool();
+    if pool.current_thread_index().is_some() {
+        f()
+    } else {
+        pool.install(f)
+    }
 }
 
 /// Build the index of the pages file `pages` into `dir`, unless the index there is up to date.

@@ -261,12 +261,12 @@ fn parquet_pages_are_read() {
     assert_eq!(corpus.pages, vec![Page { id: "a".into(), title: "A".into(), content: "# A\n\nalpha".into() }]);
 }
 
-/// A query does not wait for rayon's global pool. A process that samples from a model holds every one of
+/// A query, and a query's encoding asked for on its own, do not wait for rayon's global pool. A process that samples from a model holds every one of
 /// that pool's threads for each forward pass, and a program searching meanwhile must not wait for it (a
 /// query queued behind a prefill chunk ran past the sandbox's wall-time limit). Here the global pool's
 /// threads are all held until the search has answered, or for a minute if it never does.
 #[test]
-fn a_query_answers_while_the_global_pool_is_held() {
+fn a_query_and_its_encoding_answer_while_the_global_pool_is_held() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -291,9 +291,13 @@ fn a_query_answers_while_the_global_pool_is_held() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let hits = idx.search_pages("the planet Jupiter", 3).unwrap();
+    // A query's encoding asked for on its own (retrieval evaluation) runs on the query threads too.
+    let alone = idx.embed_query("a question nobody asked before").unwrap();
+    let many = idx.embed_queries(&["two more".to_string(), "queries".to_string()]).unwrap();
     let answered_while_held = left.load(Ordering::SeqCst) == 0;
     release.store(true, Ordering::SeqCst);
     holder.join().unwrap();
     assert!(answered_while_held, "the search waited for the global pool to be released");
     assert_eq!(hits[0].page_id, "jupiter", "{hits:?}");
+    assert!(alone.len() == 384 && many.len() == 2 && many.iter().all(|v| v.len() == 384));
 }
