@@ -144,7 +144,7 @@ if [ -n "$RL_SWEEP_LRS" ]; then
   stage rl-sweep "$WORK/rl-sweep/DONE" rl_sweep
   # The rate whose held-out slice scored best at its last evaluation within the sweep's steps (ties: the
   # smaller rate; the winner's later evaluations, once the long run goes on from it, do not count).
-  RL_LR=$(python3 - "$WORK/rl-sweep" "$RL_SWEEP_STEPS" <<'PY'
+  RL_CHOICE=$(python3 - "$WORK/rl-sweep" "$RL_SWEEP_STEPS" <<'PY'
 import json, pathlib, sys, tomllib
 best = None
 for run in sorted(pathlib.Path(sys.argv[1]).iterdir()):
@@ -163,8 +163,8 @@ if best is None:
 print(f"{best[1]}\t{best[2]}")
 PY
   )
-  RL_BEST=${RL_LR#*$'\t'}
-  RL_LR=${RL_LR%%$'\t'*}
+  RL_LR=${RL_CHOICE%%$'\t'*}
+  RL_BEST=${RL_CHOICE#*$'\t'}
   # The learning rate is constant, so the long run goes on from the winning point itself (linked as
   # $WORK/rl): the sweep's steps at that rate are its first ones, not thrown away.
   [ -e "$WORK/rl" ] || ln -s "$RL_BEST" "$WORK/rl"

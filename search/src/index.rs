@@ -315,9 +315,11 @@ impl WikiIndex {
         // rayon's global pool: a process that samples from a model runs each forward pass there as one
         // job, and a query queued behind a Qwen prefill chunk waited seconds, long enough for the sandbox's
         // 2 s wall-time limit to end the program that asked (3 of 100 evaluation episodes).
-        if query_pool().current_thread_index().is_none() {
-            return on_query_pool(|| self.search_pages_fused(query, k, mode, fusion));
-        }
+        on_query_pool(|| self.ranked_pages(query, k, mode, fusion))
+    }
+
+    /// [`WikiIndex::search_pages_fused`]'s ranking, on the thread it is called from.
+    fn ranked_pages(&self, query: &str, k: usize, mode: SearchMode, fusion: Fusion) -> Result<Vec<PageHit>, SearchError> {
         let page_of = |s: usize| self.catalog.sections[s].page;
         let (ranked, best) = match mode {
             SearchMode::Bm25 => {

@@ -261,9 +261,10 @@ fn parquet_pages_are_read() {
     assert_eq!(corpus.pages, vec![Page { id: "a".into(), title: "A".into(), content: "# A\n\nalpha".into() }]);
 }
 
-/// A query, and a query's encoding asked for on its own, do not wait for rayon's global pool. A process that samples from a model holds every one of
-/// that pool's threads for each forward pass, and a program searching meanwhile must not wait for it (a
-/// query queued behind a prefill chunk ran past the sandbox's wall-time limit). Here the global pool's
+/// A query, and a query's encoding asked for on its own, do not wait for rayon's global pool. A process
+/// that samples from a model holds every one of that pool's threads for each forward pass, and a program
+/// searching meanwhile must not wait for it (a query queued behind a prefill chunk ran past the sandbox's
+/// wall-time limit). Here the global pool's
 /// threads are all held until the search has answered, or for a minute if it never does.
 #[test]
 fn a_query_and_its_encoding_answer_while_the_global_pool_is_held() {
