@@ -27,9 +27,10 @@
 #        OUT=bench/learning (tables, plots, stage times)   N_PASS=0 dev questions played 8 times at the RL
 #        temperature by the SFT adapter, for pass@8 beside pass@1 (0: skipped)
 # The campaign of issue 59 (Qwen on the lean scan program; hours, several sittings, so its work lives in the
-# cache, which outlives a checkout; run it again and it goes on where it stopped):
+# cache, which outlives a checkout; run it again and it goes on where it stopped; RL starts from the SFT
+# checkpoint of lowest validation loss, 100 of 150):
 #        STYLE=scan PROMPT_FILE=bench/learning_prompt_scan.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
-#        SFT_MAX_STEPS=150 SFT_STEP=150 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=100
+#        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=100
 #        RL_SWEEP_LRS=3e-5,1e-4 RL_SWEEP_STEPS=12 RL_STEPS=40 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=12
 #        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
@@ -37,6 +38,9 @@
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min. Each stage's wall time is
 # recorded in stage_times.tsv.
 set -euo pipefail
+# The body is one block, so bash reads all of it before it runs: the campaign runs for hours across
+# sittings, and an edit of this file meanwhile (a commit, a pull) must not change what the running copy does.
+{
 cd "$(dirname "$0")/.."
 N_DEV=${N_DEV:-300}
 N_ZERO_SHOT=${N_ZERO_SHOT:-100}
@@ -218,3 +222,5 @@ PY
   "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT ($(basename "$SFT_CKPT"))=$WORK/eval/sft" \
   "SFT + RL ($(basename "$RL_CKPT"))=$WORK/eval/sft-rl" ${SFT_LAST_ROW:+"$SFT_LAST_ROW"} > "$OUT/table.md"
 echo "table: $OUT/table.md; paired: $OUT/paired.md; stage times: $TIMES" >&2
+exit
+}
