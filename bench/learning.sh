@@ -30,7 +30,7 @@
 # cache, which outlives a checkout; run it again and it goes on where it stopped; RL starts from the SFT
 # checkpoint of lowest validation loss, 100 of 150):
 #        STYLE=scan PROMPT_FILE=bench/learning_prompt_scan.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
-#        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=100
+#        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=48
 #        RL_SWEEP_LRS=3e-5,1e-4 RL_SWEEP_STEPS=12 RL_STEPS=40 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=12
 #        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
