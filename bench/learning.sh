@@ -18,7 +18,9 @@
 #        SFT_WARMUP=20  SFT_EVAL_STEPS=90  SFT_SAVE_STEPS=90   MODEL=smollm2-135m (the base: qwen2.5-coder-0.5b
 #        for the Qwen recipe: MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4 SFT_MAX_STEPS=150 SFT_STEP=150
 #        SFT_WARMUP=10 SFT_EVAL_STEPS=50 SFT_SAVE_STEPS=10 WORK=bench/learning/qwen-read)
-#        WORK=bench/learning/read-on (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing)
+#        WORK=bench/learning/read-on (runs and evaluations)   AGENTRT=target/release/agentrt (built if missing;
+#        elsewhere, built and copied there: a campaign keeps its own binary, so that a build in a later sitting
+#        cannot change what plays its later evaluations)   RL_SAVE_STEPS=5 (RL checkpoints; the sweep's too)
 #        STYLE=read (the program the trajectories teach: `trajectories synth --style`)
 #        PROMPT_FILE=bench/learning_prompt.txt (the trained agent's system prompt)
 #        RL_SWEEP_LRS= (e.g. 1e-5,3e-5,1e-4: first a short run at each learning rate, `agentrt sweep`; the
@@ -31,8 +33,9 @@
 # checkpoint of lowest validation loss, 100 of 150):
 #        STYLE=scan PROMPT_FILE=bench/learning_prompt_scan.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
 #        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=48
-#        RL_SWEEP_LRS=3e-5,1e-4 RL_SWEEP_STEPS=12 RL_STEPS=40 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=12
-#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean OUT=bench/learning/campaign/qwen-lean bench/learning.sh
+#        RL_SWEEP_LRS=3e-5,1e-4 RL_SWEEP_STEPS=12 RL_STEPS=40 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=12 RL_SAVE_STEPS=2
+#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-lean/agentrt
+#        OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min. Each stage's wall time is
@@ -67,8 +70,12 @@ RL_SWEEP_LRS=${RL_SWEEP_LRS:-}
 RL_SWEEP_STEPS=${RL_SWEEP_STEPS:-15}
 RL_EVAL_QUESTIONS=${RL_EVAL_QUESTIONS:-100}
 RL_EVAL_STEPS=${RL_EVAL_STEPS:-5}
+RL_SAVE_STEPS=${RL_SAVE_STEPS:-5}
 N_PASS=${N_PASS:-0}
-[ -x "$AGENTRT" ] || cargo build --release --bin agentrt
+if [ ! -x "$AGENTRT" ]; then
+  cargo build --release --bin agentrt
+  [ "$AGENTRT" = target/release/agentrt ] || install -D target/release/agentrt "$AGENTRT"
+fi
 mkdir -p "$WORK"
 TIMES="$OUT/stage_times.tsv"
 [ -s "$TIMES" ] || printf 'cpu\t%s; %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(grep -o 'avx[^ ]*' /proc/cpuinfo | sort -u | xargs)" > "$TIMES"
@@ -136,7 +143,7 @@ for section, k in [("env.wiki", "system_prompt"), ("env.wiki", "demonstration"),
     print(f"{section}.{k}={json.dumps(a[k]) if k == 'system_prompt' else str(a[k]).lower()}")
 PY
 )
-RL_SLICE=(--set "run.eval_questions=$RL_EVAL_QUESTIONS" --set "run.eval_steps=$RL_EVAL_STEPS")
+RL_SLICE=(--set "run.eval_questions=$RL_EVAL_QUESTIONS" --set "run.eval_steps=$RL_EVAL_STEPS" --set "run.save_steps=$RL_SAVE_STEPS")
 # The learning-rate sweep (RL_SWEEP_LRS): a short run at each rate from the same SFT checkpoint; `agentrt
 # sweep` resumes a stopped one and keeps a finished one, so this stage too goes on where it stopped.
 rl_sweep() {
