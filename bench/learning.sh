@@ -39,7 +39,7 @@
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min (Qwen2.5-Coder-0.5B: RL
-# 6-9 min a step, a 300-question evaluation 40 min). Each stage's wall time is recorded in stage_times.tsv.
+# 5-9 min a step, a 300-question evaluation 40 min). Each stage's wall time is recorded in stage_times.tsv.
 set -euo pipefail
 # The body is one block, so bash reads all of it before it runs: the campaign runs for hours across
 # sittings, and an edit of this file meanwhile (a commit, a pull) must not change what the running copy does.
