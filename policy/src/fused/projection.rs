@@ -353,7 +353,8 @@ mod lora_delta_tests {
     fn transposed_matches_candles_transpose() {
         for (rows, cols) in [(1, 1), (3, 5), (64, 16), (130, 7), (200, 1)] {
             let m: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
-            let want: Vec<f32> = Tensor::from_vec(m.clone(), (rows, cols), &Device::Cpu).unwrap().t().unwrap().contiguous().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            let want: Vec<f32> =
+                Tensor::from_vec(m.clone(), (rows, cols), &Device::Cpu).unwrap().t().unwrap().contiguous().unwrap().flatten_all().unwrap().to_vec1().unwrap();
             assert_eq!(transposed(&m, rows, cols), want, "({rows}, {cols})");
         }
     }
