@@ -130,6 +130,11 @@ pub struct Metrics {
     pub program_replies: Rate,
     /// Replies holding a program that ran without error (of all replies).
     pub runnable_program_replies: Rate,
+    /// Episodes whose model wrote a second program after reading the first's output (of episodes with a
+    /// program): how often the agent reads on across turns. Absent in results written before it was
+    /// reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_more: Option<Rate>,
     /// Programs that ran without error (of programs): training's `programs_ok`. Absent in results
     /// written before it was reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +188,9 @@ impl Metrics {
         let replies: Vec<_> = episodes.iter().flat_map(|e| &e.turns).collect();
         let programs: Vec<_> = replies.iter().filter(|t| t.action == TurnAction::Program).collect();
         let runnable = programs.iter().filter(|t| t.program_error.is_none()).count();
+        let program_count = |e: &Episode| e.turns.iter().filter(|t| t.action == TurnAction::Program).count();
+        let with_program = episodes.iter().filter(|e| program_count(e) > 0).count();
+        let read_on = episodes.iter().filter(|e| program_count(e) > 1).count();
         let mut outcomes = BTreeMap::new();
         for (name, o) in [
             ("correct", EpisodeOutcome::Correct),
@@ -219,6 +227,7 @@ impl Metrics {
             program_replies: Rate::new(programs.len(), replies.len()),
             runnable_program_replies: Rate::new(runnable, replies.len()),
             runnable_programs: Some(Rate::new(runnable, programs.len())),
+            read_more: Some(Rate::new(read_on, with_program)),
             diversity: Some(Diversity::of(episodes.iter().map(|e| (e.question.id.as_str(), sample_text(e))), thresholds)),
             outcomes,
             program_errors: error_counts.into_iter().map(|(k, c)| (k, Rate::new(c, programs.len()))).collect(),
@@ -307,6 +316,40 @@ mod tests {
         assert!((m.accuracy.value - m.pass_at[&1].value).abs() < 1e-12, "pass@1 is the accuracy");
         // Played once each: no pass@k.
         assert!(Metrics::from_episodes(&episodes[..3]).pass_at.is_empty());
+    }
+
+    /// Reading on counts episodes with a second program, of those with any: an episode that answered
+    /// without a program is neither.
+    #[test]
+    fn read_more_counts_second_programs_of_episodes_with_a_program() {
+        use agentrt_rollout::{Finish, TurnAction, TurnRecord};
+        let turn = |action: TurnAction| TurnRecord {
+            reply: String::new(),
+            finish: Finish::EndOfTurn,
+            action,
+            reply_tokens: 0,
+            program: None,
+            observation: None,
+            program_error: None,
+            tool_calls: vec![],
+        };
+        let episode = |actions: &[TurnAction]| Episode {
+            question: agentrt_rollout::Question { id: "q".into(), question: "?".into(), answers: vec!["x".into()], page: None, split: None },
+            turns: actions.iter().map(|&a| turn(a)).collect(),
+            final_answer: None,
+            reward: 0.0,
+            reward_components: Vec::new(),
+            partial_credit: None,
+            well_formed: false,
+            verdict: None,
+            tests: None,
+            outcome: EpisodeOutcome::WrongAnswer,
+            conversation: agentrt_rollout::Conversation::new("q", Vec::new()),
+        };
+        use TurnAction::{Answer, Program};
+        let episodes = [episode(&[Program, Answer]), episode(&[Program, Program, Answer]), episode(&[Answer]), episode(&[Program, Program, Program])];
+        let r = Metrics::from_episodes(&episodes).read_more.unwrap();
+        assert_eq!((r.successes, r.total), (2, 3));
     }
 
     #[test]

@@ -121,6 +121,9 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
     if let Some(r) = &m.runnable_programs {
         row("programs that ran (of programs)", pct(r));
     }
+    if let Some(r) = &m.read_more {
+        row("read on: a second program (of episodes with one)", pct(r));
+    }
     if let Some(d) = &m.diversity {
         row("distinct samples", pct(&d.unique_samples));
         row("mean pairwise Jaccard of samples", format!("{:.3}", d.mean_jaccard));

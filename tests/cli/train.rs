@@ -31,6 +31,13 @@ fn train_writes_a_run_and_resumes_exactly() {
         assert!(l["logprob_gap_abs_mean"].as_f64().unwrap() < 1e-3, "sampler and learner disagree: {l}");
     }
 
+    // Sampled locally, every step knows its tokens' log-probs: the entropy proxy is a positive number.
+    for l in &m {
+        let nll = l["sampled_token_nll"].as_f64().unwrap_or(f64::NAN);
+        assert!(nll.is_finite() && nll > 0.0, "no sampled-token NLL: {l}");
+        assert!((0.0..=1.0).contains(&l["read_more"].as_f64().unwrap()), "{l}");
+    }
+
     // One step, then a resume to three: the same data order as the straight run. (Losses are not compared:
     // candle's multi-threaded CPU reductions are not bitwise reproducible, even between two straight runs.)
     run_ok(train_args(&model, &qs, &out, "split", 1));

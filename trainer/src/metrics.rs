@@ -114,6 +114,10 @@ pub struct StepMetrics {
     /// AdamW steps taken on the step's samples (`mini_batches` × `update_epochs`, fewer when fewer groups
     /// were kept).
     pub optimizer_steps: usize,
+    /// Episodes that wrote a second program after reading the first's output (of episodes with a
+    /// program: `agentrt eval`'s `read_more`); 0 in lines written before it was logged.
+    #[serde(default)]
+    pub read_more: f64,
     /// Share of trained model tokens whose probability ratio to the sampler was clipped (0 without clipping).
     pub clip_fraction: f64,
     /// Mean sampler-minus-learner log-prob per model token whose sampled log-prob is known: rounding when
@@ -123,6 +127,12 @@ pub struct StepMetrics {
     pub logprob_gap_abs_mean: Option<f64>,
     /// Model tokens the log-prob gap was measured on.
     pub logprob_gap_tokens: usize,
+    /// Mean negative log-prob (temperature 1, no truncation) of the tokens the model sampled, over every
+    /// episode drawn: the entropy's proxy a GRPO run watches (falling: the policy sharpens; near 0: it has
+    /// collapsed). It is the entropy itself when sampling is at temperature 1 without top-p or top-k.
+    /// Null when a server sampled without log-probs, and in lines written before it was logged.
+    #[serde(default)]
+    pub sampled_token_nll: Option<f64>,
     /// The learning rate (`algorithm.lr`).
     pub lr: f64,
     /// The KL penalty's weight (`algorithm.beta`).
@@ -381,6 +391,8 @@ pub(crate) fn example() -> StepMetrics {
         logprob_gap_mean: Some(1e-7),
         logprob_gap_abs_mean: Some(3e-7),
         logprob_gap_tokens: 48,
+        sampled_token_nll: Some(0.75),
+        read_more: 0.25,
         lr: 0.01,
         beta: 0.02,
         tokens_prefilled: Some(327),
@@ -439,7 +451,7 @@ mod tests {
 
     /// Every key of the line as the trainer has always written it (sorted); `reward_tests` and
     /// `reward_perfect` come on top from the code grader. A renamed field fails here.
-    const KEYS: [&str; 51] = [
+    const KEYS: [&str; 53] = [
         "accuracy",
         "answer_f1",
         "beta",
@@ -469,6 +481,7 @@ mod tests {
         "program_replies",
         "programs_ok",
         "questions_seen",
+        "read_more",
         "reward_f1",
         "reward_format",
         "reward_judge",
@@ -478,6 +491,7 @@ mod tests {
         "reward_std",
         "routed_fraction",
         "runnable_program_replies",
+        "sampled_token_nll",
         "sampler_steps",
         "search_hit_rate",
         "seconds",
@@ -521,6 +535,7 @@ mod tests {
             tokens_reused: None,
             tokens_sampled: None,
             sampler_steps: None,
+            sampled_token_nll: None,
             dev_accuracy: None,
             dev_answer_f1: None,
             dev_tool_calls: None,
@@ -530,7 +545,7 @@ mod tests {
         let json = sparse.to_json();
         assert_eq!(json.as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>(), KEYS);
         let nulls: Vec<&str> = json.as_object().unwrap().iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k.as_str()).collect();
-        assert_eq!(nulls.len(), 12, "{nulls:?}");
+        assert_eq!(nulls.len(), 13, "{nulls:?}");
         assert_eq!(serde_json::from_value::<StepMetrics>(json).unwrap(), sparse);
 
         // The code grader's parts are keys of their own, present only when given.

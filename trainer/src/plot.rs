@@ -1,4 +1,5 @@
-//! `agentrt plot RUN`: the curves of a run as one PNG (reward, accuracy, tool calls, KL, loss, the groups
+//! `agentrt plot RUN`: the curves of a run as one PNG (reward, accuracy, tool calls, KL, the sampled tokens'
+//! entropy proxy, the share of episodes that read on with a second program, loss, the groups
 //! dynamic sampling drew, kept and dropped, the held-out slice's accuracy and the routing evaluation when
 //! the run has them; for an `agentrt sft` run, train and validation loss, lr, grad
 //! norm and tokens).
@@ -46,6 +47,13 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
         chart("accuracy", "fraction correct", vec![step_curve(&steps, "accuracy", |m| m.accuracy)]),
         chart("tool calls", "per episode", vec![step_curve(&steps, "tool calls", |m| m.tool_calls), step_curve(&steps, "turns", |m| m.turns)]),
         chart("KL to base", "mean per token", vec![step_curve(&steps, "kl", |m| m.kl)]),
+        // Null (not plotted) on steps logged before it was, or sampled by a server without log-probs.
+        chart(
+            "entropy (sampled tokens)",
+            "-mean log p per model token",
+            vec![step_curve(&steps, "sampled-token NLL", |m| m.sampled_token_nll.unwrap_or(f64::NAN))],
+        ),
+        chart("reading on", "fraction of episodes", vec![step_curve(&steps, "a second program", |m| m.read_more)]),
         chart("loss", "loss", vec![step_curve(&steps, "loss", |m| m.loss)]),
         chart(
             "seconds per step",

@@ -472,6 +472,9 @@ struct Drawn {
     times: agentrt_rollout::PhaseTimes,
     /// What local sampling read and reused (a server's sampling is not counted: its engine knows).
     tokens: Option<agentrt_policy::TokenCounts>,
+    /// Over the model tokens of every episode drawn whose sampled log-probs are known: the sum of their
+    /// negative log-probs and how many (`sampled_token_nll`).
+    sampled_nll: (f64, usize),
 }
 
 impl Drawn {
@@ -489,6 +492,7 @@ impl Drawn {
             routed: 0,
             times: Default::default(),
             tokens: local.then(Default::default),
+            sampled_nll: (0.0, 0),
         }
     }
 
@@ -545,6 +549,10 @@ impl Drawn {
                 let routed = detector.flags(e);
                 self.routed += routed as usize;
                 let sampled_logprobs = if logprobs_known { t.sampled_logprobs.clone() } else { Vec::new() };
+                for (lp, _) in sampled_logprobs.iter().zip(&t.model_mask).filter(|(_, &model)| model) {
+                    self.sampled_nll.0 -= *lp as f64;
+                    self.sampled_nll.1 += 1;
+                }
                 samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage, routed, sampled_logprobs });
             }
             self.groups_drawn += 1;
@@ -704,6 +712,8 @@ impl Drawn {
             logprob_gap_mean: u.logprob_gap.means().map(|m| m.0),
             logprob_gap_abs_mean: u.logprob_gap.means().map(|m| m.1),
             logprob_gap_tokens: u.logprob_gap.tokens,
+            sampled_token_nll: (self.sampled_nll.1 > 0).then(|| self.sampled_nll.0 / self.sampled_nll.1 as f64),
+            read_more: m.read_more.map_or(0.0, |r| r.value),
             lr: config.algorithm.lr,
             beta: config.algorithm.beta,
             tokens_prefilled: self.tokens.map(|t| t.prefilled),
