@@ -34,8 +34,10 @@
 #        STYLE=scan PROMPT_FILE=bench/learning_prompt_scan.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
 #        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 N_PASS=48
 #        RL_SWEEP_LRS=3e-5,1e-4 RL_SWEEP_STEPS=12 RL_STEPS=40 RL_EVAL_QUESTIONS=48 RL_EVAL_STEPS=12 RL_SAVE_STEPS=2
-#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-lean/agentrt
+#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-lean AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-lean/agentrt-18bf9f4
 #        OUT=bench/learning/campaign/qwen-lean bench/learning.sh
+#        (the stages to the RL long run's checkpoint 16 ran on `agentrt`, a copy of the b8f9ae5 build; the rest
+#        on `agentrt-18bf9f4`, the same arithmetic plus the entropy proxy and read-on share in metrics.jsonl)
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min (Qwen2.5-Coder-0.5B: RL
