@@ -188,9 +188,9 @@ impl Metrics {
         let replies: Vec<_> = episodes.iter().flat_map(|e| &e.turns).collect();
         let programs: Vec<_> = replies.iter().filter(|t| t.action == TurnAction::Program).collect();
         let runnable = programs.iter().filter(|t| t.program_error.is_none()).count();
-        let program_count = |e: &Episode| e.turns.iter().filter(|t| t.action == TurnAction::Program).count();
-        let with_program = episodes.iter().filter(|e| program_count(e) > 0).count();
-        let read_on = episodes.iter().filter(|e| program_count(e) > 1).count();
+        let programs_by_episode: Vec<usize> = episodes.iter().map(|e| e.turns.iter().filter(|t| t.action == TurnAction::Program).count()).collect();
+        let with_program = programs_by_episode.iter().filter(|&&n| n > 0).count();
+        let read_on = programs_by_episode.iter().filter(|&&n| n > 1).count();
         let mut outcomes = BTreeMap::new();
         for (name, o) in [
             ("correct", EpisodeOutcome::Correct),
@@ -265,6 +265,34 @@ pub fn sample_text(episode: &Episode) -> String {
 mod tests {
     use super::*;
 
+    /// An episode of question `id` (gold answer "x") whose replies took `actions` (bare replies: no
+    /// program text, output or tool call), ended as `outcome`.
+    fn episode(id: &str, actions: &[TurnAction], outcome: EpisodeOutcome) -> Episode {
+        let turn = |action: TurnAction| agentrt_rollout::TurnRecord {
+            reply: String::new(),
+            finish: agentrt_rollout::Finish::EndOfTurn,
+            action,
+            reply_tokens: 0,
+            program: None,
+            observation: None,
+            program_error: None,
+            tool_calls: vec![],
+        };
+        Episode {
+            question: agentrt_rollout::Question { id: id.into(), question: "?".into(), answers: vec!["x".into()], page: None, split: None },
+            turns: actions.iter().map(|&a| turn(a)).collect(),
+            final_answer: None,
+            reward: 0.0,
+            reward_components: Vec::new(),
+            partial_credit: None,
+            well_formed: false,
+            verdict: None,
+            tests: None,
+            outcome,
+            conversation: agentrt_rollout::Conversation::new(id, Vec::new()),
+        }
+    }
+
     #[test]
     fn wilson_matches_known_values() {
         // 5 of 10: (0.2366, 0.7634); 0 of 10: (0, 0.2775).
@@ -289,19 +317,7 @@ mod tests {
     /// pass@k from repeated questions: one question right in 1 of 4 samples, one in none, one in all.
     #[test]
     fn pass_at_k_counts_each_question_once() {
-        let episode = |id: &str, correct: bool| Episode {
-            question: agentrt_rollout::Question { id: id.into(), question: "?".into(), answers: vec!["x".into()], page: None, split: None },
-            turns: Vec::new(),
-            final_answer: None,
-            reward: 0.0,
-            reward_components: Vec::new(),
-            partial_credit: None,
-            well_formed: false,
-            verdict: None,
-            tests: None,
-            outcome: if correct { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer },
-            conversation: agentrt_rollout::Conversation::new(id, Vec::new()),
-        };
+        let episode = |id: &str, correct: bool| episode(id, &[], if correct { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer });
         let mut episodes = Vec::new();
         for i in 0..4 {
             episodes.extend([episode("a", i == 2), episode("b", false), episode("c", true)]);
@@ -322,30 +338,7 @@ mod tests {
     /// without a program is neither.
     #[test]
     fn read_more_counts_second_programs_of_episodes_with_a_program() {
-        use agentrt_rollout::{Finish, TurnAction, TurnRecord};
-        let turn = |action: TurnAction| TurnRecord {
-            reply: String::new(),
-            finish: Finish::EndOfTurn,
-            action,
-            reply_tokens: 0,
-            program: None,
-            observation: None,
-            program_error: None,
-            tool_calls: vec![],
-        };
-        let episode = |actions: &[TurnAction]| Episode {
-            question: agentrt_rollout::Question { id: "q".into(), question: "?".into(), answers: vec!["x".into()], page: None, split: None },
-            turns: actions.iter().map(|&a| turn(a)).collect(),
-            final_answer: None,
-            reward: 0.0,
-            reward_components: Vec::new(),
-            partial_credit: None,
-            well_formed: false,
-            verdict: None,
-            tests: None,
-            outcome: EpisodeOutcome::WrongAnswer,
-            conversation: agentrt_rollout::Conversation::new("q", Vec::new()),
-        };
+        let episode = |actions: &[TurnAction]| episode("q", actions, EpisodeOutcome::WrongAnswer);
         use TurnAction::{Answer, Program};
         let episodes = [episode(&[Program, Answer]), episode(&[Program, Program, Answer]), episode(&[Answer]), episode(&[Program, Program, Program])];
         let r = Metrics::from_episodes(&episodes).read_more.unwrap();
