@@ -28,6 +28,8 @@
 #        RL_SWEEP_STEPS=15  RL_EVAL_QUESTIONS=100  RL_EVAL_STEPS=5 (the held-out slice while RL runs)
 #        OUT=bench/learning (tables, plots, stage times)   N_PASS=0 dev questions played 8 times at the RL
 #        temperature by the SFT adapter, for pass@8 beside pass@1 (0: skipped)
+#        SFT_ADAPTER= (a shipped SFT adapter, e.g. models/qwen2.5-coder-0.5b-wiki-scan-sft: no SFT stage, RL
+#        starts from it)
 # The campaign of issue 59 (Qwen on the lean scan program; hours, several sittings, so its work lives in the
 # cache, which outlives a checkout; run it again and it goes on where it stopped; RL starts from the SFT
 # checkpoint of lowest validation loss, 100 of 150):
@@ -38,6 +40,10 @@
 #        OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 #        (the stages to the RL long run's checkpoint 16 ran on `agentrt`, a copy of the b8f9ae5 build; the rest
 #        on `agentrt-18bf9f4`, the same arithmetic plus the entropy proxy and read-on share in metrics.jsonl)
+#        Its first machine's cache was lost at the long run's step ~30 (the evidence to there is committed); it
+#        goes on, on another machine, from the shipped SFT adapter at the sweep's winning rate, without the sweep:
+#        SFT_ADAPTER=models/qwen2.5-coder-0.5b-wiki-scan-sft N_PASS=0 RL_SWEEP_LRS= RL_LR=3e-5 and the rest as
+#        above, with AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-lean/agentrt-<commit> (that machine's own build)
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min (Qwen2.5-Coder-0.5B: RL
@@ -74,13 +80,16 @@ RL_EVAL_QUESTIONS=${RL_EVAL_QUESTIONS:-100}
 RL_EVAL_STEPS=${RL_EVAL_STEPS:-5}
 RL_SAVE_STEPS=${RL_SAVE_STEPS:-5}
 N_PASS=${N_PASS:-0}
+SFT_ADAPTER=${SFT_ADAPTER:-}
 if [ ! -x "$AGENTRT" ]; then
   cargo build --release --bin agentrt
   [ "$AGENTRT" = target/release/agentrt ] || install -D target/release/agentrt "$AGENTRT"
 fi
 mkdir -p "$WORK"
 TIMES="$OUT/stage_times.tsv"
-[ -s "$TIMES" ] || printf 'cpu\t%s; %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(grep -o 'avx[^ ]*' /proc/cpuinfo | sort -u | xargs)" > "$TIMES"
+# The CPU the following stages ran on: a campaign that resumes on another machine says so by a new line.
+CPU_LINE=$(printf 'cpu\t%s; %s' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(grep -o 'avx[^ ]*\|amx[^ ]*' /proc/cpuinfo | sort -u | xargs)")
+[ "$(grep '^cpu' "$TIMES" 2>/dev/null | tail -1)" = "$CPU_LINE" ] || echo "$CPU_LINE" >> "$TIMES"
 
 # stage NAME DONE_FILE COMMAND...: runs COMMAND unless DONE_FILE exists, and records its wall time.
 stage() {
@@ -115,11 +124,18 @@ stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style "$S
 # The ceiling of the program the trajectories teach: the share of dev questions whose printed sections hold
 # a gold answer (the synthesiser answers exactly when they do), and its tool calls.
 stage ceiling-dev "$WORK/synth-dev.jsonl" "$AGENTRT" trajectories synth --style "$STYLE" --split dev --system-prompt "$PROMPT" --out "$WORK/synth-dev.jsonl"
+if [ -n "$SFT_ADAPTER" ]; then
+  # A shipped SFT adapter stands in for the SFT stage (a campaign resumed on a new machine, whose cache lost
+  # the run): RL starts from it, and its own 300-question evaluation is played again here.
+  [ -e "$SFT_ADAPTER/agent.json" ] || { echo "SFT_ADAPTER=$SFT_ADAPTER has no agent.json" >&2; exit 1; }
+  SFT_CKPT=$SFT_ADAPTER
+else
 stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --max-steps $SFT_MAX_STEPS --no-progress; else \
   '$AGENTRT' sft --model $MODEL --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=$SFT_WARMUP \
   --set data.val_examples=100 --set sft.eval_steps=$SFT_EVAL_STEPS --set run.save_steps=$SFT_SAVE_STEPS --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
   && touch '$WORK/sft/DONE'"
 SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
+fi
 # The SFT adapter's evaluations come before RL, so that its row stands while RL runs for hours.
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
 # pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
@@ -129,7 +145,7 @@ if [ "$N_PASS" -gt 0 ]; then
     --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
 fi
 # The last SFT checkpoint too, when RL starts from another (its own evaluation otherwise).
-SFT_LAST=$(checkpoint "$WORK/sft" last)
+SFT_LAST=$([ -n "$SFT_ADAPTER" ] && echo "$SFT_CKPT" || checkpoint "$WORK/sft" last)
 if [ "$SFT_LAST" != "$SFT_CKPT" ]; then
   stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
   SFT_LAST_ROW="SFT ($(basename "$SFT_LAST"))=$WORK/eval/sft-last"
@@ -225,7 +241,7 @@ for q in changed:
     print(f"## {e['question']}\n\ngold: {' | '.join(e['answers'])}; RL {'won' if rl[q]['outcome'] == 'correct' else 'lost'} it\n")
     print("**SFT**\n\n" + episode(sft[q]) + "\n\n**SFT + RL**\n\n" + episode(rl[q]) + "\n")
 PY
-"$AGENTRT" plot "$WORK/sft" --out "$OUT/sft-curves.png"
+[ -n "$SFT_ADAPTER" ] || "$AGENTRT" plot "$WORK/sft" --out "$OUT/sft-curves.png"
 "$AGENTRT" plot "$WORK/rl" --out "$OUT/rl-curves.png"
 "$AGENTRT" eval table --out "$OUT/accuracy.png" \
   "zero-shot=$WORK/eval/zero-shot" "random=$WORK/eval/random" "SFT ($(basename "$SFT_CKPT"))=$WORK/eval/sft" \
