@@ -129,12 +129,14 @@ if [ -n "$SFT_ADAPTER" ]; then
   # the run): RL starts from it, and its own 300-question evaluation is played again here.
   [ -e "$SFT_ADAPTER/agent.json" ] || { echo "SFT_ADAPTER=$SFT_ADAPTER has no agent.json" >&2; exit 1; }
   SFT_CKPT=$SFT_ADAPTER
+  SFT_LAST=$SFT_ADAPTER
 else
-stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --max-steps $SFT_MAX_STEPS --no-progress; else \
-  '$AGENTRT' sft --model $MODEL --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=$SFT_WARMUP \
-  --set data.val_examples=100 --set sft.eval_steps=$SFT_EVAL_STEPS --set run.save_steps=$SFT_SAVE_STEPS --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
-  && touch '$WORK/sft/DONE'"
-SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
+  stage sft "$WORK/sft/DONE" bash -c "if [ -e '$WORK/sft/config.toml' ]; then '$AGENTRT' sft --resume '$WORK/sft' --max-steps $SFT_MAX_STEPS --no-progress; else \
+    '$AGENTRT' sft --model $MODEL --data '$WORK/synth.jsonl' --epochs $SFT_EPOCHS --max-steps $SFT_MAX_STEPS --batch-size $SFT_BATCH --lr $SFT_LR --set sft.warmup_steps=$SFT_WARMUP \
+    --set data.val_examples=100 --set sft.eval_steps=$SFT_EVAL_STEPS --set run.save_steps=$SFT_SAVE_STEPS --set run.save_total_limit=0 --output-dir '$WORK' --run-name sft --no-progress; fi \
+    && touch '$WORK/sft/DONE'"
+  SFT_CKPT=$(checkpoint "$WORK/sft" "$SFT_STEP")
+  SFT_LAST=$(checkpoint "$WORK/sft" last)
 fi
 # The SFT adapter's evaluations come before RL, so that its row stands while RL runs for hours.
 stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_CKPT" --output-dir "$WORK/eval/sft"
@@ -145,7 +147,6 @@ if [ "$N_PASS" -gt 0 ]; then
     --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
 fi
 # The last SFT checkpoint too, when RL starts from another (its own evaluation otherwise).
-SFT_LAST=$([ -n "$SFT_ADAPTER" ] && echo "$SFT_CKPT" || checkpoint "$WORK/sft" last)
 if [ "$SFT_LAST" != "$SFT_CKPT" ]; then
   stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
   SFT_LAST_ROW="SFT ($(basename "$SFT_LAST"))=$WORK/eval/sft-last"
