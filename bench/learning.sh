@@ -212,11 +212,12 @@ rl() {
 stage rl "$WORK/rl/DONE" rl
 RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 
+# The evaluation the campaign is for comes first, so that a sitting that ends early still has it.
+stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"
 # Zero-shot answers none of them in every run so far; its first N_ZERO_SHOT questions (a prefix of the
 # N_DEV, same seed) show it at a third of the cost (25 minutes for 300 on two cores).
-stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${EVAL[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --model "$MODEL" --output-dir "$WORK/eval/zero-shot"
+stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" eval --split dev --num-samples "$N_ZERO_SHOT" --seed 0 --baseline zero-shot --model "$MODEL" --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
-stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"
 
 "$AGENTRT" eval compare "$WORK/eval/sft" "$WORK/eval/sft-rl" > "$OUT/paired.md"
 # Every question whose verdict RL changed, with both episodes side by side, to read what RL taught.
