@@ -118,7 +118,9 @@ checkpoint() {
 # evaluation sequence. The adapter records it in its agent.json, so `agentrt eval --adapter` prompts it
 # the same way.
 PROMPT=$(cat "$PROMPT_FILE")
-EVAL=(eval --split dev --num-samples "$N_DEV" --seed 0)
+# The dev questions every evaluation plays (a prefix of them for zero-shot and pass@8), in one place.
+DEV=(eval --split dev --seed 0)
+EVAL=("${DEV[@]}" --num-samples "$N_DEV")
 stage index "$HOME/.cache/agentrt/index/CURRENT" "$AGENTRT" index
 stage trajectories "$WORK/synth.jsonl" "$AGENTRT" trajectories synth --style "$STYLE" --limit "$SYNTH_LIMIT" --system-prompt "$PROMPT" --out "$WORK/synth.jsonl"
 # The ceiling of the program the trajectories teach: the share of dev questions whose printed sections hold
@@ -143,7 +145,7 @@ stage eval-sft "$WORK/eval/sft/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "
 # pass@8 at the RL temperature beside pass@1: what RL can take from the SFT adapter's own samples.
 if [ "$N_PASS" -gt 0 ]; then
   RL_TEMPERATURE=$(sed -n 's/^temperature *= *//p' bench/learning_rl.toml)
-  stage eval-sft-pass8 "$WORK/eval/sft-pass8/results.json" "$AGENTRT" eval --split dev --num-samples "$N_PASS" --seed 0 --adapter "$SFT_CKPT" \
+  stage eval-sft-pass8 "$WORK/eval/sft-pass8/results.json" "$AGENTRT" "${DEV[@]}" --num-samples "$N_PASS" --adapter "$SFT_CKPT" \
     --num-generations 8 --temperature "$RL_TEMPERATURE" --output-dir "$WORK/eval/sft-pass8"
 fi
 # The last SFT checkpoint too, when RL starts from another (its own evaluation otherwise).
@@ -216,7 +218,7 @@ RL_CKPT=$(checkpoint "$WORK/rl" "$RL_STEP")
 stage eval-sft-rl "$WORK/eval/sft-rl/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$RL_CKPT" --output-dir "$WORK/eval/sft-rl"
 # Zero-shot answers none of them in every run so far; its first N_ZERO_SHOT questions (a prefix of the
 # N_DEV, same seed) show it at a third of the cost (25 minutes for 300 on two cores).
-stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" eval --split dev --num-samples "$N_ZERO_SHOT" --seed 0 --baseline zero-shot --model "$MODEL" --output-dir "$WORK/eval/zero-shot"
+stage eval-zero-shot "$WORK/eval/zero-shot/results.json" "$AGENTRT" "${DEV[@]}" --num-samples "$N_ZERO_SHOT" --baseline zero-shot --model "$MODEL" --output-dir "$WORK/eval/zero-shot"
 stage eval-random "$WORK/eval/random/results.json" "$AGENTRT" "${EVAL[@]}" --baseline random --output-dir "$WORK/eval/random"
 
 "$AGENTRT" eval compare "$WORK/eval/sft" "$WORK/eval/sft-rl" > "$OUT/paired.md"
