@@ -5,8 +5,8 @@ agentrt plays a training step's rollouts and hands their samples here as token i
 mask and an advantage each; this process runs the same update on the same GGUF (dequantized to f32, as
 ours is): LoRA on the same projections (PEFT), the loss `-A·log p + beta·k3` per model token against the
 base model (the adapters disabled) as the KL reference, each sample weighted 1 / (samples · its model
-tokens), one backward over the batch (right-padded, as TRL batches it), gradient clipping and an AdamW
-step.
+tokens), one backward over the batch (right-padded, as TRL batches it; or PEFT_PEER_MICRO_BATCH samples
+at a time, the gradients accumulated), gradient clipping and an AdamW step.
 
 Protocol, one JSON object a line:
   argv: MODEL.gguf THREADS
@@ -16,6 +16,7 @@ Protocol, one JSON object a line:
   out:  {"seconds": [per repeat], "loss": first repeat's loss}
 """
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,16 @@ def token_logprobs(model, ids, attn):
     return torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
 
 
+def batch(samples):
+    """Right-padded ids, attention mask, the model-token mask of each target and the advantages."""
+    width = max(len(s["ids"]) for s in samples)
+    ids = torch.tensor([s["ids"] + [0] * (width - len(s["ids"])) for s in samples])
+    attn = torch.tensor([[1] * len(s["ids"]) + [0] * (width - len(s["ids"])) for s in samples])
+    # Target t+1 of a sample counts when token t+1 is the model's.
+    mask = torch.tensor([[float(m) for m in s["mask"][1:]] + [0.0] * (width - len(s["ids"])) for s in samples])
+    return ids, attn, mask, torch.tensor([s["advantage"] for s in samples])
+
+
 def main():
     path, threads = Path(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(threads)
@@ -44,30 +55,32 @@ def main():
         model.train()
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=req["lr"])
         samples = req["samples"]
-        width = max(len(s["ids"]) for s in samples)
-        ids = torch.tensor([s["ids"] + [0] * (width - len(s["ids"])) for s in samples])
-        attn = torch.tensor([[1] * len(s["ids"]) + [0] * (width - len(s["ids"])) for s in samples])
-        # Target t+1 of a sample counts when token t+1 is the model's.
-        mask = torch.tensor([[float(m) for m in s["mask"][1:]] + [0.0] * (width - len(s["ids"])) for s in samples])
-        n_model = mask.sum(1)
-        weight = 1.0 / (len(samples) * n_model)
-        adv = torch.tensor([s["advantage"] for s in samples])
+        # PEFT_PEER_MICRO_BATCH=N: N samples a forward and backward, the gradients accumulated (the same loss
+        # and update; what a TRL user sets when a batch's activations do not fit, as Qwen2.5-0.5B's 8 samples
+        # do not in 24 GB). Unset: the whole batch at once.
+        micro = int(os.environ.get("PEFT_PEER_MICRO_BATCH", "0")) or len(samples)
+        chunks = [batch(samples[i : i + micro]) for i in range(0, len(samples), micro)]
+        n_samples = len(samples)
         seconds, first_loss = [], None
         for _ in range(req["repeats"]):
             t0 = time.perf_counter()
-            with torch.no_grad(), model.disable_adapter():
-                ref = token_logprobs(model, ids, attn)
-            lp = token_logprobs(model, ids, attn)
-            diff = ref - lp
-            k3 = diff.exp() - diff - 1.0
-            per_token = -adv[:, None] * lp + req["beta"] * k3
-            loss = ((per_token * mask).sum(1) * weight).sum()
             opt.zero_grad()
-            loss.backward()
+            total = 0.0
+            for ids, attn, mask, adv in chunks:
+                with torch.no_grad(), model.disable_adapter():
+                    ref = token_logprobs(model, ids, attn)
+                lp = token_logprobs(model, ids, attn)
+                diff = ref - lp
+                k3 = diff.exp() - diff - 1.0
+                per_token = -adv[:, None] * lp + req["beta"] * k3
+                # Each sample weighted 1 / (samples in the step · its model tokens).
+                loss = ((per_token * mask).sum(1) / (n_samples * mask.sum(1))).sum()
+                loss.backward()
+                total += loss.item()
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], req["max_grad_norm"])
             opt.step()
             seconds.append(time.perf_counter() - t0)
-            first_loss = loss.item() if first_loss is None else first_loss
+            first_loss = total if first_loss is None else first_loss
         base = model.unload()
         print(json.dumps({"seconds": seconds, "loss": first_loss}), flush=True)
 
