@@ -306,8 +306,37 @@ fn bench_rl_reports_the_steps_the_run_wrote() {
     assert!((report["episodes_per_hour"].as_f64().unwrap() - hour).abs() < 1e-6 * hour, "{report}");
     assert!(report["sampler_tokens_per_s"].as_f64().unwrap() > 0.0);
     assert!(report["machine"].as_str().unwrap().contains("kernels"), "{}", report["machine"]);
+    // `--report` reads the same run back to the same numbers, without claiming the machine it runs on.
+    let mut read: serde_json::Value = serde_json::from_str(&run_ok(["bench", "rl", "--report", out.join("bench-rl").to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(read["machine"], "machine not recorded in the run");
+    read["machine"] = report["machine"].clone();
+    assert_eq!(read, report);
     // A second run into the same folder is refused rather than mixed with the first.
     let again = agentrt().args(args).output().unwrap();
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a run"), "{}", String::from_utf8_lossy(&again.stderr));
+}
+
+/// `bench rl --report` on a run an older binary played (1638097, kept in bench/rollout/pair-2026-11-29): its
+/// saved config reads as it ran (f32 sampling), and what its metrics do not time is absent, not a rate over
+/// zero seconds.
+#[test]
+fn bench_rl_reports_a_run_an_older_binary_played() {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/rollout/pair-2026-11-29/qwen_sft-old");
+    let report: serde_json::Value = serde_json::from_str(&run_ok(["bench", "rl", "--report", run.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(report["sampler_activations"], "F32", "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 3);
+    // Steps 2 and 3: 64 episodes in 409.6 + 235.5 s.
+    assert_eq!(report["episodes_per_hour"].as_f64().unwrap().round(), 357.0, "{report}");
+    assert!(report["sampler_tokens_per_s"].is_null() && report["sampled_tokens_per_forward_s"].is_null(), "{report}");
+    assert!(report["tokens_per_sampler_step"].is_null(), "{report}");
+    // 6,841 + 6,722 tokens sampled in 130.9 + 132.2 s of the generate phase.
+    assert!((report["sampled_tokens_per_s"].as_f64().unwrap() - 51.6).abs() < 0.05, "{report}");
+    let too_short = tempfile::tempdir().unwrap();
+    std::fs::copy(run.join("config.toml"), too_short.path().join("config.toml")).unwrap();
+    let first = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().next().unwrap().to_string();
+    std::fs::write(too_short.path().join("metrics.jsonl"), first + "\n").unwrap();
+    let out = agentrt().args(["bench", "rl", "--report", too_short.path().to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 steps' metrics"), "{}", String::from_utf8_lossy(&out.stderr));
 }

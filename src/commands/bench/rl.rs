@@ -6,7 +6,9 @@
 //! sampling (every step plays the same number of episodes) and no held-out evaluation. The steps' own
 //! metrics (`metrics.jsonl`) are then read back and printed as one table: the sampler's forward and its
 //! tokens, the sandbox, the judge, and the learner's reference pass, forward, backward and optimizer. The
-//! first step pays for loading and warming up, so episodes per hour count the steps after it.
+//! first step pays for loading and warming up, so episodes per hour count the steps after it. `--report`
+//! prints the same table for a run already played (by `agentrt train`, by this command, or by an older
+//! binary: a before/after pair reads both sides one way).
 
 use crate::sandbox_options::ToolOptions;
 use agentrt_trainer::{train, RunConfig, StepMetrics, TrainConfig, TrainRequest};
@@ -20,7 +22,8 @@ const RL_RECIPE: &str = include_str!("../../../bench/learning_rl.toml");
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  agentrt bench rl --init-adapter models/smollm2-135m-wiki-read     # the shipped agent, as it was trained to play\n  \
     agentrt bench rl --model qwen2.5-coder-0.5b --set algorithm.f1_weight=0.5\n  \
-    agentrt bench rl --steps 5 --set rollout.sampler_activations=f32   # the sampler in f32, as the learner\n\n\
+    agentrt bench rl --steps 5 --set rollout.sampler_activations=f32   # the sampler in f32, as the learner\n  \
+    agentrt bench rl --report runs/RUN        # the table of a run already played (config.toml, metrics.jsonl)\n\n\
     Episodes per hour count the steps after the first (which loads and warms up). The run (config.toml,\n\
     metrics.jsonl, transcripts) is kept with --output-dir; otherwise it is written to a temporary folder.")]
 pub struct Args {
@@ -46,11 +49,23 @@ pub struct Args {
     /// Print the steps as one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Play nothing: the table of the run in this directory (its config.toml and metrics.jsonl, at least
+    /// two steps), as `agentrt train` or an older binary wrote it.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["model", "init_adapter", "config", "set", "output_dir"])]
+    pub report: Option<PathBuf>,
     #[command(flatten)]
     pub tools: ToolOptions,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(run_dir) = &args.report {
+        let config = <TrainConfig as RunConfig>::read(&run_dir.join(agentrt_trainer::run_dir::CONFIG))?;
+        let steps = StepMetrics::read(&run_dir.join(agentrt_trainer::run_dir::METRICS))?;
+        anyhow::ensure!(steps.len() >= 2, "{}: {} steps' metrics; the table counts the steps after the first", run_dir.display(), steps.len());
+        // The run's metrics do not say what machine played it; the table must not claim this one did.
+        let machine = "machine not recorded in the run".to_string();
+        return print_report(&Report::of(machine, &config, &steps), args.json);
+    }
     let scratch = tempfile::tempdir()?;
     let config_file = match &args.config {
         Some(path) => path.clone(),
@@ -87,14 +102,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     let steps = StepMetrics::read(&summary.run_dir.join(agentrt_trainer::run_dir::METRICS))?;
     anyhow::ensure!(steps.len() == args.steps as usize, "the run wrote {} steps' metrics of {}", steps.len(), args.steps);
-    let report = Report::of(&config, &steps);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.table());
-    }
+    print_report(&Report::of(agentrt_kernels::describe(), &config, &steps), args.json)?;
     if args.output_dir.is_some() {
         eprintln!("run: {}", summary.run_dir.display());
+    }
+    Ok(())
+}
+
+fn print_report(report: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", report.table());
     }
     Ok(())
 }
@@ -109,29 +128,40 @@ pub struct Report {
     pub steps: Vec<StepMetrics>,
     /// Episodes per hour over the steps after the first.
     pub episodes_per_hour: f64,
-    /// Tokens the sampler read and wrote per second of its forward passes, over the steps after the first.
-    pub sampler_tokens_per_s: f64,
-    /// Tokens per sampler forward step, on average: how many sequences decode together.
-    pub tokens_per_sampler_step: f64,
+    /// Tokens the sampler read and wrote per second of its forward passes, over the steps after the first
+    /// (none when the metrics do not time the forward passes: a binary from before they were timed).
+    pub sampler_tokens_per_s: Option<f64>,
+    /// Tokens per sampler forward step, on average: how many sequences decode together (none when the
+    /// metrics do not count the steps).
+    pub tokens_per_sampler_step: Option<f64>,
+    /// Tokens the sampler wrote per second of the generate phase (sandbox, search and judge included) and
+    /// of its forward passes, over the steps after the first: what compares with `agentrt bench decode`.
+    pub sampled_tokens_per_s: f64,
+    pub sampled_tokens_per_forward_s: Option<f64>,
 }
 
 impl Report {
-    pub fn of(config: &TrainConfig, steps: &[StepMetrics]) -> Report {
+    pub fn of(machine: String, config: &TrainConfig, steps: &[StepMetrics]) -> Report {
         let later = &steps[1.min(steps.len())..];
         let episodes: usize = later.iter().map(|s| s.episodes).sum();
         let seconds: f64 = later.iter().map(|s| s.seconds.step).sum();
         let sampler_tokens: usize = later.iter().map(|s| s.tokens_sampled.unwrap_or(0) + s.tokens_prefilled.unwrap_or(0)).sum();
         let forward: f64 = later.iter().map(|s| s.seconds.generate_forward).sum();
         let sampler_steps: usize = later.iter().map(|s| s.sampler_steps.unwrap_or(0)).sum();
+        let sampled: usize = later.iter().map(|s| s.tokens_sampled.unwrap_or(0)).sum();
+        let generate: f64 = later.iter().map(|s| s.seconds.generate).sum();
+        let per_forward_s = |tokens: usize| (forward > 0.0).then(|| tokens as f64 / forward);
         Report {
-            machine: agentrt_kernels::describe(),
+            machine,
             model: config.model.name.clone(),
             init_adapter: config.model.init_adapter.clone(),
             sampler_activations: format!("{:?}", config.rollout.sampler_activations),
             steps: steps.to_vec(),
             episodes_per_hour: episodes as f64 * 3600.0 / seconds.max(f64::MIN_POSITIVE),
-            sampler_tokens_per_s: sampler_tokens as f64 / forward.max(f64::MIN_POSITIVE),
-            tokens_per_sampler_step: sampler_tokens as f64 / sampler_steps.max(1) as f64,
+            sampler_tokens_per_s: per_forward_s(sampler_tokens),
+            tokens_per_sampler_step: (sampler_steps > 0).then(|| sampler_tokens as f64 / sampler_steps as f64),
+            sampled_tokens_per_s: sampled as f64 / generate.max(f64::MIN_POSITIVE),
+            sampled_tokens_per_forward_s: per_forward_s(sampled),
         }
     }
 
@@ -169,9 +199,19 @@ impl Report {
             );
         }
         s += &format!(
-            "\nepisodes per hour (steps after the first): {:.0}\nsampler: {:.1} tokens/s of its forward passes, {:.1} tokens a forward step\n",
-            self.episodes_per_hour, self.sampler_tokens_per_s, self.tokens_per_sampler_step
+            "\nepisodes per hour (steps after the first): {:.0}\nsampler: {} tokens/s of its forward passes, {} tokens a forward step\n\
+             sampled: {:.1} tokens/s of the generate phase, {} of the forward passes\n",
+            self.episodes_per_hour,
+            rate(self.sampler_tokens_per_s),
+            rate(self.tokens_per_sampler_step),
+            self.sampled_tokens_per_s,
+            rate(self.sampled_tokens_per_forward_s)
         );
         s
     }
+}
+
+/// A rate or mean to one decimal, or "-" where the metrics cannot give it.
+fn rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".to_string(), |r| format!("{r:.1}"))
 }
