@@ -18,11 +18,15 @@ pub struct RunOptions {
     /// run would go on with.
     #[arg(long)]
     pub print_config: bool,
-    /// Continue a run from its last checkpoint: the run directory, or nothing for the one this config names.
-    /// It keeps its saved config; flags and --set may change only its length and how often it logs,
-    /// evaluates and saves (anything else is an error).
-    #[arg(long, value_name = "RUN_DIR", num_args = 0..=1, default_missing_value = "")]
-    pub resume: Option<PathBuf>,
+    /// Continue a run from where it stopped: the run directory, or nothing for the one this config names
+    /// (`--output-dir`/`--run-name`, or the name made from the hyperparameters). Every step leaves what a
+    /// resume needs, so a run killed at any instant loses at most the step in flight, and the resumed run
+    /// ends with the same adapters, bit for bit, as one never stopped (same machine, kernel path and
+    /// thread count; docs/reliability.md). It keeps its saved config; flags and --set may change only its
+    /// length and how often it logs, evaluates and saves (anything else is an error).
+    // `Option<Option<_>>`: clap's path parser refuses an empty value, so a bare flag has no stand-in value.
+    #[arg(long, value_name = "RUN_DIR", num_args = 0..=1)]
+    pub resume: Option<Option<PathBuf>>,
     /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
     #[arg(long)]
     pub model: Option<String>,
@@ -73,8 +77,9 @@ impl RunOptions {
         }
         let config = C::from_layers(file, overrides)?;
         let (run_dir, resume) = match &self.resume {
-            Some(dir) if !dir.as_os_str().is_empty() => (dir.clone(), true),
-            given => (config.run_dir(), given.is_some()),
+            Some(Some(dir)) => (dir.clone(), true),
+            Some(None) => (config.run_dir(), true),
+            None => (config.run_dir(), false),
         };
         let config = if resume { C::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), file, overrides)? } else { config };
         if self.print_config {

@@ -24,8 +24,9 @@ use agentrt_trainer::{sft, SftConfig, SftRequest};
     conversations of a step. A bad line is an error naming the file and line; conversations longer than\n\
     data.max_seq_tokens are dropped and counted.\n\n\
     The run directory (OUTPUT_DIR/RUN_NAME) gets config.toml, metrics.jsonl (train loss, val loss, tokens,\n\
-    lr, grad norm per step), checkpoint-N/ (PEFT adapters, optimizer, data position) and curves.png. A run\n\
-    killed at any point continues with --resume from its last checkpoint.\n\
+    lr, grad norm per step), checkpoint-N/ (PEFT adapters, optimizer, data position) and curves.png. Every\n\
+    other step leaves resume-N/ (the same files, replacing the one before), so a run killed at any instant\n\
+    continues with --resume (bare: the run this config names), losing at most the step in flight.\n\
     Precedence: flags > --set > --config file > embedded defaults.")]
 pub struct Args {
     /// A JSON Lines file to train on (repeatable): chat conversations or agentrt transcripts.

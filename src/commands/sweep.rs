@@ -11,7 +11,7 @@ use std::process::{Child, Command};
     values). Every point's config is checked before anything runs. The table is printed and written to\n\
     OUTPUT_DIR/sweep_summary.md.\n\n\
     Run again with the same arguments, a sweep goes on where it stopped: a point that reached\n\
-    run.max_steps is kept, one that finished a step resumes from its last checkpoint (`train --resume`,\n\
+    run.max_steps is kept, one that finished a step resumes where it stopped (`train --resume`,\n\
     which refuses a config changed beyond its length and cadences), the rest start.")]
 pub struct Args {
     /// One axis, `section.key=v1,v2,...` (repeatable; the grid is their product).

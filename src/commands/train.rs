@@ -13,11 +13,15 @@ use std::sync::Arc;
     agentrt train --set model.dual_lora=true --set routing.detector=tool:read_section --set routing.eval_routing_steps=5\n  \
     agentrt train --init-adapter runs/RUN_SFT/checkpoint-60   # RL from an `agentrt sft` adapter\n  \
     agentrt train --resume runs/smollm2-135m_lr1e-4_g4_beta0.02_s42 --max-steps 20\n  \
+    agentrt train --max-steps 4 --resume            # resume the run these flags name, wherever it stopped\n  \
     agentrt train --print-config > my.toml          # every key, with comments\n  \
     agentrt train --env code --model qwen2.5-coder-0.5b --max-steps 2   # HumanEval's train split, tests as reward\n\n\
     The run directory (OUTPUT_DIR/RUN_NAME, named from the hyperparameters) gets config.toml, metrics.jsonl\n\
     (one line per step), transcripts.jsonl, checkpoint-N/ (PEFT adapters, optimizer, data position) and, at\n\
-    the end, curves.png. A run killed at any point continues with --resume from its last checkpoint.\n\
+    the end, curves.png. Every other step leaves resume-N/ (the same files, replacing the one before), so a\n\
+    run killed at any instant continues with --resume (bare: the run this config names), losing at most the\n\
+    step in flight. Two runs of one config and seed on one machine, kernel path and thread count end with\n\
+    the same adapters bit for bit, resumed or not (docs/reliability.md).\n\
     Precedence: flags > --set > --config file > embedded defaults.")]
 pub struct Args {
     /// Training steps (each: `--batch-size` questions x `--num-rollouts` episodes, then the update). Sets

@@ -1,6 +1,12 @@
-//! A run directory: the resolved config, metrics, transcripts and checkpoints, all written so that a kill
-//! at any moment leaves every file readable (whole-file writes go through a temporary file and a rename;
-//! a checkpoint is assembled in a hidden directory and renamed into place).
+//! A run directory: the resolved config, metrics, transcripts, checkpoints and the resume state, all
+//! written so that a kill at any moment leaves every file readable (whole-file writes go through a
+//! temporary file and a rename; a checkpoint or a resume state is assembled in a hidden directory and
+//! renamed into place).
+//!
+//! Two kinds of saved state share one layout (adapters, `agent.json`, optimizer, `trainer_state.json`):
+//! `checkpoint-N`, on the run's `save_steps` cadence and kept up to `save_total_limit`, for people; and
+//! `resume-N`, written after every step that is not a checkpoint's and replacing the one before, so that a
+//! kill loses at most the step in flight. A resume starts from the newest of either.
 
 use crate::error::{io_err, TrainError};
 use crate::metrics::StepMetrics;
@@ -39,6 +45,10 @@ pub const CONFIG: &str = "config.toml";
 /// tools listed), the demonstration's turns, the episode spec, the reply format, stop strings and grader.
 pub const ENVIRONMENT: &str = "environment.json";
 const STATE: &str = "trainer_state.json";
+/// The name of a checkpoint's directory before its step (`checkpoint-N`).
+const CHECKPOINT_PREFIX: &str = "checkpoint-";
+/// The name of a resume state's directory before its step (`resume-N`).
+const RESUME_PREFIX: &str = "resume-";
 const OPTIMIZER: &str = "optimizer.safetensors";
 const ADAPTERS: &str = "adapters";
 
@@ -130,6 +140,18 @@ impl RunDir {
         read_jsonl(&self.path.join(file))
     }
 
+    /// Drops every log line and the TensorBoard file: a resume with nothing saved starts the run over, and
+    /// what it logged before its first saved step (the held-out slice at step 0 among it) is written again.
+    pub fn clear_logs(&self) -> Result<(), TrainError> {
+        for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL, agentrt_tensorboard::EVENT_FILE] {
+            let p = self.path.join(file);
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(io_err(&p))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Drops log lines and TensorBoard records of steps after `step` (they belong to work a resume redoes),
     /// atomically.
     pub fn truncate_logs_after(&self, step: usize) -> Result<(), TrainError> {
@@ -152,17 +174,37 @@ impl RunDir {
         Ok(())
     }
 
-    fn checkpoint_path(&self, step: usize) -> PathBuf {
-        self.path.join(format!("checkpoint-{step}"))
-    }
-
     /// Complete checkpoints, oldest first.
     pub fn checkpoints(&self) -> Result<Vec<(usize, PathBuf)>, TrainError> {
+        self.complete(CHECKPOINT_PREFIX)
+    }
+
+    /// Complete resume states, oldest first (one, unless a kill came between writing a new one and
+    /// deleting the one before).
+    pub fn resume_states(&self) -> Result<Vec<(usize, PathBuf)>, TrainError> {
+        self.complete(RESUME_PREFIX)
+    }
+
+    /// What a resume starts from: the newest complete checkpoint or resume state (a checkpoint when both
+    /// are of one step), with its step.
+    pub fn newest_saved(&self) -> Result<Option<(usize, PathBuf)>, TrainError> {
+        let checkpoint = self.checkpoints()?.pop();
+        let resume = self.resume_states()?.pop();
+        Ok(match (checkpoint, resume) {
+            (Some(c), Some(r)) if r.0 > c.0 => Some(r),
+            (Some(c), _) => Some(c),
+            (None, r) => r,
+        })
+    }
+
+    /// The complete saved states whose directory is `PREFIXN` (a `trainer_state.json` in it: written
+    /// last, it marks a complete one), oldest first.
+    fn complete(&self, prefix: &str) -> Result<Vec<(usize, PathBuf)>, TrainError> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(&self.path).map_err(io_err(&self.path))? {
             let entry = entry.map_err(io_err(&self.path))?;
             let name = entry.file_name().to_string_lossy().to_string();
-            if let Some(n) = name.strip_prefix("checkpoint-").and_then(|n| n.parse::<usize>().ok()) {
+            if let Some(n) = name.strip_prefix(prefix).and_then(|n| n.parse::<usize>().ok()) {
                 if entry.path().join(STATE).is_file() {
                     out.push((n, entry.path()));
                 }
@@ -173,10 +215,44 @@ impl RunDir {
     }
 
     /// Saves adapters (PEFT format), the settings they are played with (`agent.json`), optimizer state and
-    /// trainer state as `checkpoint-STEP`, then deletes the oldest beyond `keep`.
+    /// trainer state as `checkpoint-STEP`, then deletes the oldest beyond `keep` and every resume state it
+    /// makes redundant.
     pub fn save_checkpoint(&self, policy: &Policy, agent: &AgentSettings, optimizer: &AdamW, state: &TrainerState, keep: usize) -> Result<PathBuf, TrainError> {
-        let final_path = self.checkpoint_path(state.step);
-        let partial = self.path.join(format!(".checkpoint-{}.partial", state.step));
+        let path = self.save_state_dir(CHECKPOINT_PREFIX, policy, agent, optimizer, state)?;
+        let all = self.checkpoints()?;
+        if keep > 0 && all.len() > keep {
+            for (_, p) in &all[..all.len() - keep] {
+                std::fs::remove_dir_all(p).map_err(io_err(p))?;
+            }
+        }
+        self.remove_resume_states_through(state.step)?;
+        Ok(path)
+    }
+
+    /// Saves what a resume needs after step `state.step` as `resume-STEP` (the same files as a checkpoint),
+    /// then deletes the resume states before it: only once the new one is complete, so a kill at any
+    /// instant leaves one to resume from.
+    pub fn save_resume_state(&self, policy: &Policy, agent: &AgentSettings, optimizer: &AdamW, state: &TrainerState) -> Result<PathBuf, TrainError> {
+        let path = self.save_state_dir(RESUME_PREFIX, policy, agent, optimizer, state)?;
+        self.remove_resume_states_through(state.step.saturating_sub(1))?;
+        Ok(path)
+    }
+
+    fn remove_resume_states_through(&self, step: usize) -> Result<(), TrainError> {
+        for (s, p) in self.resume_states()? {
+            if s <= step {
+                std::fs::remove_dir_all(&p).map_err(io_err(&p))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `PREFIXSTEP` whole: assembled as a hidden `.PREFIXSTEP.partial`, its trainer state last, then
+    /// renamed into place.
+    fn save_state_dir(&self, prefix: &str, policy: &Policy, agent: &AgentSettings, optimizer: &AdamW, state: &TrainerState) -> Result<PathBuf, TrainError> {
+        let final_path = self.path.join(format!("{prefix}{}", state.step));
+        let partial = self.path.join(format!(".{prefix}{}.partial", state.step));
+        tracing::debug!("step {}: writing {}", state.step, final_path.display());
         if partial.exists() {
             std::fs::remove_dir_all(&partial).map_err(io_err(&partial))?;
         }
@@ -190,12 +266,6 @@ impl RunDir {
             std::fs::remove_dir_all(&final_path).map_err(io_err(&final_path))?;
         }
         std::fs::rename(&partial, &final_path).map_err(io_err(&final_path))?;
-        let all = self.checkpoints()?;
-        if keep > 0 && all.len() > keep {
-            for (_, p) in &all[..all.len() - keep] {
-                std::fs::remove_dir_all(p).map_err(io_err(p))?;
-            }
-        }
         Ok(final_path)
     }
 
@@ -224,7 +294,7 @@ pub fn has_progress(dir: &Path) -> Result<bool, TrainError> {
         return Ok(false);
     }
     let run = RunDir { path: dir.to_path_buf() };
-    Ok(!run.read_lines(METRICS)?.is_empty() || !run.checkpoints()?.is_empty())
+    Ok(!run.read_lines(METRICS)?.is_empty() || run.newest_saved()?.is_some())
 }
 
 /// Removes what a run that never finished a step wrote (its config, logs, TensorBoard file, partial
@@ -237,7 +307,8 @@ fn clear_unstarted(dir: &Path) -> Result<(), TrainError> {
             || name == agentrt_tensorboard::EVENT_FILE
             || name == crate::plot::CURVES
             || name == crate::external::SERVED_ADAPTERS
-            || (name.starts_with(".checkpoint-") && name.ends_with(".partial"));
+            || (name.starts_with(&format!(".{CHECKPOINT_PREFIX}")) && name.ends_with(".partial"))
+            || (name.starts_with(&format!(".{RESUME_PREFIX}")) && name.ends_with(".partial"));
         if !ours {
             continue;
         }

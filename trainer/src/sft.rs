@@ -206,7 +206,7 @@ pub struct SftRequest {
     pub config: SftConfig,
     /// The run directory to create, or to continue with `resume`.
     pub run_dir: PathBuf,
-    /// Continue the run in `run_dir` from its last checkpoint. `config` must then be its saved config but
+    /// Continue the run in `run_dir` from its newest saved state. `config` must then be its saved config but
     /// for `SftConfig::CHANGEABLE_ON_RESUME` (`SftConfig::resumed` makes one); the run's `config.toml` is
     /// updated to it.
     pub resume: bool,

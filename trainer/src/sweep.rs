@@ -75,7 +75,7 @@ pub fn expand(file: Option<&Path>, fixed: &[String], axes: &[Axis]) -> Result<Ve
 pub enum PointStart {
     /// No step finished yet (or no run there): start it.
     Fresh,
-    /// Steps finished, fewer than `run.max_steps`: resume it from its last checkpoint (`train --resume`,
+    /// Steps finished, fewer than `run.max_steps`: resume it where it stopped (`train --resume`,
     /// which refuses a config that changed beyond its length and cadences).
     Resume {
         /// The last step its metrics log holds.
@@ -94,8 +94,12 @@ pub fn point_start(output_dir: &Path, point: &Point) -> Result<PointStart, Train
     if !crate::run_dir::has_progress(&path)? {
         return Ok(PointStart::Fresh);
     }
-    let step = RunDir { path }.step_metrics()?.last().map_or(0, |m| m.step);
-    Ok(if step >= point.config.run.max_steps { PointStart::Done { step } } else { PointStart::Resume { step } })
+    let run = RunDir { path };
+    let step = run.step_metrics()?.last().map_or(0, |m| m.step);
+    // Done once its last step is saved too: a kill between the last metrics line and its checkpoint
+    // leaves that step to redo.
+    let saved = run.newest_saved()?.map_or(0, |(s, _)| s);
+    Ok(if step >= point.config.run.max_steps && saved >= point.config.run.max_steps { PointStart::Done { step } } else { PointStart::Resume { step } })
 }
 
 /// A markdown table of each run's last step and best reward (runs without metrics say so).
@@ -163,9 +167,13 @@ mod tests {
         assert_eq!(point_start(dir.path(), p).unwrap(), PointStart::Fresh, "a config but no finished step");
         for step in 1..=3 {
             run.append(crate::run_dir::METRICS, &StepMetrics { step, ..crate::metrics::example() }).unwrap();
-            let expected = if step < 3 { PointStart::Resume { step } } else { PointStart::Done { step } };
-            assert_eq!(point_start(dir.path(), p).unwrap(), expected, "after step {step}");
+            assert_eq!(point_start(dir.path(), p).unwrap(), PointStart::Resume { step }, "after step {step}");
         }
+        // Its last step logged but not yet saved (a kill in between): that step is redone.
+        let last = run.path.join("checkpoint-3");
+        std::fs::create_dir_all(&last).unwrap();
+        std::fs::write(last.join("trainer_state.json"), "{}").unwrap();
+        assert_eq!(point_start(dir.path(), p).unwrap(), PointStart::Done { step: 3 }, "once its last step is saved");
         assert_eq!(point_start(dir.path(), &points[1]).unwrap(), PointStart::Fresh, "the other point's run is its own");
     }
 

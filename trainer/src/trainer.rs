@@ -29,7 +29,7 @@ pub struct TrainRequest {
     pub config: TrainConfig,
     /// The run directory (`output_dir/run_name` unless given).
     pub run_dir: PathBuf,
-    /// Continue the run in `run_dir` from its last checkpoint. `config` must then be its saved config but
+    /// Continue the run in `run_dir` from its newest saved state. `config` must then be its saved config but
     /// for `TrainConfig::CHANGEABLE_ON_RESUME` (`TrainConfig::resumed` makes one); the run's `config.toml`
     /// is updated to it.
     pub resume: bool,
@@ -306,6 +306,9 @@ impl RunStep for TrainStep<'_> {
         let config = self.config;
         let (seed, group) = (config.run.seed, config.rollout.num_rollouts);
         let step_started = Instant::now();
+        // The phases are named in the debug log (`AGENTRT_LOG=debug`): where a kill landed, and what the
+        // kill test aims at.
+        tracing::debug!("step {step}: sampling");
         let mut drawn = Drawn::new(self.remote.is_none());
         // The servers sample with the adapters as they are now (after step - 1 updates).
         let served = match (&self.remote, &mut self.publisher) {
@@ -340,6 +343,7 @@ impl RunStep for TrainStep<'_> {
         }
 
         // The update: the kept groups in `mini_batches` parts, each one optimizer step, `update_epochs` times.
+        tracing::debug!("step {step}: update");
         let started = Instant::now();
         let mut update = UpdateStats::default();
         let mut optimizer_s = 0.0;
