@@ -33,8 +33,10 @@ pub struct PolicyOptions {
     #[arg(long, conflicts_with_all = ["baseline", "adapter"])]
     pub policy: Option<String>,
     /// With --policy: play the endpoint the way this adapter was trained (its `agent.json`: prompt,
-    /// demonstration, turns, reply length), e.g. when the server serves that adapter (`agentrt serve`).
-    /// An adapter directory or an `agent.json` file.
+    /// demonstration, turns, reply length). An adapter directory or an `agent.json` file. Default: the
+    /// settings the server lists for the model (`agentrt serve` lists a served adapter's agent.json in
+    /// /v1/models; other servers list none, and the defaults play); a server whose settings differ from
+    /// these is warned of.
     #[arg(long, requires = "policy")]
     pub agent_settings: Option<PathBuf>,
     /// With --policy: send tool output as `tool` messages (rendered by the server with the model's own chat
@@ -82,13 +84,17 @@ impl PolicyOptions {
         let adapter = self.adapter.as_deref().map(|d| agentrt_trainer::warm_start::checked_adapter_dir(d, "--adapter")).transpose()?;
         let agent_file = match (&self.policy, &self.baseline, &adapter) {
             (None, None, Some(dir)) => AgentSettings::read(dir)?,
-            (Some(_), _, _) => match &self.agent_settings {
-                Some(p) => {
-                    let dir = if p.is_file() { p.parent().unwrap_or(p.as_path()) } else { p.as_path() };
-                    Some(AgentSettings::read(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?)
-                }
-                None => None,
-            },
+            (Some(spec), _, _) => {
+                let given = match &self.agent_settings {
+                    Some(p) => {
+                        let dir = if p.is_file() { p.parent().unwrap_or(p.as_path()) } else { p.as_path() };
+                        let settings = AgentSettings::read(dir)?.ok_or_else(|| anyhow::anyhow!("--agent-settings {}: no agent.json there", p.display()))?;
+                        Some((p.as_path(), settings))
+                    }
+                    None => None,
+                };
+                endpoint_settings(spec, given)?
+            }
             _ => None,
         };
         let model = AgentSettings::base_model(self.model.as_deref(), agent_file.as_ref());
@@ -161,6 +167,80 @@ impl PolicyOptions {
             (None, None) => Box::new(RandomPolicy::new(seed)),
         })
     }
+}
+
+/// How the endpoint `spec` plays: `given` (`--agent-settings PATH`, read) or else the settings its first
+/// server lists for the model ([`served_settings`]), warning where the two differ or the server's cannot be
+/// used, naming both.
+fn endpoint_settings(spec: &str, given: Option<(&std::path::Path, AgentSettings)>) -> anyhow::Result<Option<AgentSettings>> {
+    let config = OpenAiPolicyConfig::parse(spec)?;
+    let server = format!("{}/models", config.base_urls[0]);
+    let model = config.model.clone();
+    let served = served_settings(config);
+    Ok(match (given, served) {
+        (Some((path, given)), Some(Ok(served))) => {
+            let differ = differing_keys(&given, &served);
+            if !differ.is_empty() {
+                tracing::warn!(
+                    "--agent-settings {} differs from the agent settings {server} lists for `{model}` (the served adapter's agent.json) in {}: playing --agent-settings",
+                    path.display(),
+                    differ.join(", ")
+                );
+            }
+            Some(given)
+        }
+        (Some((path, given)), Some(Err(why))) => {
+            tracing::warn!("{server} lists agent settings for `{model}` that cannot be used here ({why}): playing --agent-settings {}", path.display());
+            Some(given)
+        }
+        (Some((_, given)), None) => Some(given),
+        (None, Some(Ok(served))) => {
+            tracing::info!("playing `{model}` as {server} lists its agent settings (the served adapter's agent.json); --agent-settings overrides them");
+            Some(served)
+        }
+        (None, Some(Err(why))) => {
+            tracing::warn!(
+                "{server} lists agent settings for `{model}` that cannot be used here ({why}): playing the default prompt and turns; \
+                 pass --agent-settings with the adapter's agent.json to play it as it was trained"
+            );
+            None
+        }
+        (None, None) => None,
+    })
+}
+
+/// The agent settings the first server of `config` lists for its model (`agentrt serve`'s `agent_settings`
+/// in `/v1/models`), or why they cannot be used here; none where the server lists none (vLLM, OpenAI) or
+/// could not be asked (warned of: the evaluation's own requests then say what is wrong).
+fn served_settings(mut config: OpenAiPolicyConfig) -> Option<Result<AgentSettings, String>> {
+    let server = config.base_urls[0].clone();
+    // A list, not a reply: a server that takes longer is not worth the evaluation's wait.
+    config.timeout = config.timeout.min(std::time::Duration::from_secs(30));
+    let asked = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string()).and_then(|runtime| {
+        let policy = OpenAiPolicy::new(config).map_err(|e| e.to_string())?;
+        runtime.block_on(policy.served_agent_settings()).map_err(|e| e.to_string())
+    });
+    let value = match asked {
+        Ok(value) => value?,
+        Err(why) => {
+            tracing::warn!("could not list the models of {server} ({why}): playing without the served adapter's agent settings");
+            return None;
+        }
+    };
+    Some(AgentSettings::from_json(value).and_then(|settings| match &settings.demonstration {
+        // A file of turns is read where the evaluation runs: one only the server has cannot be shown.
+        Demonstration::File(f) if !std::path::Path::new(f).is_file() => Err(format!("its demonstration is the file {f}, which is not on this machine")),
+        _ => Ok(settings),
+    }))
+}
+
+/// The keys of `agent.json` whose values differ between `a` and `b`, except the base model (a client of a
+/// server does not load it).
+fn differing_keys(a: &AgentSettings, b: &AgentSettings) -> Vec<String> {
+    let (a, b) = (serde_json::to_value(a).unwrap_or_default(), serde_json::to_value(b).unwrap_or_default());
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return vec!["(unreadable)".into()] };
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter().filter(|k| k.as_str() != "model" && a.get(*k) != b.get(*k)).cloned().collect()
 }
 
 /// The flags that shape an episode, where given, over `config`: turns (`[rollout]`), and the wiki's system

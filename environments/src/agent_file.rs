@@ -61,10 +61,17 @@ impl AgentSettings {
         }
         let malformed = |reason: String| RolloutError::from(FileError::malformed(path.clone(), reason));
         let text = std::fs::read_to_string(&path).map_err(FileError::io(&path))?;
-        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
-        let object = value.as_object_mut().ok_or_else(|| malformed("not a JSON object".into()))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
+        AgentSettings::from_json(value).map(Some).map_err(malformed)
+    }
+
+    /// The settings an `agent.json` holds, given as JSON (as `agentrt serve` lists them in `/v1/models`), read
+    /// as [`AgentSettings::read`] reads the file; the error says what is wrong, for the caller to name where
+    /// the JSON came from.
+    pub fn from_json(mut value: serde_json::Value) -> Result<AgentSettings, String> {
+        let object = value.as_object_mut().ok_or("not a JSON object")?;
         if let Some(old) = object.remove("limits") {
-            let limits: Limits = serde_json::from_value(old).map_err(|e| malformed(format!("`limits`: {e}")))?;
+            let limits: Limits = serde_json::from_value(old).map_err(|e| format!("`limits`: {e}"))?;
             object.insert("fuel".into(), limits.fuel.into());
             object.insert("memory_mib".into(), (limits.memory_bytes >> 20).into());
             object.insert("timeout_ms".into(), (limits.timeout.as_millis() as u64).into());
@@ -73,24 +80,24 @@ impl AgentSettings {
         object.remove("judge");
         let model = match object.remove("model") {
             Some(serde_json::Value::String(m)) if !m.trim().is_empty() => m,
-            Some(_) => return Err(malformed("`model` must be a model name or path".into())),
-            None => return Err(malformed("missing field `model`".into())),
+            Some(_) => return Err("`model` must be a model name or path".into()),
+            None => return Err("missing field `model`".into()),
         };
         let wiki = WikiSection::default();
         let system_prompt = match object.remove("system_prompt") {
             Some(serde_json::Value::String(p)) if !p.trim().is_empty() => p,
-            Some(_) => return Err(malformed("`system_prompt` must be `short`, `full` or the prompt's text".into())),
+            Some(_) => return Err("`system_prompt` must be `short`, `full` or the prompt's text".into()),
             None => wiki.system_prompt,
         };
         let demonstration = match object.remove("demonstration") {
             Some(serde_json::Value::Bool(d)) => Demonstration::Builtin(d),
             Some(serde_json::Value::String(f)) if !f.trim().is_empty() => Demonstration::File(f),
-            Some(_) => return Err(malformed("`demonstration` must be true, false or a file of turns".into())),
+            Some(_) => return Err("`demonstration` must be true, false or a file of turns".into()),
             None => wiki.demonstration,
         };
-        let spec: EpisodeSpec = serde_json::from_value(value).map_err(|e| malformed(format!("not a valid episode spec: {e}")))?;
-        spec.validate().map_err(malformed)?;
-        Ok(Some(AgentSettings { model, system_prompt, demonstration, spec }))
+        let spec: EpisodeSpec = serde_json::from_value(value).map_err(|e| format!("not a valid episode spec: {e}"))?;
+        spec.validate()?;
+        Ok(AgentSettings { model, system_prompt, demonstration, spec })
     }
 
     /// Writes `dir/agent.json` atomically.

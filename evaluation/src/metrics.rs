@@ -126,9 +126,11 @@ pub struct Metrics {
     pub searched: Rate,
     /// Mean 1-based rank of the gold page in the first search's hits, where found.
     pub mean_gold_rank: Option<f64>,
-    /// Replies holding a program (of all replies).
+    /// Replies holding a program, of the replies that did not give an `<answer>`: the turns where a
+    /// program was due. An answer ends an episode, so counting answers too put a perfect search-then-answer
+    /// episode at 50%. Results written before this counted every reply (`total` tells which).
     pub program_replies: Rate,
-    /// Replies holding a program that ran without error (of all replies).
+    /// Replies holding a program that ran without error, of the same turns as `program_replies`.
     pub runnable_program_replies: Rate,
     /// Episodes whose model wrote a second program after reading the first's output (of episodes with a
     /// program): how often the agent reads on across turns. Absent in results written before it was
@@ -186,6 +188,7 @@ impl Metrics {
         let searched: Vec<(&Episode, &[String])> = with_gold.iter().filter_map(|e| e.first_search_hits().map(|h| (*e, h))).collect();
         let ranks: Vec<usize> = searched.iter().filter_map(|(e, hits)| hits.iter().position(|p| Some(p) == e.question.page.as_ref()).map(|i| i + 1)).collect();
         let replies: Vec<_> = episodes.iter().flat_map(|e| &e.turns).collect();
+        let program_turns = replies.iter().filter(|t| t.action != TurnAction::Answer).count();
         let programs: Vec<_> = replies.iter().filter(|t| t.action == TurnAction::Program).collect();
         let runnable = programs.iter().filter(|t| t.program_error.is_none()).count();
         let programs_by_episode: Vec<usize> = episodes.iter().map(|e| e.turns.iter().filter(|t| t.action == TurnAction::Program).count()).collect();
@@ -224,8 +227,8 @@ impl Metrics {
             search_hit_rate: Rate::new(ranks.len(), searched.len()),
             searched: Rate::new(searched.len(), with_gold.len()),
             mean_gold_rank: (!ranks.is_empty()).then(|| ranks.iter().sum::<usize>() as f64 / ranks.len() as f64),
-            program_replies: Rate::new(programs.len(), replies.len()),
-            runnable_program_replies: Rate::new(runnable, replies.len()),
+            program_replies: Rate::new(programs.len(), program_turns),
+            runnable_program_replies: Rate::new(runnable, program_turns),
             runnable_programs: Some(Rate::new(runnable, programs.len())),
             read_more: Some(Rate::new(read_on, with_program)),
             diversity: Some(Diversity::of(episodes.iter().map(|e| (e.question.id.as_str(), sample_text(e))), thresholds)),
@@ -343,6 +346,22 @@ mod tests {
         let episodes = [episode(&[Program, Answer]), episode(&[Program, Program, Answer]), episode(&[Answer]), episode(&[Program, Program, Program])];
         let r = Metrics::from_episodes(&episodes).read_more.unwrap();
         assert_eq!((r.successes, r.total), (2, 3));
+    }
+
+    /// Programs are counted over the turns that did not answer: search-then-answer episodes have a program
+    /// in every such turn (they read 50% when the answers were counted), a reply with neither a program nor
+    /// an answer is a missed program turn, and an episode that only answered has no program turn.
+    #[test]
+    fn program_replies_are_counted_over_the_turns_that_did_not_answer() {
+        use TurnAction::{Answer, Other, Program};
+        let episode = |actions: &[TurnAction]| episode("q", actions, EpisodeOutcome::WrongAnswer);
+        let searched = [episode(&[Program, Answer]), episode(&[Program, Answer]), episode(&[Program, Program, Answer])];
+        let m = Metrics::from_episodes(&searched);
+        assert_eq!((m.program_replies.successes, m.program_replies.total, m.program_replies.value), (4, 4, 1.0));
+        assert_eq!((m.runnable_program_replies.successes, m.runnable_program_replies.total), (4, 4));
+        let mixed = [episode(&[Program, Answer]), episode(&[Other]), episode(&[Answer]), episode(&[Program, Program, Program])];
+        let m = Metrics::from_episodes(&mixed);
+        assert_eq!((m.program_replies.successes, m.program_replies.total), (4, 5));
     }
 
     #[test]

@@ -116,8 +116,8 @@ pub fn markdown(info: &EvalInfo, m: &Metrics) -> String {
         row("gold answer printed (ceiling)", pct(p));
         row("correct where printed (extraction)", pct(x));
     }
-    row("replies with a program", pct(&m.program_replies));
-    row("replies with a runnable program", pct(&m.runnable_program_replies));
+    row("replies with a program (of replies not answering)", pct(&m.program_replies));
+    row("replies with a runnable program (of replies not answering)", pct(&m.runnable_program_replies));
     if let Some(r) = &m.runnable_programs {
         row("programs that ran (of programs)", pct(r));
     }
@@ -279,7 +279,7 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, EvalError> {
     if let (Some(ra), Some(rb)) = (&ma.runnable_programs, &mb.runnable_programs) {
         num("programs run (of programs written)", ra.value, rb.value);
     }
-    num("replies with a runnable program", ma.runnable_program_replies.value, mb.runnable_program_replies.value);
+    num("replies with a runnable program (of replies not answering)", ma.runnable_program_replies.value, mb.runnable_program_replies.value);
     for k in ma.outcomes.keys().chain(mb.outcomes.keys()).collect::<std::collections::BTreeSet<_>>() {
         let get = |m: &Metrics| m.outcomes.get(k).map_or(0.0, |r| r.value);
         num(&format!("outcome: {k}"), get(&ma), get(&mb));

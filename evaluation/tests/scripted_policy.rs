@@ -35,10 +35,11 @@ async fn runner(max_turns: usize) -> EpisodeRunner {
     agentrt_environments::testing::fixture_runner(EpisodeSpec { max_turns, ..EpisodeSpec::default() }).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scripted_episodes_give_exact_metrics() {
-    let questions = fixture_questions();
-    let scripts: HashMap<String, Vec<String>> = [
+/// Each question's replies: broncos searches, reads and answers right; capital's program fails and it
+/// answers wrong; discoverer replies with neither a program nor an answer; symbol writes programs until
+/// its turns run out.
+fn scripts() -> HashMap<String, Vec<String>> {
+    [
         (
             "broncos",
             vec![
@@ -52,9 +53,14 @@ async fn scripted_episodes_give_exact_metrics() {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_episodes_give_exact_metrics() {
+    let questions = fixture_questions();
     let runner = runner(3).await;
-    let batch = runner.run(&ScriptedPolicy::new(scripts), &questions).await.unwrap();
+    let batch = runner.run(&ScriptedPolicy::new(scripts()), &questions).await.unwrap();
     let e = &batch.episodes;
     assert_eq!(
         e.iter().map(|e| e.outcome).collect::<Vec<_>>(),
@@ -77,8 +83,9 @@ async fn scripted_episodes_give_exact_metrics() {
     assert_eq!(m.searched, Rate::new(2, 4));
     assert_eq!(m.search_hit_rate, Rate::new(1, 2));
     assert_eq!(m.mean_gold_rank, Some(1.0));
-    assert_eq!(m.program_replies, Rate::new(5, 8));
-    assert_eq!(m.runnable_program_replies, Rate::new(4, 8));
+    // Of the 6 replies that did not answer (the two answers are not program turns): 5 programs, 4 ran.
+    assert_eq!(m.program_replies, Rate::new(5, 6));
+    assert_eq!(m.runnable_program_replies, Rate::new(4, 6));
     for (k, n) in [("correct", 1), ("wrong_answer", 1), ("no_answer", 1), ("max_turns", 1)] {
         assert_eq!(m.outcomes[k], Rate::new(n, 4), "{k}");
     }
@@ -107,6 +114,23 @@ async fn scripted_episodes_give_exact_metrics() {
     let table = compare(dir.path(), dir.path()).unwrap();
     assert!(table.contains("| accuracy | 0.250 | 0.250 | +0.000 [-0.494, +0.494] |"), "{table}");
     assert!(table.contains("| answer F1 |"), "{table}");
+}
+
+/// The runner tells as each episode plays its last turn, in the order they end (discoverer at its first
+/// reply, broncos and capital at their second, symbol when its third program has run), each once, and the
+/// batch it plays is the one `run` plays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_tells_as_each_episode_finishes_and_plays_the_same_batch() {
+    let questions = fixture_questions();
+    let runner = runner(3).await;
+    let mut finished = Vec::new();
+    let observed = runner.run_observed(&ScriptedPolicy::new(scripts()), &questions, &mut |i| finished.push(i)).await.unwrap();
+    assert_eq!(finished, [2, 0, 1, 3], "the order the episodes ended in");
+    let plain = runner.run(&ScriptedPolicy::new(scripts()), &questions).await.unwrap();
+    let played = |b: &agentrt_rollout::RolloutBatch| {
+        b.episodes.iter().map(|e| (e.outcome, e.turns.iter().map(|t| (t.reply.clone(), t.observation.clone())).collect::<Vec<_>>())).collect::<Vec<_>>()
+    };
+    assert_eq!(played(&observed), played(&plain));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,7 +132,7 @@ fn judge_error(error: ClientError) -> JudgeError {
         ClientError::Timeout { endpoint, timeout, attempts } => JudgeError::Timeout { endpoint, timeout, attempts },
         ClientError::Connection { endpoint, message, attempts } => JudgeError::Connection { endpoint, message, attempts },
         ClientError::Http { endpoint, status, body, attempts } => JudgeError::Http { endpoint, status, body, attempts, hint: http_hint(status) },
-        ClientError::BadResponse { endpoint, message } => JudgeError::BadResponse { endpoint, message },
+        ClientError::BadResponse { endpoint, message, .. } => JudgeError::BadResponse { endpoint, message },
         ClientError::Client { endpoint, message } => JudgeError::Client { endpoint, message },
         ClientError::InvalidBaseUrl { base_url } => JudgeError::Client { endpoint: base_url, message: "the API base is not an http(s) URL".into() },
     }

@@ -1,5 +1,5 @@
 //! The one HTTP client for OpenAI-compatible servers: every request the judge and the `openai:` policy send
-//! goes through [`Client::post`].
+//! goes through [`Client::post`] (or, for the models list, [`Client::models`]), with the same retries.
 //!
 //! Each attempt is one POST under a timeout that covers the whole exchange (connecting, sending, reading the
 //! body). A non-2xx status is an error carrying the status and the start of the body, so the retry policy
@@ -8,7 +8,8 @@
 //! a reply that is not the JSON asked for.
 
 use crate::wire::{
-    ChatCompletion, ChatCompletionRequest, LoadLoraAdapter, UnloadLoraAdapter, CHAT_COMPLETIONS_PATH, LOAD_LORA_ADAPTER_PATH, UNLOAD_LORA_ADAPTER_PATH,
+    ChatCompletion, ChatCompletionRequest, LoadLoraAdapter, ModelList, UnloadLoraAdapter, CHAT_COMPLETIONS_PATH, LOAD_LORA_ADAPTER_PATH, MODELS_PATH,
+    UNLOAD_LORA_ADAPTER_PATH,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -163,11 +164,13 @@ pub enum ClientError {
         /// How many requests were sent.
         attempts: u32,
     },
-    /// The server answered 2xx with something that is not a chat completion.
-    #[error("{endpoint} sent a reply that is not a chat completion: {message}")]
+    /// The server answered 2xx with something that is not what was asked for.
+    #[error("{endpoint} sent a reply that is not {expected}: {message}")]
     BadResponse {
         /// The URL asked.
         endpoint: String,
+        /// What was asked for: `a chat completion`, `a models list`.
+        expected: &'static str,
         /// What is wrong, with the start of the body.
         message: String,
     },
@@ -301,8 +304,22 @@ impl Client {
     /// Asks for a chat completion and reads it ([`ChatCompletion`]).
     pub async fn chat_completion(&self, request: &ChatCompletionRequest) -> Result<ChatCompletion, ClientError> {
         let text = self.post(CHAT_COMPLETIONS_PATH, request).await?;
-        serde_json::from_str(&text)
-            .map_err(|e| ClientError::BadResponse { endpoint: self.endpoint(CHAT_COMPLETIONS_PATH), message: format!("{e}; body: {}", body_snippet(&text)) })
+        serde_json::from_str(&text).map_err(|e| ClientError::BadResponse {
+            endpoint: self.endpoint(CHAT_COMPLETIONS_PATH),
+            expected: "a chat completion",
+            message: format!("{e}; body: {}", body_snippet(&text)),
+        })
+    }
+
+    /// The models the server lists (`GET /v1/models`), with their cards' fields; retried as a POST is.
+    pub async fn models(&self) -> Result<ModelList, ClientError> {
+        let endpoint = self.endpoint(MODELS_PATH);
+        let text = self.send(&endpoint, None).await?;
+        serde_json::from_str(&text).map_err(|e| ClientError::BadResponse {
+            endpoint,
+            expected: "a models list",
+            message: format!("{e}; body: {}", body_snippet(&text)),
+        })
     }
 
     /// Loads a LoRA adapter on the server (vLLM's `POST /v1/load_lora_adapter`); returns the server's
@@ -322,19 +339,28 @@ impl Client {
         let endpoint = self.endpoint(path);
         let body = serde_json::to_vec(body)
             .map_err(|e| ClientError::Client { endpoint: endpoint.clone(), message: format!("the request could not be written as JSON: {e}") })?;
+        self.send(&endpoint, Some(body.as_slice())).await
+    }
+
+    /// Sends a POST of `body` (a GET without one) to `endpoint`, retrying as [`Retry`] says; returns the
+    /// body of the 2xx reply.
+    async fn send(&self, endpoint: &str, body: Option<&[u8]>) -> Result<String, ClientError> {
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            match self.attempt(&endpoint, &body).await {
+            match self.attempt(endpoint, body).await {
                 Ok(text) => return Ok(text),
                 Err(failure) if failure.is_transient() && attempts <= self.retry.max_retries => tokio::time::sleep(self.retry.backoff(attempts)).await,
-                Err(failure) => return Err(failure.into_error(endpoint, self.timeout, attempts)),
+                Err(failure) => return Err(failure.into_error(endpoint.to_string(), self.timeout, attempts)),
             }
         }
     }
 
-    async fn attempt(&self, endpoint: &str, body: &[u8]) -> Result<String, Failure> {
-        let mut request = self.http.post(endpoint).header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_vec());
+    async fn attempt(&self, endpoint: &str, body: Option<&[u8]>) -> Result<String, Failure> {
+        let mut request = match body {
+            Some(body) => self.http.post(endpoint).header(reqwest::header::CONTENT_TYPE, "application/json").body(body.to_vec()),
+            None => self.http.get(endpoint),
+        };
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }

@@ -26,6 +26,8 @@ pub enum Reply {
 /// One request as the server read it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
+    /// The request line's method, e.g. `POST`.
+    pub method: String,
     /// The request line's path, e.g. `/v1/chat/completions`.
     pub path: String,
     /// The `Authorization` header, when sent.
@@ -179,6 +181,7 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
         buf.extend_from_slice(&chunk[..n]);
     }
     Ok(Some(Request {
+        method: head.split_whitespace().next().unwrap_or_default().to_string(),
         path: head.split_whitespace().nth(1).unwrap_or_default().to_string(),
         authorization: header("authorization"),
         body: serde_json::from_slice(&buf[header_end..]).unwrap_or(serde_json::Value::Null),

@@ -19,6 +19,8 @@ pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
 pub const LOAD_LORA_ADAPTER_PATH: &str = "/load_lora_adapter";
 /// vLLM's dynamic LoRA unloading, under the API base.
 pub const UNLOAD_LORA_ADAPTER_PATH: &str = "/unload_lora_adapter";
+/// The models served, under the API base (`GET`).
+pub const MODELS_PATH: &str = "/models";
 /// The `object` of a whole reply.
 pub const CHAT_COMPLETION_OBJECT: &str = "chat.completion";
 /// The `object` of a streamed reply's chunks.
@@ -280,6 +282,43 @@ pub enum ErrorCode {
     Name(String),
 }
 
+/// `GET /v1/models`' reply: every model the server answers to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelList {
+    /// `list`.
+    #[serde(default)]
+    pub object: String,
+    /// One card per served name.
+    pub data: Vec<ModelCard>,
+}
+
+/// One served model, as `GET /v1/models` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCard {
+    /// The name requests give as their `model`.
+    pub id: String,
+    /// `model`.
+    #[serde(default)]
+    pub object: String,
+    /// When it was made available, in seconds since the Unix epoch.
+    #[serde(default)]
+    pub created: u64,
+    /// Who serves it.
+    #[serde(default)]
+    pub owned_by: String,
+    /// The base model it runs on (vLLM's field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// For a LoRA adapter, the base model it sits on; `null` for a base model (vLLM's field).
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// `agentrt serve`'s own field: the adapter's `agent.json` (how it was trained to play: prompt,
+    /// demonstration, turns, reply length, sandbox bounds), so that a client plays it as it was trained
+    /// without a copy of the file. The server passes it on as it read it; other servers send none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_settings: Option<serde_json::Value>,
+}
+
 /// `POST /v1/load_lora_adapter`'s body (vLLM's dynamic LoRA API).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadLoraAdapter {
@@ -343,6 +382,22 @@ mod tests {
         let entry = TokenLogprob { token: "token_id:5".into(), logprob: Some(f64::from(logprob)), bytes: None, top_logprobs: vec![] };
         let read: TokenLogprob = serde_json::from_str(&serde_json::to_string(&entry).unwrap()).unwrap();
         assert_eq!(read.logprob.map(|l| l as f32), Some(logprob));
+    }
+
+    #[test]
+    fn a_model_card_carries_agent_settings_only_when_there_are_some() {
+        // vLLM's card for a LoRA module: no agent settings, read as none.
+        let vllm = json!({"object": "list", "data": [{"id": "wiki", "object": "model", "created": 1, "owned_by": "vllm", "root": "/m", "parent": "base",
+            "max_model_len": 2048, "permission": []}]});
+        let read: ModelList = serde_json::from_value(vllm).unwrap();
+        assert_eq!((read.data[0].parent.as_deref(), &read.data[0].agent_settings), (Some("base"), &None));
+        let base =
+            ModelCard { id: "base".into(), object: "model".into(), created: 1, owned_by: "agentrt".into(), root: None, parent: None, agent_settings: None };
+        assert_eq!(serde_json::to_value(&base).unwrap(), json!({"id": "base", "object": "model", "created": 1, "owned_by": "agentrt", "parent": null}));
+        let adapter = ModelCard { id: "a".into(), parent: Some("base".into()), agent_settings: Some(json!({"max_turns": 2})), ..base };
+        let written = serde_json::to_value(&adapter).unwrap();
+        assert_eq!(written["agent_settings"], json!({"max_turns": 2}));
+        assert_eq!(serde_json::from_value::<ModelCard>(written).unwrap(), adapter);
     }
 
     #[test]

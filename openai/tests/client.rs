@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use agentrt_openai::loopback_server::{start, Reply};
-use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, LoadLoraAdapter, UnloadLoraAdapter, CHAT_COMPLETIONS_PATH};
+use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, LoadLoraAdapter, UnloadLoraAdapter, CHAT_COMPLETIONS_PATH, MODELS_PATH};
 use agentrt_openai::{Client, ClientConfig, ClientError, Retry};
 use std::time::Duration;
 
@@ -129,4 +129,22 @@ async fn lora_adapters_are_loaded_and_unloaded_by_name() {
     assert_eq!(seen[0].body, serde_json::json!({"lora_name": "m-step-1", "lora_path": "/runs/a/step-1", "load_inplace": true}));
     assert_eq!(seen[1].path, "/v1/unload_lora_adapter");
     assert_eq!(seen[1].body, serde_json::json!({"lora_name": "m-step-1"}));
+}
+
+#[tokio::test]
+async fn the_models_list_is_a_get_read_with_each_cards_agent_settings() {
+    let list = serde_json::json!({"object": "list", "data": [
+        {"id": "base", "object": "model", "created": 1, "owned_by": "agentrt", "parent": null},
+        {"id": "wiki", "object": "model", "created": 1, "owned_by": "agentrt", "parent": "base", "agent_settings": {"model": "base", "max_turns": 2}},
+    ]});
+    let server = start(move |index, _| if index == 0 { Reply::Raw(list.to_string()) } else { Reply::Raw("{\"models\": []}".into()) }).await;
+    let client = client(&server.base_url, Some("sk-test"), 0);
+    let models = client.models().await.unwrap();
+    assert_eq!(models.data.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["base", "wiki"]);
+    assert_eq!((&models.data[0].agent_settings, models.data[1].agent_settings.as_ref().map(|s| &s["max_turns"])), (&None, Some(&serde_json::json!(2))));
+    let seen = server.requests();
+    assert_eq!((seen[0].method.as_str(), seen[0].path.as_str(), seen[0].authorization.as_deref()), ("GET", "/v1/models", Some("Bearer sk-test")));
+    // A body without `data` (not an OpenAI-compatible list) is an error naming the endpoint.
+    let err = client.models().await.unwrap_err();
+    assert!(matches!(err, ClientError::BadResponse { .. }) && err.to_string().contains(&format!("{}{MODELS_PATH}", server.base_url)), "{err}");
 }

@@ -51,7 +51,8 @@ pub struct TurnRecord {
     pub finish: Finish,
     /// Whether it ran a program, answered, or neither.
     pub action: TurnAction,
-    /// Tokens the model wrote in this reply (0 for text-only policies).
+    /// Tokens the model wrote in this reply: the ids sampled, or a server's `usage.completion_tokens` (0 for
+    /// a policy that counts neither: a server that sends no usage, which the `openai:` policy warns of).
     pub reply_tokens: usize,
     /// The program it held, when it held one.
     pub program: Option<String>,
@@ -180,6 +181,20 @@ impl EpisodeRunner {
     /// from the policy's [`TurnPolicy::stream`]; every program runs on a task of its own, concurrently with
     /// the others and with sampling.
     pub async fn run(&self, policy: &dyn TurnPolicy, questions: &[Question]) -> Result<RolloutBatch, RolloutError> {
+        self.run_observed(policy, questions, &mut |_| {}).await
+    }
+
+    /// [`EpisodeRunner::run`], calling `finished(i)` when episode `i` (an index into `questions`) has
+    /// played its last turn, so that a command can show progress while a batch plays rather than after it
+    /// (a batch of a few served episodes ran for half a minute with nothing shown). The episode is graded
+    /// later, with the whole batch. The call only observes: it runs between the loop's steps and changes
+    /// nothing of their order, so a seeded run plays the same with it or without.
+    pub async fn run_observed(
+        &self,
+        policy: &dyn TurnPolicy,
+        questions: &[Question],
+        finished: &mut (dyn FnMut(usize) + Send),
+    ) -> Result<RolloutBatch, RolloutError> {
         if self.spec.max_turns == 0 {
             return Err(RolloutError::Invalid("max_turns must be at least 1".into()));
         }
@@ -214,6 +229,7 @@ impl EpisodeRunner {
                 self.record_run(l, &report);
                 if l.turns.len() == self.spec.max_turns {
                     l.done = true;
+                    finished(i);
                 } else {
                     let observation = l.turns.last().and_then(|t| t.observation.clone()).unwrap_or_default();
                     policy.push_tool_turn(&mut l.conversation, &observation)?;
@@ -228,9 +244,12 @@ impl EpisodeRunner {
                 if l.done || l.turns.len() >= self.spec.max_turns {
                     return Err(RolloutError::Invalid(format!("policy `{}` replied to conversation {i}, which was not waiting for a reply", policy.name())));
                 }
-                if let Some(code) = self.take_reply(policy, l, &reply)? {
-                    let (sandbox, limits) = (self.sandbox.clone(), self.spec.limits());
-                    running.push((i, tokio::spawn(async move { sandbox.run_with_limits(&code, limits).await })));
+                match self.take_reply(policy, l, &reply)? {
+                    Some(code) => {
+                        let (sandbox, limits) = (self.sandbox.clone(), self.spec.limits());
+                        running.push((i, tokio::spawn(async move { sandbox.run_with_limits(&code, limits).await })));
+                    }
+                    None => finished(i),
                 }
             }
         }
@@ -293,7 +312,7 @@ impl EpisodeRunner {
             reply: reply.text.clone(),
             finish: reply.finish.clone(),
             action,
-            reply_tokens: reply.token_ids.len(),
+            reply_tokens: reply.tokens(),
             program,
             observation: None,
             program_error: None,

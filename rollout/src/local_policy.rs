@@ -113,7 +113,7 @@ fn reply_of(c: Completion) -> Result<Reply, RolloutError> {
         FinishReason::Length => Finish::Length,
         FinishReason::Cancelled => return Err(RolloutError::Invalid("a local completion was cancelled, which only a server's observer does".into())),
     };
-    Ok(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish })
+    Ok(Reply { text: c.text, token_ids: c.token_ids, logprobs: c.logprobs, finish, counted_tokens: None })
 }
 
 /// The local policy's [`ReplyStream`]: one [`ContinuousBatch`] for a whole rollout.

@@ -9,7 +9,7 @@ use agentrt_openai::wire::{ChatCompletionRequest, ChatMessage, Choice, LoadLoraA
 use agentrt_openai::{body_snippet, Client, ClientConfig, ClientError, Retry};
 use async_trait::async_trait;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How a tool turn is sent.
@@ -103,6 +103,8 @@ pub struct OpenAiPolicy {
     clients: Vec<Client>,
     /// The next server to ask, so that consecutive calls spread over the servers too.
     next: AtomicUsize,
+    /// Whether a reply without token counts has been warned of (once per policy, not once per reply).
+    warned_no_usage: AtomicBool,
 }
 
 impl OpenAiPolicy {
@@ -121,7 +123,16 @@ impl OpenAiPolicy {
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(endpoint_error)?;
-        Ok(OpenAiPolicy { config, clients, next: AtomicUsize::new(0) })
+        Ok(OpenAiPolicy { config, clients, next: AtomicUsize::new(0), warned_no_usage: AtomicBool::new(false) })
+    }
+
+    /// The agent settings the first server lists for this policy's model in `GET /v1/models` (`agentrt
+    /// serve`'s `agent_settings`: the served adapter's `agent.json`), as JSON; none when the model is not
+    /// listed or its card has none (vLLM's, OpenAI's). The error is the request's: a server that could not
+    /// be asked, or whose list is not one.
+    pub async fn served_agent_settings(&self) -> Result<Option<serde_json::Value>, RolloutError> {
+        let models = self.clients[0].models().await.map_err(endpoint_error)?;
+        Ok(models.data.into_iter().find(|m| m.id == self.config.model).and_then(|m| m.agent_settings))
     }
 
     /// The servers asked.
@@ -204,7 +215,23 @@ impl OpenAiPolicy {
             _ => Finish::EndOfTurn,
         };
         let (token_ids, logprobs) = if self.config.exact_tokens { sampled_tokens(choice).map_err(err)? } else { (vec![], vec![]) };
-        Ok(Reply { text: content, token_ids, logprobs, finish })
+        // The ids are the count when they came; otherwise the server's. A `usage` of 0 beside text is a
+        // server that fills the field without counting (a reply ends on at least its end-of-turn token).
+        let counted = completion.usage.map(|u| u.completion_tokens).filter(|&n| n > 0 || content.is_empty());
+        let counted_tokens = if self.config.exact_tokens { None } else { counted };
+        if !self.config.exact_tokens && counted.is_none() && !self.warned_no_usage.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "{} sent a reply without token counts (`usage.completion_tokens`): this policy's replies count 0 model tokens \
+                 (`reply_tokens`, avg model tokens) rather than a guess; vLLM, agentrt serve, OpenAI, Ollama and llama.cpp send them",
+                client.endpoint(CHAT_COMPLETIONS_PATH)
+            );
+        }
+        Ok(Reply { text: content, token_ids, logprobs, finish, counted_tokens })
+    }
+
+    /// Whether a reply came without token counts (and so counted 0), which was warned of.
+    pub fn missed_token_counts(&self) -> bool {
+        self.warned_no_usage.load(Ordering::Relaxed)
     }
 }
 

@@ -29,12 +29,21 @@ pub struct Reply {
     pub logprobs: Vec<f32>,
     /// Why the reply ended.
     pub finish: Finish,
+    /// How many tokens the model sampled, as a server counted them (`usage.completion_tokens`), for a
+    /// policy that gets the text without the ids; `None` where the ids are the count, or nobody counted.
+    pub counted_tokens: Option<usize>,
 }
 
 impl Reply {
     /// A reply known only as text (remote and scripted policies).
     pub fn text(text: impl Into<String>) -> Reply {
-        Reply { text: text.into(), token_ids: vec![], logprobs: vec![], finish: Finish::EndOfTurn }
+        Reply { text: text.into(), token_ids: vec![], logprobs: vec![], finish: Finish::EndOfTurn, counted_tokens: None }
+    }
+
+    /// Tokens the model wrote in this reply: the server's count when it gave one, else the ids sampled (0
+    /// for a policy with neither, which cannot know).
+    pub fn tokens(&self) -> usize {
+        self.counted_tokens.unwrap_or(self.token_ids.len())
     }
 }
 

@@ -7,7 +7,8 @@ use crate::text_stream::{final_text, TextStream};
 use crate::write_timeout::WriteTimeoutListener;
 use crate::ServeError;
 use agentrt_openai::wire::{
-    ChatCompletion, ChatCompletionChunk, Choice, ChoiceLogprobs, ChunkChoice, Delta, ReplyMessage, Usage, CHAT_COMPLETION_CHUNK_OBJECT, CHAT_COMPLETION_OBJECT,
+    ChatCompletion, ChatCompletionChunk, Choice, ChoiceLogprobs, ChunkChoice, Delta, ModelCard, ModelList, ReplyMessage, Usage, CHAT_COMPLETION_CHUNK_OBJECT,
+    CHAT_COMPLETION_OBJECT,
 };
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::{Rng, SeedableRng};
@@ -28,11 +29,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+/// The file beside a trained adapter that says how it was trained to play (`agentrt_environments::AGENT_FILE`,
+/// which this crate does not depend on; `agentrt serve`'s tests check that the two agree).
+pub const AGENT_FILE: &str = "agent.json";
+
+/// An adapter being served.
+struct ServedAdapter {
+    set: Arc<AdapterSet>,
+    /// Its [`AGENT_FILE`], as read, when it has one: listed in `/v1/models` for clients to play it by.
+    agent_settings: Option<Value>,
+}
+
 /// Everything the routes share: the base model, the adapters by name, the engine's queue.
 pub struct ServerState {
     policy: Arc<Policy>,
     base_name: String,
-    adapters: RwLock<BTreeMap<String, Arc<AdapterSet>>>,
+    adapters: RwLock<BTreeMap<String, ServedAdapter>>,
     engine: mpsc::Sender<Job>,
     stats: Arc<Mutex<EngineStats>>,
     /// Prompt plus completion tokens a request may ask for.
@@ -49,7 +61,6 @@ pub struct ServerState {
     write_timeouts: Arc<AtomicU64>,
     /// When the server started: the `created` of the models it lists.
     started: u64,
-    next_id: AtomicU64,
 }
 
 /// Seconds since the Unix epoch, as OpenAI's `created` fields count.
@@ -99,25 +110,27 @@ impl ServerState {
             write_timeout,
             write_timeouts: Arc::new(AtomicU64::new(0)),
             started: unix_now(),
-            next_id: AtomicU64::new(0),
         }))
     }
 
     /// Serves the adapter at `path` (a PEFT directory, a dual `retain/` + `forget/` one, or a checkpoint
-    /// holding `adapters/`) as `name`. With `replace`, a loaded adapter of that name is swapped; otherwise a
-    /// taken name is an error.
+    /// holding `adapters/`) as `name`, with its [`AGENT_FILE`] when `path` holds one (a JSON object, else an
+    /// error). With `replace`, a loaded adapter of that name is swapped; otherwise a taken name is an error.
     pub fn add_adapter(&self, name: &str, path: &Path, replace: bool) -> Result<(), ServeError> {
         if name == self.base_name || (!replace && self.adapters.read().expect("adapters lock").contains_key(name)) {
             return Err(ServeError::DuplicateName(name.into()));
         }
+        let agent_settings = read_agent_settings(path)?;
         let dir = agentrt_policy::adapter_io::adapters_dir(path);
         let set = AdapterSet::load_peft(&dir, self.policy.config(), self.policy.device()).map_err(|source| ServeError::Adapter {
             name: name.into(),
             path: path.to_path_buf(),
             source: Box::new(source),
         })?;
-        let replaced = self.adapters.write().expect("adapters lock").insert(name.into(), Arc::new(set)).is_some();
-        tracing::info!(name, path = %path.display(), replaced, "adapter loaded");
+        let has_agent_settings = agent_settings.is_some();
+        let served = ServedAdapter { set: Arc::new(set), agent_settings };
+        let replaced = self.adapters.write().expect("adapters lock").insert(name.into(), served).is_some();
+        tracing::info!(name, path = %path.display(), replaced, agent_settings = has_agent_settings, "adapter loaded");
         Ok(())
     }
 
@@ -169,7 +182,7 @@ impl ServerState {
             return Ok(None);
         }
         match self.adapters.read().expect("adapters lock").get(model) {
-            Some(a) => Ok(Some(a.clone())),
+            Some(a) => Ok(Some(a.set.clone())),
             None => Err(ApiError::not_found(format!("The model `{model}` does not exist. Served: {}.", self.model_names().join(", ")))),
         }
     }
@@ -297,16 +310,43 @@ async fn health(State(s): State<Arc<ServerState>>) -> Json<Value> {
     Json(json!({"status": "ok", "engine": s.stats(), "write_timeouts": s.write_timeouts()}))
 }
 
-async fn models(State(s): State<Arc<ServerState>>) -> Json<Value> {
-    let data: Vec<Value> = s
-        .model_names()
-        .into_iter()
-        .map(|id| {
-            let parent = if id == s.base_name { Value::Null } else { json!(s.base_name) };
-            json!({"id": id, "object": "model", "created": s.started, "owned_by": "agentrt", "root": s.base_name, "parent": parent})
-        })
-        .collect();
-    Json(json!({"object": "list", "data": data}))
+async fn models(State(s): State<Arc<ServerState>>) -> Json<ModelList> {
+    let card = |id: &str, parent: Option<String>, agent_settings: Option<Value>| ModelCard {
+        id: id.into(),
+        object: "model".into(),
+        created: s.started,
+        owned_by: "agentrt".into(),
+        root: Some(s.base_name.clone()),
+        parent,
+        agent_settings,
+    };
+    let mut data = vec![card(&s.base_name, None, None)];
+    data.extend(s.adapters.read().expect("adapters lock").iter().map(|(name, a)| card(name, Some(s.base_name.clone()), a.agent_settings.clone())));
+    Json(ModelList { object: "list".into(), data })
+}
+
+/// `path`'s [`AGENT_FILE`] when it has one. The server does not interpret it (that is the client's
+/// `AgentSettings`), but a file a client could not read at all is refused here, where it is named.
+fn read_agent_settings(path: &Path) -> Result<Option<Value>, ServeError> {
+    let file = path.join(AGENT_FILE);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let refused = |reason: String| ServeError::AgentFile { path: file.clone(), reason };
+    let text = std::fs::read_to_string(&file).map_err(|e| refused(e.to_string()))?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) if v.is_object() => Ok(Some(v)),
+        Ok(_) => Err(refused("not a JSON object".into())),
+        Err(e) => Err(refused(format!("not JSON: {e}"))),
+    }
+}
+
+/// A response id no other reply has, on this server or any other start of it (OpenAI's and vLLM's are
+/// unique too): 96 random bits from the thread's OS-seeded generator. A counter restarted at 0 each start
+/// and made a client's logs or caches keyed by id mix up replies of different runs.
+fn response_id() -> String {
+    let bits: u128 = agentrt_policy::rand::rng().random::<u128>() >> 32;
+    format!("chatcmpl-{bits:024x}")
 }
 
 async fn load_adapter(State(s): State<Arc<ServerState>>, body: Bytes) -> Response {
@@ -398,7 +438,7 @@ fn enqueue(s: &ServerState, body: &[u8]) -> Result<Queued, ApiError> {
     let rngs = (0..request.params.n).map(|c| StdRng::seed_from_u64(seed.wrapping_add(c as u64))).collect();
     let (tx, events) = unbounded_channel();
     let prompt_tokens = prompt.len();
-    let id = format!("chatcmpl-{}", s.next_id.fetch_add(1, Ordering::Relaxed));
+    let id = response_id();
     let job = Job {
         id: id.clone(),
         model: request.model.clone(),

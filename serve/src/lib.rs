@@ -22,7 +22,9 @@
 //!   concatenates to exactly the non-streamed one.
 //!
 //! Adapters are served by name, as vLLM names LoRA modules: the request's `model` is the base model's name
-//! or an adapter's. Nothing here knows about the sandbox, episodes or training.
+//! or an adapter's. An adapter's `agent.json` (how it was trained to play) is listed with it in
+//! `/v1/models`, as JSON the server passes on without reading it. Nothing here knows about the sandbox,
+//! episodes or training.
 
 pub mod engine;
 pub mod http;
@@ -31,7 +33,7 @@ pub mod text_stream;
 pub mod write_timeout;
 
 pub use engine::{EngineStats, ServeConfig, DEFAULT_WRITE_TIMEOUT_S};
-pub use http::{router, ServerState};
+pub use http::{router, ServerState, AGENT_FILE};
 
 use std::path::PathBuf;
 
@@ -47,6 +49,14 @@ pub enum ServeError {
         path: PathBuf,
         /// Why loading failed.
         source: Box<agentrt_policy::PolicyError>,
+    },
+    /// An adapter's `agent.json` is there but cannot be passed on to clients.
+    #[error("{}: {reason}", path.display())]
+    AgentFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
     },
     /// An adapter's name is already served (and not to be replaced) or is the base model's.
     #[error("adapter name `{0}` is given twice (or is the base model's name)")]

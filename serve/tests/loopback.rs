@@ -656,3 +656,60 @@ async fn every_rejected_request_is_logged_with_its_reason() {
         assert!(line.contains("WARN"), "{line}");
     }
 }
+
+/// An adapter's `agent.json` is listed with it in `/v1/models` (as the shared client reads it), loaded at
+/// start or at runtime; the base model and an adapter without one list none; a file that is not a JSON
+/// object is refused with the adapter, naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_models_list_carries_each_adapters_agent_settings() {
+    use agentrt_openai::{Client, ClientConfig, Retry};
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["with", "without", "bad"] {
+        trained_adapter_in(&dir.path().join(name));
+    }
+    let settings = json!({"model": "tiny", "system_prompt": "Answer in one word.", "demonstration": false, "max_turns": 2});
+    std::fs::write(dir.path().join("with").join(agentrt_serve::AGENT_FILE), settings.to_string()).unwrap();
+    std::fs::write(dir.path().join("bad").join(agentrt_serve::AGENT_FILE), "[1, 2]").unwrap();
+
+    let (url, state) = start(tiny_policy(Arch::Llama, 3).unwrap(), runtime_lora()).await;
+    state.add_adapter("with", &dir.path().join("with"), false).unwrap();
+    let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": "without", "lora_path": dir.path().join("without")})).await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = post(&url, "/load_lora_adapter", &json!({"lora_name": "bad", "lora_path": dir.path().join("bad")})).await;
+    assert_eq!(status, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("agent.json") && message.contains("not a JSON object"), "{message}");
+
+    let client = Client::new(ClientConfig { base_url: url.clone(), api_key: None, timeout: Duration::from_secs(60), retry: Retry::NEVER }).unwrap();
+    let models = client.models().await.unwrap();
+    let listed: Vec<(&str, Option<&str>, Option<&Value>)> =
+        models.data.iter().map(|m| (m.id.as_str(), m.parent.as_deref(), m.agent_settings.as_ref())).collect();
+    assert_eq!(listed, [("tiny", None, None), ("with", Some("tiny"), Some(&settings)), ("without", Some("tiny"), None)]);
+}
+
+/// Response ids never repeat, within a server or across its starts (they were `chatcmpl-0`, `-1`, …
+/// again at every start), streamed or not.
+#[tokio::test(flavor = "multi_thread")]
+async fn response_ids_do_not_repeat_across_server_starts() {
+    let mut ids = Vec::new();
+    for _start in 0..2 {
+        let (url, _) = start(tiny_policy(Arch::Llama, 3).unwrap(), ServeConfig::default()).await;
+        for _ in 0..2 {
+            let (status, v) = post(&url, "/chat/completions", &body("tiny", json!({"max_tokens": 2}))).await;
+            assert_eq!(status, 200, "{v}");
+            ids.push(v["id"].as_str().unwrap().to_string());
+        }
+        let r =
+            reqwest::Client::new().post(format!("{url}/chat/completions")).json(&body("tiny", json!({"max_tokens": 2, "stream": true}))).send().await.unwrap();
+        let chunks: Vec<Value> = events(r).await.iter().filter(|d| *d != "[DONE]").map(|d| serde_json::from_str(d).unwrap()).collect();
+        let streamed: std::collections::BTreeSet<&str> = chunks.iter().map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(streamed.len(), 1, "every chunk of a reply carries its one id: {streamed:?}");
+        ids.push(streamed.into_iter().next().unwrap().to_string());
+    }
+    for id in &ids {
+        let hex = id.strip_prefix("chatcmpl-").unwrap_or_else(|| panic!("{id}: not chatcmpl-…"));
+        assert!(hex.len() == 24 && hex.chars().all(|c| c.is_ascii_hexdigit()), "{id}: not 96 bits in hex");
+    }
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "an id repeated: {ids:?}");
+}

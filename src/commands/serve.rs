@@ -15,15 +15,17 @@ use std::path::PathBuf;
     then, from any OpenAI client:\n  \
     curl http://127.0.0.1:8000/v1/chat/completions -H 'content-type: application/json' \\\n    \
     -d '{\"model\": \"smollm2-135m-wiki-read\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"temperature\": 0}'\n  \
-    agentrt eval --policy openai:smollm2-135m-wiki-read@http://127.0.0.1:8000/v1 --agent-settings models/smollm2-135m-wiki-read\n\n\
+    agentrt eval --policy openai:smollm2-135m-wiki-read@http://127.0.0.1:8000/v1\n\n\
     A request's `model` picks the base model (--served-model-name) or an adapter by name, as vLLM names LoRA\n\
     modules. Routes: /v1/chat/completions (stream, logprobs, n, seed, stop, top_k), /v1/models,\n\
     /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's dynamic LoRA API: {\"lora_name\", \"lora_path\"};\n\
     only with --allow-runtime-lora, which `agentrt train` on servers needs),\n\
     /health (with the engine's counters). A request joins the running batch at the next decoding step and\n\
     leaves it when it ends; requests for different adapters decode together. Each request is logged when it\n\
-    ends (id, model, tokens, time to first token, total). The server binds loopback unless --host says\n\
-    otherwise; give it an --api-key before it listens beyond.")]
+    ends (id, model, tokens, time to first token, total). An adapter's agent.json is listed with it in\n\
+    /v1/models, and `agentrt eval --policy openai:NAME@URL` plays it by that unless --agent-settings says\n\
+    otherwise. The server binds loopback unless --host says otherwise; give it an --api-key before it\n\
+    listens beyond.")]
 pub struct Args {
     /// An adapter to serve, `NAME=PATH` or `PATH` (named after its directory): a checkpoint of `agentrt
     /// train` / `sft`, a copy of one (`models/...`), or a PEFT adapter directory. Repeat for several.
@@ -130,6 +132,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !loopback && args.api_key.is_none() {
         tracing::warn!("listening on {} without --api-key: anyone who reaches the port can use the model", args.host);
     }
+    // A served adapter's agent.json goes to clients as it is (`/v1/models`): one they would refuse is
+    // refused here, at the start, where the file is named, rather than in every client's evaluation.
+    for (_, path) in &adapters {
+        agentrt_environments::AgentSettings::read(path)?;
+    }
     runtime.block_on(async {
         let state = ServerState::new(policy, base_name.clone(), config)?;
         for (name, path) in &adapters {
@@ -168,4 +175,13 @@ async fn listen(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{addr} resolves to no address"))))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The server lists the file the environments write and read (it does not depend on them).
+    #[test]
+    fn the_server_reads_the_agent_file_the_environments_write() {
+        assert_eq!(agentrt_serve::AGENT_FILE, agentrt_environments::AGENT_FILE);
+    }
 }

@@ -62,6 +62,24 @@ fn wiki_eval_reports_pass_at_k_over_repeated_samples() {
     assert!(md.contains("| pass@3 (over 2 questions) |"), "{md}");
 }
 
+/// Progress comes as each episode ends, not once when its batch is graded: three questions in one batch
+/// (eval's default is 8) give a line at each of 1/3, 2/3 and 3/3 (off a terminal, where every 5% is shown).
+#[test]
+fn eval_shows_progress_as_each_episode_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qs, out) = (questions(dir.path()), dir.path().join("eval"));
+    let played = agentrt()
+        .args(["eval", "--fixture", "--baseline", "random", "--questions", qs.to_str().unwrap(), "--split", "train", "--num-samples", "3"])
+        .args(["--max-turns", "1", "--output-dir", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&played.stderr);
+    assert!(played.status.success(), "{stderr}");
+    let counted: Vec<&str> =
+        stderr.lines().filter_map(|l| l.strip_prefix("eval: ")).filter_map(|l| l.split(" episodes").next().filter(|_| l.contains(" episodes"))).collect();
+    assert_eq!(counted, ["1/3", "2/3", "3/3"], "{stderr}");
+}
+
 #[test]
 fn the_bundled_data_is_found_from_any_folder() {
     let dir = tempfile::tempdir().unwrap();

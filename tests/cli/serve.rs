@@ -1,13 +1,14 @@
 //! `agentrt serve` as users run it, on loopback with tiny random models: it answers with the same tokens as
 //! `agentrt generate` at temperature 0, streamed or not; `agentrt eval --policy openai:` against it plays
-//! the same episodes as `agentrt eval --adapter`; and `agentrt train` samples from two servers, loading
-//! each step's adapter on both and recording the server-trainer log-prob gap.
+//! the same episodes as `agentrt eval --adapter` (the adapter's own agent.json, the same model tokens); its
+//! response ids never repeat across starts; and `agentrt train` samples from two servers, loading each
+//! step's adapter on both and recording the server-trainer log-prob gap.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
-use crate::common::{agentrt, metrics, questions, read_jsonl, set_flag, succeed, tiny_model, train_args};
+use crate::common::{agentrt, metrics, questions, read_json, read_jsonl, set_flag, succeed, tiny_model, train_args};
 
 /// A running `agentrt serve`, killed when dropped.
 struct Server {
@@ -116,6 +117,120 @@ fn eval_through_serve_plays_the_episodes_of_eval_with_the_adapter() {
     let (l, s) = (replies(&local), replies(&served));
     assert_eq!(l.len(), 3);
     assert_eq!(l, s, "the served adapter replied differently from the local one");
+}
+
+/// Each episode's reply tokens as its transcript records them, by question.
+fn reply_tokens(eval_dir: &Path) -> Vec<(String, Vec<u64>)> {
+    let mut r: Vec<(String, Vec<u64>)> = read_jsonl(&eval_dir.join("transcripts.jsonl"))
+        .into_iter()
+        .map(|e| {
+            (e["question"]["id"].as_str().unwrap().to_string(), e["turns"].as_array().unwrap().iter().map(|t| t["reply_tokens"].as_u64().unwrap()).collect())
+        })
+        .collect();
+    r.sort();
+    r
+}
+
+/// A served adapter is played as it was trained without a flag: the server lists its agent.json in
+/// `/v1/models`, and `eval --policy openai:` plays its prompt, turns and reply length, as `eval --adapter`
+/// does, replying alike and counting the same model tokens (the server's `usage`; they were 0). Settings
+/// given with `--agent-settings` that differ from the server's are played, with a warning naming both.
+#[test]
+fn eval_through_serve_plays_the_adapters_own_settings_and_counts_its_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, adapter) = model_and_adapter(dir.path());
+    // None of these is the default (the short prompt, the demonstration, 3 turns, 160 tokens).
+    let trained =
+        serde_json::json!({"model": "tiny", "system_prompt": "You are a terse test agent.", "demonstration": false, "max_turns": 2, "max_new_tokens": 24});
+    std::fs::write(adapter.join("agent.json"), trained.to_string()).unwrap();
+    let qs = questions(dir.path());
+    let server = Server::start(&model, &[format!("trained={}", adapter.display())]);
+    let common = ["eval", "--fixture", "--questions", qs.to_str().unwrap(), "--split", "train"];
+    let local = dir.path().join("local");
+    succeed(agentrt().args(common).args(["--model", model.to_str().unwrap(), "--adapter", adapter.to_str().unwrap(), "--output-dir", local.to_str().unwrap()]));
+    let served = dir.path().join("served");
+    let spec = format!("openai:trained@{}", server.url);
+    let played = agentrt().args(common).args(["--policy", &spec, "--output-dir", served.to_str().unwrap()]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&played.stderr);
+    assert!(played.status.success(), "{stderr}");
+    let warned = stderr.lines().any(|l| l.contains("WARN") && (l.contains("agent settings") || l.contains("token counts")));
+    assert!(!warned, "the served evaluation could not use the server's settings or counts:\n{stderr}");
+
+    let (l, s) = (read_json(&local.join("results.json")), read_json(&served.join("results.json")));
+    assert!(l["info"]["system_prompt"].as_str().unwrap().starts_with("You are a terse test agent."), "{}", l["info"]);
+    for key in ["system_prompt", "demonstration", "max_turns"] {
+        assert_eq!(s["info"][key], l["info"][key], "{key}: the served evaluation did not play the adapter's agent.json");
+    }
+    assert_eq!(replies(&served), replies(&local), "the served adapter replied differently from the local one");
+    let tokens = reply_tokens(&local);
+    assert!(tokens.iter().all(|(_, t)| t.iter().all(|&n| n > 0)), "{tokens:?}");
+    assert_eq!(reply_tokens(&served), tokens, "the served replies' tokens are not the local ones'");
+    let avg = l["metrics"]["avg_model_tokens"].as_f64().unwrap();
+    assert!(avg > 0.0 && s["metrics"]["avg_model_tokens"].as_f64() == Some(avg), "local {avg}, served {}", s["metrics"]["avg_model_tokens"]);
+
+    // Settings of the caller's that are not the server's: played as asked, with both named.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let mut given = trained.clone();
+    given["max_turns"] = 1.into();
+    std::fs::write(other.join("agent.json"), given.to_string()).unwrap();
+    let overridden = dir.path().join("overridden");
+    let played = agentrt()
+        .args(common)
+        .args(["--policy", &spec, "--agent-settings", other.to_str().unwrap(), "--output-dir", overridden.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&played.stderr);
+    assert!(played.status.success(), "{stderr}");
+    let warning = stderr.lines().find(|l| l.contains("WARN") && l.contains("--agent-settings")).unwrap_or_else(|| panic!("no warning:\n{stderr}"));
+    assert!(
+        warning.contains(&other.display().to_string()) && warning.contains(&format!("{}/models", server.url)) && warning.contains("max_turns"),
+        "{warning}"
+    );
+    assert_eq!(read_json(&overridden.join("results.json"))["info"]["max_turns"], 1);
+}
+
+/// Response ids are unique across two starts of the server (they were `chatcmpl-0`, `chatcmpl-1`, … again
+/// at every start), and each request's log line still names its id.
+#[test]
+fn response_ids_never_repeat_across_server_starts_and_name_their_log_lines() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let mut ids = Vec::new();
+    for _start in 0..2 {
+        let (mut child, url) = serve_with_env(&model, &[]);
+        let (lines, logged) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let body = serde_json::json!({"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2});
+        let mine: Vec<String> = (0..2)
+            .map(|_| {
+                let (status, text) = post_blocking(&format!("{url}/chat/completions"), body.clone());
+                assert_eq!(status, 200, "{text}");
+                serde_json::from_str::<serde_json::Value>(&text).unwrap()["id"].as_str().unwrap().to_string()
+            })
+            .collect();
+        // The log line comes as the reply is handed over: wait for it rather than for a fixed time.
+        let mut unseen: Vec<&String> = mine.iter().collect();
+        while !unseen.is_empty() {
+            let line = logged.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|_| panic!("no log line names {unseen:?}"));
+            unseen.retain(|id| !(line.contains(&format!("id={id}")) && line.contains("request done")));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        ids.extend(mine);
+    }
+    for id in &ids {
+        let hex = id.strip_prefix("chatcmpl-").unwrap_or_else(|| panic!("{id}: not chatcmpl-…"));
+        assert!(hex.len() == 24 && hex.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+    }
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "a response id repeated: {ids:?}");
 }
 
 #[test]

@@ -66,9 +66,9 @@ pub struct StepMetrics {
     pub turns: f64,
     /// Tokens the model wrote per episode.
     pub model_tokens: f64,
-    /// Replies holding a program, of all replies.
+    /// Replies holding a program, of the replies that did not answer (the turns where a program was due).
     pub program_replies: f64,
-    /// Replies holding a program that ran without an error, of all replies.
+    /// Replies holding a program that ran without an error, of the replies that did not answer.
     pub runnable_program_replies: f64,
     /// Programs that ran without an error, of all programs (0 when there were none).
     pub programs_ok: f64,

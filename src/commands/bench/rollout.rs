@@ -249,7 +249,7 @@ impl TurnPolicy for PeerPolicy<'_> {
                 let body = if finish == Finish::EndOfTurn { &ids[..ids.len().saturating_sub(1)] } else { &ids[..] };
                 let text = self.policy.tokenizer.decode(body).map_err(|e| RolloutError::Invalid(format!("transformers peer: decode: {e}")))?;
                 // The peer does not return log-probs; the trace needs one per id and nothing here trains on them.
-                Ok(Reply { text, logprobs: vec![0.0; ids.len()], token_ids: ids, finish })
+                Ok(Reply { text, logprobs: vec![0.0; ids.len()], token_ids: ids, finish, counted_tokens: None })
             })
             .collect()
     }

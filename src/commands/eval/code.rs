@@ -63,7 +63,14 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
         let mut passed = 0usize;
         for (b, chunk) in todo.chunks(tasks_per_batch).enumerate() {
             let batch: Vec<Question> = chunk.iter().flat_map(|q| std::iter::repeat_n(q.clone(), n)).collect();
-            let played = runner.run(policy.as_ref(), &batch).await?;
+            // The count is of tasks, which end with their batch; the samples' ends show meanwhile.
+            let mut ended = 0;
+            let played = runner
+                .run_observed(policy.as_ref(), &batch, &mut |_| {
+                    ended += 1;
+                    progress.set_message(format!("{ended}/{} samples of this batch played", batch.len()));
+                })
+                .await?;
             let mut task_lines = String::new();
             let mut sample_lines = String::new();
             for (q, episodes) in chunk.iter().zip(played.episodes.chunks(n)) {

@@ -22,15 +22,17 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
         let pages_missing = environment.check_index(&mut questions).await?;
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(loaded, args.seed, &environment)?;
-        let progress = Progress::new("eval", "questions", questions.len() as u64, 0);
+        // Counted by episode as each ends, not by batch: a batch is all of a small evaluation, and a bar that
+        // moved only when the batch was graded showed nothing for its whole run.
+        let progress = Progress::new("eval", "episodes", (questions.len() * n) as u64, 0);
         let mut all = Vec::with_capacity(questions.len() * n);
         // A question's n samples share a batch (and so its prompt's prefill).
         for chunk in questions.chunks((args.batch_size / n).max(1)) {
             let repeated: Vec<_> = chunk.iter().flat_map(|q| std::iter::repeat_n(q.clone(), n)).collect();
-            let batch = runner.run(policy.as_ref(), &repeated).await?;
+            let batch = runner.run_observed(policy.as_ref(), &repeated, &mut |_| progress.inc(1)).await?;
             all.extend(batch.episodes);
             let correct = all.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
-            progress.set((all.len() / n) as u64, format!("accuracy {:.3}", correct as f64 / all.len() as f64));
+            progress.set(all.len() as u64, format!("accuracy {:.3} over {} graded", correct as f64 / all.len() as f64, all.len()));
         }
         progress.finish_and_clear();
         anyhow::Ok((environment, all, pages_missing))
