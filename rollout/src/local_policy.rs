@@ -28,6 +28,8 @@ use std::sync::Mutex;
 pub struct LocalPolicy<'a> {
     policy: &'a Policy,
     params: SamplingParams,
+    /// Seeds [`LocalPolicy::reply`]'s one stream and each conversation's own stream in [`LocalPolicy::stream`].
+    seed: u64,
     rng: Mutex<StdRng>,
     prefixes: Mutex<PrefixCache>,
 }
@@ -38,6 +40,7 @@ impl<'a> LocalPolicy<'a> {
         LocalPolicy {
             policy,
             params: SamplingParams { n: 1, ..params },
+            seed,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             prefixes: Mutex::new(PrefixCache::new(DEFAULT_PREFIX_CACHE_BYTES)),
         }
@@ -75,10 +78,13 @@ impl TurnPolicy for LocalPolicy<'_> {
     }
 
     /// Continuous batching: a conversation joins the running batch at the next decoding step after it is
-    /// submitted, and its reply comes back the step it ends, while the others go on.
+    /// submitted, and its reply comes back the step it ends, while the others go on. Each conversation
+    /// (its tag: an episode) draws from a stream of its own, seeded by the policy's seed and the tag, so
+    /// its tokens do not depend on which others are sampled beside it or when they join.
     fn stream(&self) -> Box<dyn ReplyStream + '_> {
         let p = self.policy;
-        Box::new(LocalStream { local: self, batch: ContinuousBatch::new(&p.decoder, &p.tokenizer, p.adapters.as_ref()).with_max_live(self.params.max_batch) })
+        let batch = ContinuousBatch::new(&p.decoder, &p.tokenizer, p.adapters.as_ref()).with_max_live(self.params.max_batch);
+        Box::new(LocalStream { local: self, batch, rngs: Vec::new() })
     }
 
     fn token_counts(&self) -> Option<TokenCounts> {
@@ -120,19 +126,29 @@ fn reply_of(c: Completion) -> Result<Reply, RolloutError> {
 struct LocalStream<'s, 'a> {
     local: &'s LocalPolicy<'a>,
     batch: ContinuousBatch<'a>,
+    /// Conversation `tag`'s random stream at index `tag`, made when it is first submitted and kept across
+    /// its turns.
+    rngs: Vec<StdRng>,
+}
+
+/// The seed of conversation `tag`'s stream under a policy seeded `seed`.
+fn conversation_seed(seed: u64, tag: usize) -> u64 {
+    seed ^ (tag as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 #[async_trait]
 impl ReplyStream for LocalStream<'_, '_> {
     fn submit(&mut self, tag: usize, conversation: &Conversation) -> Result<(), RolloutError> {
         let ids = Conversation::trace_ids(&[conversation])?.remove(0);
+        while self.rngs.len() <= tag {
+            self.rngs.push(StdRng::seed_from_u64(conversation_seed(self.local.seed, self.rngs.len())));
+        }
         Ok(self.batch.admit(tag, ids, self.local.params.clone())?)
     }
 
     async fn step(&mut self) -> Result<Vec<(usize, Reply)>, RolloutError> {
-        let mut rng = self.local.rng.lock().expect("rng lock");
         let mut prefixes = self.local.prefixes.lock().expect("prefix cache lock");
-        let done = self.batch.step(&mut Draws::Shared(&mut *rng), &mut |_, _, _| Heard::Continue, Some(&mut prefixes))?;
+        let done = self.batch.step(&mut Draws::PerRow(&mut self.rngs), &mut |_, _, _| Heard::Continue, Some(&mut prefixes))?;
         done.into_iter().map(|c| Ok((c.prompt_index, reply_of(c)?))).collect()
     }
 
@@ -209,5 +225,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Each conversation draws from its own seeded stream: sampled alone or beside others, at a temperature
+    /// that flattens the tiny model's peaked distribution, an episode writes the same tokens; another seed
+    /// writes others.
+    #[test]
+    fn a_conversation_samples_the_same_tokens_alone_or_beside_others() {
+        let policy = tiny_policy(agentrt_policy::Arch::Qwen2, 5).unwrap();
+        let params = SamplingParams { max_tokens: 12, temperature: 8.0, top_k: 0, top_p: 1.0, ..SamplingParams::default() };
+        let sample = |seed: u64, n: usize| {
+            let lp = LocalPolicy::new(&policy, params.clone(), seed);
+            let mut convs: Vec<Conversation> =
+                (0..n).map(|i| Conversation::new(format!("q{i}"), vec![Message::system("S"), Message::user(format!("question {i}?"))])).collect();
+            let mut stream = lp.stream();
+            for (i, c) in convs.iter_mut().enumerate() {
+                lp.begin(c).unwrap();
+                stream.submit(i, c).unwrap();
+            }
+            let mut out = vec![Vec::new(); n];
+            while !stream.is_empty() {
+                for (i, reply) in futures::executor::block_on(stream.step()).unwrap() {
+                    out[i] = reply.token_ids;
+                }
+            }
+            out
+        };
+        let alone = sample(9, 1).remove(0);
+        assert!(alone.iter().any(|&t| t != alone[0]), "one token over and over tells nothing: {alone:?}");
+        let beside = sample(9, 4);
+        assert_eq!(alone, beside[0], "the first episode's tokens changed with the others beside it");
+        assert_ne!(beside[1], beside[2], "two episodes drew the same tokens");
+        assert_ne!(alone, sample(10, 1).remove(0), "another seed drew the same tokens");
     }
 }

@@ -38,8 +38,8 @@ fn train_writes_a_run_and_resumes_exactly() {
         assert!((0.0..=1.0).contains(&l["read_more"].as_f64().unwrap()), "{l}");
     }
 
-    // One step, then a resume to three: the same data order as the straight run. (Losses are not compared:
-    // candle's multi-threaded CPU reductions are not bitwise reproducible, even between two straight runs.)
+    // One step, then a resume to three: the same data order as the straight run (that the adapters and
+    // every metric come out the same is `killed_and_resumed_runs_end_bit_for_bit_as_a_straight_one`'s).
     run_ok(train_args(&model, &qs, &out, "split", 1));
     let resumed = out.join("split");
     // A resume that would change more than the run's length is refused, naming the key, and changes nothing.
@@ -90,6 +90,74 @@ fn kill_nine_mid_run_then_resume() {
     resume.extend(["--resume".to_string(), run.to_str().unwrap().to_string()]);
     kill_nine_then_resume(&train_args(&model, &qs, &out, "killed", 1000), &resume, &run, 4);
     assert!(run.join("checkpoint-4/trainer_state.json").is_file());
+}
+
+/// Determinism by construction: two runs of one config and seed end with the same adapter file, byte for
+/// byte, and the same metrics lines (their `seconds` aside); so does a run killed with SIGKILL three times,
+/// at the instants its debug log names (step 2's sampling, step 3's update, the writing of step 3's resume
+/// state), and resumed each time with a bare `--resume`. The default `run.save_steps` (5) means that the
+/// kills in steps 2 and 3 find no checkpoint: the resume states are what the resumes start from.
+#[test]
+fn killed_and_resumed_runs_end_bit_for_bit_as_a_straight_one() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let args = |name: &str| {
+        let mut a = train_args(&model, &qs, &out, name, 4);
+        let at = a.iter().position(|x| x == "run.save_steps=1").unwrap();
+        a[at] = "run.save_steps=5".into();
+        a
+    };
+    let adapter = |name: &str| std::fs::read(out.join(name).join("checkpoint-4/adapters/adapter_model.safetensors")).unwrap();
+    // Every metric but the clock's.
+    let untimed = |name: &str| -> Vec<serde_json::Value> {
+        metrics(&out.join(name))
+            .into_iter()
+            .map(|mut l| {
+                l.as_object_mut().unwrap().remove("seconds");
+                l
+            })
+            .collect()
+    };
+    run_ok(args("first"));
+    run_ok(args("second"));
+    assert!(untimed("first").iter().any(|l| l["trained_samples"].as_u64().unwrap() > 0), "nothing was trained, so equal adapters show nothing");
+    assert_eq!(untimed("first"), untimed("second"), "two straight runs of one seed logged different metrics");
+    assert!(adapter("first") == adapter("second"), "two straight runs of one seed ended with different adapters");
+
+    // Started, then resumed with a bare --resume after each kill; the last resume runs to the end.
+    let run = out.join("killed");
+    for (kill, marker) in ["step 2: sampling", "step 3: update", "step 3: writing"].iter().enumerate() {
+        let mut command = agentrt();
+        command.args(args("killed")).env("AGENTRT_LOG", "info,agentrt_trainer=debug").stderr(std::process::Stdio::piped());
+        if kill > 0 {
+            command.arg("--resume");
+        }
+        let mut child = command.spawn().unwrap();
+        let mut heard = Vec::new();
+        for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            let found = line.contains(marker);
+            heard.push(line);
+            if found {
+                child.kill().unwrap();
+                break;
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the run ended before `{marker}` could kill it:\n{}", heard.join("\n"));
+        if kill > 0 {
+            assert!(heard.iter().any(|l| l.contains("resuming")), "a bare --resume did not resume:\n{}", heard.join("\n"));
+        }
+        assert!(!run.join("checkpoint-1").exists() && !run.join("checkpoint-2").exists(), "save_steps 5 writes no early checkpoint");
+    }
+    let mut resume = args("killed");
+    resume.push("--resume".into());
+    run_ok(resume);
+    assert_eq!(untimed("first"), untimed("killed"), "the killed and resumed run logged other metrics");
+    assert!(adapter("first") == adapter("killed"), "the killed and resumed run ended with other adapters");
+    let names: Vec<String> = std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("resume-") || n.ends_with(".partial")), "left behind: {names:?}");
 }
 
 /// `agentrt sweep` run again with the same arguments goes on where it stopped: points that reached their
