@@ -160,9 +160,11 @@ impl RunDir {
             if !p.exists() {
                 continue;
             }
-            let kept: Vec<String> =
-                read_jsonl(&p)?.into_iter().filter(|v| v["step"].as_u64().is_none_or(|s| s as usize <= step)).map(|v| v.to_string() + "\n").collect();
-            write_atomic(&p, kept.concat().as_bytes())?;
+            // The kept lines as they were written: parsed and printed again, a float may come back an ulp off
+            // (serde_json's parser is fast, not exact), and a resumed run's rows would differ from a straight one's.
+            let kept: String =
+                read_jsonl_lines(&p)?.into_iter().filter(|(v, _)| v["step"].as_u64().is_none_or(|s| s as usize <= step)).map(|(_, line)| line + "\n").collect();
+            write_atomic(&p, kept.as_bytes())?;
         }
         // The TensorBoard file too: its records of later steps, and a record a kill or a full disk tore, after
         // which TensorBoard would read none of what the resumed run appends.
@@ -334,6 +336,12 @@ fn transcript_markdown(line: &serde_json::Value) -> String {
 }
 
 fn read_jsonl(p: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
+    Ok(read_jsonl_lines(p)?.into_iter().map(|(v, _)| v).collect())
+}
+
+/// The whole lines of a JSON Lines file, each parsed and as written (a torn last line from a kill is
+/// skipped; any other line that does not parse is an error naming it).
+fn read_jsonl_lines(p: &Path) -> Result<Vec<(serde_json::Value, String)>, TrainError> {
     if !p.exists() {
         return Ok(vec![]);
     }
@@ -342,7 +350,7 @@ fn read_jsonl(p: &Path) -> Result<Vec<serde_json::Value>, TrainError> {
     let mut out = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
         match serde_json::from_str(line) {
-            Ok(v) => out.push(v),
+            Ok(v) => out.push((v, line.to_string())),
             // Only the last line can be torn by a kill during its write.
             Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
             Err(e) => return Err(FileError::malformed(p, format!("line {}: {e}", i + 1)).into()),
@@ -420,6 +428,18 @@ mod tests {
         run.truncate_logs_after(2).unwrap();
         let steps: Vec<u64> = run.read_lines(METRICS).unwrap().iter().map(|v| v["step"].as_u64().unwrap()).collect();
         assert_eq!(steps, vec![1, 2]);
+    }
+
+    /// The kept lines are the bytes written: this float comes back an ulp off when parsed and printed again.
+    #[test]
+    fn truncation_keeps_the_lines_it_keeps_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir { path: dir.path().to_path_buf() };
+        run.append(METRICS, &serde_json::json!({"step": 1, "grad_norm": 0.22258451415058977})).unwrap();
+        let written = std::fs::read(dir.path().join(METRICS)).unwrap();
+        run.append(METRICS, &serde_json::json!({"step": 2, "grad_norm": 0.5})).unwrap();
+        run.truncate_logs_after(1).unwrap();
+        assert_eq!(std::fs::read(dir.path().join(METRICS)).unwrap(), written);
     }
 
     #[test]
