@@ -81,7 +81,20 @@ impl RunOptions {
             Some(None) => (config.run_dir(), true),
             None => (config.run_dir(), false),
         };
-        let config = if resume { C::resumed(&run_dir.join(agentrt_trainer::run_dir::CONFIG), file, overrides)? } else { config };
+        let saved = run_dir.join(agentrt_trainer::run_dir::CONFIG);
+        if resume && !saved.is_file() {
+            anyhow::bail!(
+                "--resume: no run to resume in {} (no {} there){}",
+                run_dir.display(),
+                agentrt_trainer::run_dir::CONFIG,
+                if matches!(self.resume, Some(None)) {
+                    "; a bare --resume resumes the run these flags and config name: give the same --output-dir, --run-name and hyperparameters, or --resume RUN_DIR"
+                } else {
+                    ""
+                }
+            );
+        }
+        let config = if resume { C::resumed(&saved, file, overrides)? } else { config };
         if self.print_config {
             print!("{}", config.to_toml());
             return Ok(None);

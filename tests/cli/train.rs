@@ -125,6 +125,13 @@ fn killed_and_resumed_runs_end_bit_for_bit_as_a_straight_one() {
     assert_eq!(untimed("first"), untimed("second"), "two straight runs of one seed logged different metrics");
     assert!(adapter("first") == adapter("second"), "two straight runs of one seed ended with different adapters");
 
+    // A bare --resume of a run that was never started says so.
+    let mut nothing = args("never-started");
+    nothing.push("--resume".into());
+    let refused = agentrt().args(&nothing).output().unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("no run to resume") && said.contains("never-started"), "{said}");
+
     // Started, then resumed with a bare --resume after each kill; the last resume runs to the end.
     let run = out.join("killed");
     for (kill, marker) in ["step 2: sampling", "step 3: update", "step 3: writing"].iter().enumerate() {
