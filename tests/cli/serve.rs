@@ -89,17 +89,23 @@ async fn serve_answers_with_the_tokens_of_generate_streamed_or_not() {
     }
 }
 
-fn replies(eval_dir: &Path) -> Vec<(String, Vec<String>)> {
-    let mut r: Vec<(String, Vec<String>)> = read_jsonl(&eval_dir.join("transcripts.jsonl"))
+/// One field of each turn of each episode an evaluation's transcript records, by question.
+fn turn_fields<T: Ord>(eval_dir: &Path, field: impl Fn(&serde_json::Value) -> T) -> Vec<(String, Vec<T>)> {
+    let mut r: Vec<(String, Vec<T>)> = read_jsonl(&eval_dir.join("transcripts.jsonl"))
         .into_iter()
         .map(|v| {
             let e = if v["episode"].is_null() { v } else { v["episode"].clone() };
-            let turns = e["turns"].as_array().unwrap().iter().map(|t| t["reply"].as_str().unwrap().to_string()).collect();
+            let turns = e["turns"].as_array().unwrap().iter().map(&field).collect();
             (e["question"]["id"].as_str().unwrap().to_string(), turns)
         })
         .collect();
     r.sort();
     r
+}
+
+/// Each episode's replies, by question.
+fn replies(eval_dir: &Path) -> Vec<(String, Vec<String>)> {
+    turn_fields(eval_dir, |t| t["reply"].as_str().unwrap().to_string())
 }
 
 #[test]
@@ -121,14 +127,7 @@ fn eval_through_serve_plays_the_episodes_of_eval_with_the_adapter() {
 
 /// Each episode's reply tokens as its transcript records them, by question.
 fn reply_tokens(eval_dir: &Path) -> Vec<(String, Vec<u64>)> {
-    let mut r: Vec<(String, Vec<u64>)> = read_jsonl(&eval_dir.join("transcripts.jsonl"))
-        .into_iter()
-        .map(|e| {
-            (e["question"]["id"].as_str().unwrap().to_string(), e["turns"].as_array().unwrap().iter().map(|t| t["reply_tokens"].as_u64().unwrap()).collect())
-        })
-        .collect();
-    r.sort();
-    r
+    turn_fields(eval_dir, |t| t["reply_tokens"].as_u64().unwrap())
 }
 
 /// A served adapter is played as it was trained without a flag: the server lists its agent.json in

@@ -45,6 +45,8 @@ pub const CONFIG: &str = "config.toml";
 /// tools listed), the demonstration's turns, the episode spec, the reply format, stop strings and grader.
 pub const ENVIRONMENT: &str = "environment.json";
 const STATE: &str = "trainer_state.json";
+/// The logs a run appends to, one JSON line a record, each record's `step` saying which step wrote it.
+const LOGS: [&str; 4] = [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL];
 /// The name of a checkpoint's directory before its step (`checkpoint-N`).
 const CHECKPOINT_PREFIX: &str = "checkpoint-";
 /// The name of a resume state's directory before its step (`resume-N`).
@@ -143,7 +145,7 @@ impl RunDir {
     /// Drops every log line and the TensorBoard file: a resume with nothing saved starts the run over, and
     /// what it logged before its first saved step (the held-out slice at step 0 among it) is written again.
     pub fn clear_logs(&self) -> Result<(), TrainError> {
-        for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL, agentrt_tensorboard::EVENT_FILE] {
+        for file in LOGS.into_iter().chain([agentrt_tensorboard::EVENT_FILE]) {
             let p = self.path.join(file);
             if p.exists() {
                 std::fs::remove_file(&p).map_err(io_err(&p))?;
@@ -155,7 +157,7 @@ impl RunDir {
     /// Drops log lines and TensorBoard records of steps after `step` (they belong to work a resume redoes),
     /// atomically.
     pub fn truncate_logs_after(&self, step: usize) -> Result<(), TrainError> {
-        for file in [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL] {
+        for file in LOGS {
             let p = self.path.join(file);
             if !p.exists() {
                 continue;
@@ -305,12 +307,12 @@ fn clear_unstarted(dir: &Path) -> Result<(), TrainError> {
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
-        let ours = [CONFIG, ENVIRONMENT, METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL].contains(&name.as_str())
+        let ours = [CONFIG, ENVIRONMENT].contains(&name.as_str())
+            || LOGS.contains(&name.as_str())
             || name == agentrt_tensorboard::EVENT_FILE
             || name == crate::plot::CURVES
             || name == crate::external::SERVED_ADAPTERS
-            || (name.starts_with(&format!(".{CHECKPOINT_PREFIX}")) && name.ends_with(".partial"))
-            || (name.starts_with(&format!(".{RESUME_PREFIX}")) && name.ends_with(".partial"));
+            || ([CHECKPOINT_PREFIX, RESUME_PREFIX].iter().any(|p| name.starts_with(&format!(".{p}"))) && name.ends_with(".partial"));
         if !ours {
             continue;
         }
