@@ -103,6 +103,24 @@ impl Bm25 {
         out
     }
 
+    /// The distinct analysed terms of a text (for scoring it against a query's [`Bm25::terms`]).
+    pub fn term_set(&self, text: &str) -> HashSet<String> {
+        let mut analyzer = self.index.tokenizers().get(ANALYZER).unwrap_or_else(analyzer);
+        let mut stream = analyzer.token_stream(text);
+        let mut out = HashSet::new();
+        while stream.advance() {
+            out.insert(stream.token().text.clone());
+        }
+        out
+    }
+
+    /// BM25's idf of an analysed term over every section ([`crate::passages::idf`]).
+    pub fn corpus_idf(&self, term: &str) -> Result<f32, SearchError> {
+        let searcher = self.reader.searcher();
+        let df = searcher.doc_freq(&Term::from_field_text(self.fields.body, term))?;
+        Ok(crate::passages::idf(searcher.num_docs() as usize, df as usize))
+    }
+
     /// The best `k` sections for `query`: (section row, BM25 score), best first.
     pub fn top_k(&self, query: &str, k: usize) -> Result<Vec<(usize, f32)>, SearchError> {
         let terms = self.terms(query);

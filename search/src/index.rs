@@ -13,10 +13,11 @@ use crate::error::SearchError;
 use crate::hybrid::{self, Fusion, SearchMode};
 use crate::ingest;
 use crate::manifest::{FileSum, Inputs, Manifest, FORMAT_VERSION, MANIFEST_FILE};
+use crate::passages;
 use crate::query_encoder::QueryEncoder;
 use crate::sections::{self, ChunkParams};
 use crate::vectors::{VectorStore, VECTORS_FILE};
-pub use agentrt_tool_types::{PageHit, SectionRef};
+pub use agentrt_tool_types::{PageHit, PassageHit, SectionRef};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -351,6 +352,59 @@ impl WikiIndex {
         Ok(self.hits(&ranked, k, &best))
     }
 
+    /// The `k` passages (sentences) of one page that best answer `query`, best first: the query's words
+    /// weighed by how rare they are in the corpus and in the page (see [`crate::passages`]). A query with
+    /// no searchable word is an error, as for `search_pages`; a page holding none of its words gives none.
+    pub fn search_passages(&self, page_id: &str, query: &str, k: usize) -> Result<Vec<PassageHit>, SearchError> {
+        let page = &self.catalog.pages[self.catalog.page(page_id.trim())?];
+        if query.trim().is_empty() {
+            return Err(SearchError::EmptyQuery);
+        }
+        let terms = self.bm25.terms(query);
+        let mut idf = HashMap::new();
+        for t in &terms {
+            idf.insert(t.as_str(), self.bm25.corpus_idf(t)?);
+        }
+        let rows = page.first..page.first + page.count;
+        let texts: Vec<&str> = self.catalog.sections[rows.clone()].iter().map(|s| s.text.as_str()).collect();
+        let ranked = passages::rank_passages(&texts, &terms, |t| idf[t], |text| self.bm25.term_set(text), k);
+        Ok(ranked
+            .into_iter()
+            .map(|p| PassageHit { section_id: self.catalog.sections[rows.start + p.section].id.clone(), text: p.text, score: p.score })
+            .collect())
+    }
+
+    /// The text of a section row.
+    pub fn section_text(&self, section: usize) -> &str {
+        &self.catalog.sections[section].text
+    }
+
+    /// A page's characters of text and number of sections.
+    pub fn page_size(&self, page: usize) -> (usize, usize) {
+        let p = &self.catalog.pages[page];
+        (self.catalog.sections[p.first..p.first + p.count].iter().map(|s| s.text.chars().count()).sum(), p.count)
+    }
+
+    /// A page's section rows in the corpus BM25's order for `query` (the order `search_pages` picks a
+    /// hit's section from); sections BM25 does not rank follow in reading order.
+    pub fn bm25_section_order(&self, page: usize, query: &str) -> Result<Vec<usize>, SearchError> {
+        let ranked = self.bm25_sections(query)?.into_iter().map(|(s, _)| s).filter(|&s| self.catalog.sections[s].page == page);
+        Ok(with_the_rest(ranked, self.page_rows(page)))
+    }
+
+    /// A page's section rows ordered by their best passage for `query` (see [`WikiIndex::search_passages`]);
+    /// sections with none follow in reading order.
+    pub fn passage_section_order(&self, page: usize, query: &str) -> Result<Vec<usize>, SearchError> {
+        let passages = self.search_passages(&self.catalog.pages[page].id, query, usize::MAX)?;
+        let ranked = passages.iter().map(|p| self.catalog.section(&p.section_id)).collect::<Result<Vec<_>, _>>()?;
+        Ok(with_the_rest(ranked.into_iter(), self.page_rows(page)))
+    }
+
+    fn page_rows(&self, page: usize) -> std::ops::Range<usize> {
+        let p = &self.catalog.pages[page];
+        p.first..p.first + p.count
+    }
+
     /// The sections of a page, in order, with their ids and titles.
     pub fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, SearchError> {
         let p = &self.catalog.pages[self.catalog.page(page_id.trim())?];
@@ -362,6 +416,14 @@ impl WikiIndex {
         let s = self.catalog.section(section_id.trim())?;
         Ok(self.catalog.sections[s].text.clone())
     }
+}
+
+/// `ranked` without repeats, then the rows of `all` it lacks, in order.
+fn with_the_rest(ranked: impl Iterator<Item = usize>, all: std::ops::Range<usize>) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut order: Vec<usize> = ranked.filter(|&s| seen.insert(s)).collect();
+    order.extend(all.filter(|s| !seen.contains(s)));
+    order
 }
 
 /// The inputs a build from `corpus_sha256` with `opts` would record.

@@ -26,3 +26,15 @@ pub struct SectionRef {
     /// The section's heading, or its first words.
     pub title: String,
 }
+
+/// One passage of a page, as `search_passages` ranks them: a sentence holding some of the query's words.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassageHit {
+    /// The section the sentence is in (the id to pass to `read_section` for the whole section).
+    pub section_id: String,
+    /// The sentence.
+    pub text: String,
+    /// Higher is better: the query's words it holds, weighed by how rare they are in the corpus and in
+    /// the page.
+    pub score: f32,
+}

@@ -1,0 +1,189 @@
+//! Who matches (part five): the passages of one page that answer a query, for `search_passages`.
+//!
+//! A page search finds the right page for nine questions in ten, but on a long article the words that
+//! picked the page (its own name, "Luther", "Kenya") are in every section, so they cannot pick the
+//! section. Inside a page the words that matter are the ones the page uses rarely. A passage is one
+//! sentence, and its score is the sum over the query's distinct terms it holds of
+//! `idf_corpus(t) · idf_page(t)`: the corpus's BM25 idf (rare in the language) times the same formula
+//! over the page's sections (rare in this page), so "born" outweighs "Tesla" on Tesla's page. A sentence
+//! also earns a quarter of its neighbours' own scores in the same section ([`NEIGHBOUR_SHARE`]): the
+//! answer is often the sentence after the one that repeats the question.
+//!
+//! Measured as the share of the 8,313 train and dev questions whose gold answer is printed by a program
+//! that prints the top page's best passages within 1,100 characters and the second page's within 400
+//! (a prototype of this ranking): 89.4%, against 79.5% for the scan program that prints the top hit's
+//! best section whole; the neighbours' share adds a point, corpus idf alone (no page idf) loses three.
+//!
+//! Sentences are cut at `.`, `!` or `?` followed by white space and a capital, a digit or an opening
+//! quote, unless the word before is a known abbreviation or a single letter ("St. Johns", "U.S. 510",
+//! "Pierce v. Society"), and at line breaks.
+
+use std::collections::{HashMap, HashSet};
+
+/// The part of each neighbouring sentence's own score a sentence earns.
+pub const NEIGHBOUR_SHARE: f32 = 0.25;
+
+/// Words after which a full stop does not end a sentence (compared lowercased, without the stop).
+const ABBREVIATIONS: &[&str] = &[
+    "st", "mr", "mrs", "ms", "dr", "jr", "sr", "vs", "v", "no", "u.s", "u.k", "e.g", "i.e", "c", "ca", "mt", "ft", "gen", "gov", "col", "lt", "sgt", "rev",
+    "inc", "co", "corp", "ltd", "jan", "feb", "mar", "apr", "aug", "sept", "sep", "oct", "nov", "dec", "etc", "al", "approx", "fig", "vol", "pp",
+];
+
+/// One sentence of a page that holds some of the query's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Passage {
+    /// The section's index among the sections given to [`rank_passages`].
+    pub section: usize,
+    /// The sentence, trimmed.
+    pub text: String,
+    /// Higher is better: weighted query terms held, plus the neighbours' share.
+    pub score: f32,
+}
+
+/// The sentences of `text`, in order, trimmed, empty ones dropped (see the module's documentation).
+pub fn split_sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let bytes = line.as_bytes();
+        let mut start = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            if matches!(bytes[i], b'.' | b'!' | b'?') {
+                // Closing quotes and brackets stay with the sentence they close.
+                let mut end = i + 1;
+                while end < bytes.len() && matches!(bytes[end], b'"' | b')' | b'\'') {
+                    end += 1;
+                }
+                if line[end..].starts_with("\u{201d}") {
+                    end += "\u{201d}".len();
+                }
+                let rest = &line[end..];
+                let next = rest.trim_start();
+                let spaced = rest.len() > next.len();
+                let opens = next.chars().next().is_some_and(|c| c.is_uppercase() || c.is_ascii_digit() || matches!(c, '"' | '(' | '\u{201c}' | '\''));
+                if spaced && opens && !(bytes[i] == b'.' && ends_with_abbreviation(&line[start..i])) {
+                    out.push(line[start..end].trim());
+                    start = end;
+                }
+                i = end;
+            } else {
+                i += 1;
+            }
+        }
+        out.push(line[start..].trim());
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+fn ends_with_abbreviation(before_stop: &str) -> bool {
+    let word = before_stop.rsplit(|c: char| c.is_whitespace() || c == '(' || c == '"').next().unwrap_or("");
+    let word = word.to_lowercase();
+    (word.chars().count() == 1 && word.chars().all(char::is_alphabetic)) || ABBREVIATIONS.contains(&word.as_str())
+}
+
+/// BM25's idf: `ln(1 + (n − df + ½) / (df + ½))`, for a term in `df` of `n` documents.
+pub fn idf(n: usize, df: usize) -> f32 {
+    let (n, df) = (n as f32, df as f32);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The passages of one page for a query, best first (ties in reading order), those holding no query
+/// term left out, at most `k`.
+///
+/// `sections` are the page's section texts in order; `terms` the query's analysed terms (distinct);
+/// `corpus_idf` a term's idf over the whole corpus; `analyze` the terms of a text, analysed as the
+/// query was.
+pub fn rank_passages(
+    sections: &[&str],
+    terms: &[String],
+    corpus_idf: impl Fn(&str) -> f32,
+    analyze: impl Fn(&str) -> HashSet<String>,
+    k: usize,
+) -> Vec<Passage> {
+    if terms.is_empty() || k == 0 {
+        return Vec::new();
+    }
+    let mut sentences: Vec<(usize, &str, HashSet<String>)> = Vec::new();
+    let mut page_df: HashMap<&str, usize> = HashMap::new();
+    for (s, text) in sections.iter().enumerate() {
+        let in_section = analyze(text);
+        for t in terms {
+            if in_section.contains(t) {
+                *page_df.entry(t.as_str()).or_default() += 1;
+            }
+        }
+        sentences.extend(split_sentences(text).into_iter().map(|sentence| (s, sentence, analyze(sentence))));
+    }
+    let weight: HashMap<&str, f32> =
+        terms.iter().map(|t| (t.as_str(), corpus_idf(t) * idf(sections.len(), page_df.get(t.as_str()).copied().unwrap_or(0)))).collect();
+    let own: Vec<f32> = sentences.iter().map(|(_, _, held)| terms.iter().filter(|t| held.contains(*t)).map(|t| weight[t.as_str()]).sum()).collect();
+    let mut scored: Vec<(f32, usize)> = own
+        .iter()
+        .enumerate()
+        .filter(|&(_, &o)| o > 0.0)
+        .map(|(i, &o)| {
+            let same_section = |j: usize| sentences.get(j).is_some_and(|n| n.0 == sentences[i].0);
+            let around: f32 = [i.wrapping_sub(1), i + 1].into_iter().filter(|&j| same_section(j)).map(|j| own[j]).sum();
+            (o + NEIGHBOUR_SHARE * around, i)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().take(k).map(|(score, i)| Passage { section: sentences[i].0, text: sentences[i].1.to_string(), score }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> HashSet<String> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    }
+
+    #[test]
+    fn sentences_end_at_stops_before_capitals_not_at_abbreviations() {
+        let text = "Jacksonville lies on the St. Johns River. See Pierce v. Society of Sisters, 268 U.S. 510 (1925). It rains!\n\"Quoted.\" Then 1964 came.";
+        assert_eq!(
+            split_sentences(text),
+            vec![
+                "Jacksonville lies on the St. Johns River.",
+                "See Pierce v. Society of Sisters, 268 U.S. 510 (1925).",
+                "It rains!",
+                "\"Quoted.\"",
+                "Then 1964 came."
+            ]
+        );
+        assert_eq!(split_sentences("Version 2.5 is out. J. R. R. Tolkien wrote."), vec!["Version 2.5 is out.", "J. R. R. Tolkien wrote."]);
+        assert!(split_sentences(" \n\n ").is_empty());
+    }
+
+    #[test]
+    fn words_rare_in_the_page_decide() {
+        // "tesla" is in every section, so it weighs nothing inside the page; "born" picks the sentence.
+        let sections = ["Tesla wrote many articles. Tesla also wrote books.", "Tesla was born in 1856 in Smiljan. He studied in Graz.", "Tesla died in 1943."];
+        let terms: Vec<String> = ["tesla", "born"].iter().map(|t| t.to_string()).collect();
+        let ranked = rank_passages(&sections, &terms, |_| 1.0, words, 10);
+        assert_eq!(ranked[0].text, "Tesla was born in 1856 in Smiljan.");
+        assert_eq!(ranked[0].section, 1);
+        // The sentence after it holds no term: left out; the others hold only "tesla", weighed near zero.
+        assert!(ranked.iter().all(|p| p.text != "He studied in Graz."));
+        assert!(ranked[1..].iter().all(|p| p.score < ranked[0].score / 2.0), "{ranked:?}");
+    }
+
+    #[test]
+    fn neighbours_lend_a_quarter_and_ties_keep_reading_order() {
+        let sections = ["Alpha one. Beta two. Gamma three.", "Beta again."];
+        let terms: Vec<String> = ["alpha", "beta"].iter().map(|t| t.to_string()).collect();
+        let ranked = rank_passages(&sections, &terms, |_| 1.0, words, 10);
+        let w_alpha = idf(2, 1);
+        let w_beta = idf(2, 2);
+        let by_text = |t: &str| ranked.iter().find(|p| p.text == t).unwrap().score;
+        assert!((by_text("Alpha one.") - (w_alpha + NEIGHBOUR_SHARE * w_beta)).abs() < 1e-6);
+        assert!((by_text("Beta two.") - (w_beta + NEIGHBOUR_SHARE * w_alpha)).abs() < 1e-6);
+        // "Beta again." is alone in its section: no neighbour across the section boundary.
+        assert!((by_text("Beta again.") - w_beta).abs() < 1e-6);
+        assert_eq!(ranked.len(), 3, "gamma holds no term");
+        assert_eq!(rank_passages(&sections, &terms, |_| 1.0, words, 1).len(), 1);
+        assert!(rank_passages(&sections, &[], |_| 1.0, words, 5).is_empty());
+    }
+}
