@@ -29,7 +29,7 @@
 #        OUT=bench/learning (tables, plots, stage times)   N_PASS=0 dev questions played 8 times at the RL
 #        temperature by the SFT adapter, for pass@8 beside pass@1 (0: skipped)
 #        SFT_ADAPTER= (a shipped SFT adapter, e.g. models/qwen2.5-coder-0.5b-wiki-scan-sft: no SFT stage, RL
-#        starts from it)
+#        starts from it)   SFT_ONLY=0 (1: stop once the SFT adapter's evaluations stand, before RL)
 # The campaign of issue 59 (Qwen on the lean scan program; hours, several sittings, so its work lives in the
 # cache, which outlives a checkout; run it again and it goes on where it stopped; RL starts from the SFT
 # checkpoint of lowest validation loss, 100 of 150):
@@ -40,6 +40,11 @@
 #        OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 #        (the stages to the RL long run's checkpoint 16 ran on `agentrt`, a copy of the b8f9ae5 build; the rest
 #        on `agentrt-18bf9f4`, the same arithmetic plus the entropy proxy and read-on share in metrics.jsonl)
+# The SFT start of "Find the passage" (the find program: search_passages, one tool call), the same recipe:
+#        STYLE=find PROMPT_FILE=bench/learning_prompt_find.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
+#        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 SFT_ONLY=1
+#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-find AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-find/agentrt-<commit>
+#        OUT=bench/learning/campaign/qwen-find bench/learning.sh
 #        Its first machine's cache was lost at the long run's step ~30 (the evidence to there is committed); it
 #        goes on, on another machine, from the shipped SFT adapter at the sweep's winning rate, without the sweep:
 #        SFT_ADAPTER=models/qwen2.5-coder-0.5b-wiki-scan-sft N_PASS=0 RL_SWEEP_LRS= RL_LR=3e-5 and the rest as
@@ -152,6 +157,10 @@ fi
 if [ "$SFT_LAST" != "$SFT_CKPT" ]; then
   stage eval-sft-last "$WORK/eval/sft-last/results.json" "$AGENTRT" "${EVAL[@]}" --adapter "$SFT_LAST" --output-dir "$WORK/eval/sft-last"
   SFT_LAST_ROW="SFT ($(basename "$SFT_LAST"))=$WORK/eval/sft-last"
+fi
+if [ "${SFT_ONLY:-0}" = 1 ]; then
+  echo "== SFT_ONLY=1: the SFT rows stand ($WORK/eval); stopping before RL" >&2
+  exit
 fi
 
 # RL plays the adapter exactly as SFT trained it (its agent.json, turned into --set overrides), from that

@@ -2,10 +2,10 @@
 //! that measurements of the sandbox do not include the search index. Not the product: the real tools
 //! are served by `agentrt-search`.
 
-use crate::tool_host::{PageHit, SectionRef, ToolFailure, ToolHost};
+use crate::tool_host::{PageHit, PassageHit, SectionRef, ToolFailure, ToolHost};
 
 /// Three short pages with two sections each; search scores by counting query words in the title and
-/// text.
+/// text, and a passage (a section's text cut at ". ") by counting them in it, from every page or one.
 pub struct FixtureTools {
     pages: Vec<FixturePage>,
 }
@@ -28,6 +28,10 @@ impl Default for FixtureTools {
 }
 
 impl FixtureTools {
+    fn page(&self, page_id: &str) -> Result<&FixturePage, ToolFailure> {
+        self.pages.iter().find(|p| p.id == page_id).ok_or_else(|| ToolFailure::NotFound(format!("no page with id `{page_id}`")))
+    }
+
     /// The same corpus and the same three tools as plain Python functions, for the benchmark's peer:
     /// a program that runs here runs there unchanged.
     pub fn python_source(&self) -> String {
@@ -46,6 +50,20 @@ def search_pages(query, k=5):
             hits.append({{"page_id": p["id"], "title": p["title"], "score": score, "section_id": best[0]}})
     hits.sort(key=lambda h: (-h["score"], h["page_id"]))
     return hits[:k]
+def search_passages(query, page_id=None, k=10):
+    words = query.lower().split()
+    if page_id is not None and not any(p["id"] == page_id for p in PAGES):
+        raise LookupError("search_passages: no page with id " + page_id)
+    found = []
+    for p in PAGES:
+        if page_id is None or p["id"] == page_id:
+            for s in p["sections"]:
+                for sentence in s[2].split(". "):
+                    score = float(sum(1 for w in words if w in sentence.lower()))
+                    if score > 0:
+                        found.append({{"page_id": p["id"], "section_id": s[0], "text": sentence, "score": score}})
+    found.sort(key=lambda f: -f["score"])
+    return found[:k]
 def view_sections(page_id):
     for p in PAGES:
         if p["id"] == page_id:
@@ -89,8 +107,33 @@ impl ToolHost for FixtureTools {
         Ok(hits)
     }
 
+    async fn search_passages(&self, query: &str, page_id: Option<&str>, k: usize) -> Result<Vec<PassageHit>, ToolFailure> {
+        if query.trim().is_empty() {
+            return Err(ToolFailure::BadArgument("the query is empty".into()));
+        }
+        let pages: Vec<&FixturePage> = match page_id {
+            Some(id) => vec![self.page(id)?],
+            None => self.pages.iter().collect(),
+        };
+        let words: Vec<String> = query.to_lowercase().split_whitespace().map(String::from).collect();
+        let mut found: Vec<PassageHit> = pages
+            .into_iter()
+            .flat_map(|page| page.sections.iter().map(move |s| (page, s)))
+            .flat_map(|(page, s)| s.2.split(". ").map(move |sentence| (page, s, sentence)))
+            .map(|(page, s, sentence)| {
+                let score = words.iter().filter(|w| sentence.to_lowercase().contains(w.as_str())).count() as f32;
+                PassageHit { page_id: page.id.clone(), section_id: s.0.clone(), text: sentence.to_string(), score }
+            })
+            .filter(|p| p.score > 0.0)
+            .collect();
+        // A stable sort: equals stay in reading order, as Python's sort keeps them.
+        found.sort_by(|a, b| b.score.total_cmp(&a.score));
+        found.truncate(k);
+        Ok(found)
+    }
+
     async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {
-        let page = self.pages.iter().find(|p| p.id == page_id).ok_or_else(|| ToolFailure::NotFound(format!("no page with id `{page_id}`")))?;
+        let page = self.page(page_id)?;
         Ok(page.sections.iter().map(|s| SectionRef { section_id: s.0.clone(), title: s.1.clone() }).collect())
     }
 

@@ -36,7 +36,7 @@ pub use limits::Limits;
 pub use plugins::{components_in, exported_tool_names, InstanceReuse, PluginRegistry};
 pub use report::{HostCall, Limit, Outcome, ProgramError, RunReport, ToolErrorKind};
 pub use sandbox::{GuestComponent, Sandbox, SandboxConfig, INTERPRETER_ORIGIN};
-pub use tool_host::{NoWikiTools, PageHit, SectionRef, ToolFailure, ToolHost};
+pub use tool_host::{NoWikiTools, PageHit, PassageHit, SectionRef, ToolFailure, ToolHost};
 
 /// A plug-in tool's signature, as programs see it.
 pub use bindings::agentrt::tools::plugins::ToolSignature;

@@ -13,7 +13,7 @@ use crate::error::SearchError;
 use crate::hybrid::{self, Fusion, SearchMode};
 use crate::ingest;
 use crate::manifest::{FileSum, Inputs, Manifest, FORMAT_VERSION, MANIFEST_FILE};
-use crate::passages;
+use crate::passages::AnalyzedPage;
 use crate::query_encoder::QueryEncoder;
 use crate::sections::{self, ChunkParams};
 use crate::vectors::{VectorStore, VECTORS_FILE};
@@ -96,10 +96,20 @@ pub struct WikiIndex {
     /// Query vectors already computed: a GRPO group asks the same question many times and the policy
     /// often repeats its queries. Bounded; cleared whole when full.
     query_cache: std::sync::Mutex<std::collections::HashMap<String, Arc<Vec<f32>>>>,
+    /// Pages cut into sentences and analysed for `search_passages`: the same pages come back often
+    /// (a group asks one question many times). Bounded; cleared whole when full.
+    page_cache: std::sync::Mutex<HashMap<usize, Arc<AnalyzedPage>>>,
 }
 
 /// Most query vectors kept in [`WikiIndex`]'s cache.
 const QUERY_CACHE_SIZE: usize = 4096;
+/// Most analysed pages kept in [`WikiIndex`]'s cache.
+const PAGE_CACHE_SIZE: usize = 2048;
+/// The best pages whose passages `search_passages` pools when not given a page.
+pub const PASSAGE_PAGES: usize = 10;
+/// The power of a page's `search_pages` score that scales its passages' scores in the pool: a passage
+/// of a page that matched the question well beats a slightly better passage of a weaker page.
+pub const PAGE_SCORE_POWER: i32 = 4;
 
 impl std::fmt::Debug for WikiIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -191,6 +201,7 @@ impl WikiIndex {
             embedder: OnceLock::from(embedder),
             query_encoder: queries,
             query_cache: Default::default(),
+            page_cache: Default::default(),
         })
     }
 
@@ -352,26 +363,63 @@ impl WikiIndex {
         Ok(self.hits(&ranked, k, &best))
     }
 
-    /// The `k` passages (sentences) of one page that best answer `query`, best first: the query's words
-    /// weighed by how rare they are in the corpus and in the page (see [`crate::passages`]). A query with
-    /// no searchable word is an error, as for `search_pages`; a page holding none of its words gives none.
-    pub fn search_passages(&self, page_id: &str, query: &str, k: usize) -> Result<Vec<PassageHit>, SearchError> {
-        let page = &self.catalog.pages[self.catalog.page(page_id.trim())?];
+    /// The `k` passages (sentences) that best answer `query`, best first: those of the page `page_id`,
+    /// or, without one, those of the [`PASSAGE_PAGES`] best pages of `search_pages`, each passage's score
+    /// times its page's score to the power [`PAGE_SCORE_POWER`]. A passage's own score is the query's
+    /// words it holds, weighed by how rare they are in the corpus and in its page (see
+    /// [`crate::passages`]). An empty query is an error, as for `search_pages`; a page holding none of
+    /// its words gives none.
+    pub fn search_passages(&self, query: &str, page_id: Option<&str>, k: usize) -> Result<Vec<PassageHit>, SearchError> {
         if query.trim().is_empty() {
             return Err(SearchError::EmptyQuery);
         }
+        let pages: Vec<(usize, f32)> = match page_id {
+            Some(id) => vec![(self.catalog.page(id.trim())?, 1.0)],
+            None => on_query_pool(|| self.ranked_pages(query, PASSAGE_PAGES, SearchMode::Hybrid, Fusion::DEFAULT))?
+                .iter()
+                .map(|hit| Ok((self.catalog.page(&hit.page_id)?, hit.score)))
+                .collect::<Result<_, SearchError>>()?,
+        };
         let terms = self.bm25.terms(query);
         let mut idf = HashMap::new();
         for t in &terms {
             idf.insert(t.as_str(), self.bm25.corpus_idf(t)?);
         }
-        let rows = page.first..page.first + page.count;
-        let texts: Vec<&str> = self.catalog.sections[rows.clone()].iter().map(|s| s.text.as_str()).collect();
-        let ranked = passages::rank_passages(&texts, &terms, |t| idf[t], |text| self.bm25.term_set(text), k);
-        Ok(ranked
+        // (score, page's rank, passage's rank in its page, page row, passage)
+        let mut pooled = Vec::new();
+        for (rank, &(page, page_score)) in pages.iter().enumerate() {
+            let factor = if page_id.is_some() { 1.0 } else { page_score.max(0.0).powi(PAGE_SCORE_POWER) };
+            for (i, p) in self.analyzed_page(page).rank(&terms, |t| idf[t]).into_iter().enumerate() {
+                pooled.push((p.score * factor, rank, i, page, p));
+            }
+        }
+        pooled.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        Ok(pooled
             .into_iter()
-            .map(|p| PassageHit { section_id: self.catalog.sections[rows.start + p.section].id.clone(), text: p.text, score: p.score })
+            .take(k)
+            .map(|(score, _, _, page, p)| PassageHit {
+                page_id: self.catalog.pages[page].id.clone(),
+                section_id: self.catalog.sections[self.catalog.pages[page].first + p.section].id.clone(),
+                text: p.text,
+                score,
+            })
             .collect())
+    }
+
+    /// A page's sentences, analysed: from the cache, or analysed now and kept.
+    fn analyzed_page(&self, page: usize) -> Arc<AnalyzedPage> {
+        if let Some(a) = self.page_cache.lock().ok().and_then(|c| c.get(&page).cloned()) {
+            return a;
+        }
+        let texts: Vec<&str> = self.catalog.sections[self.page_rows(page)].iter().map(|s| s.text.as_str()).collect();
+        let analyzed = Arc::new(AnalyzedPage::new(&texts, |text| self.bm25.term_set(text)));
+        if let Ok(mut c) = self.page_cache.lock() {
+            if c.len() >= PAGE_CACHE_SIZE {
+                c.clear();
+            }
+            c.insert(page, analyzed.clone());
+        }
+        analyzed
     }
 
     /// The text of a section row.
@@ -395,7 +443,7 @@ impl WikiIndex {
     /// A page's section rows ordered by their best passage for `query` (see [`WikiIndex::search_passages`]);
     /// sections with none follow in reading order.
     pub fn passage_section_order(&self, page: usize, query: &str) -> Result<Vec<usize>, SearchError> {
-        let passages = self.search_passages(&self.catalog.pages[page].id, query, usize::MAX)?;
+        let passages = self.search_passages(query, Some(&self.catalog.pages[page].id), usize::MAX)?;
         let ranked = passages.iter().map(|p| self.catalog.section(&p.section_id)).collect::<Result<Vec<_>, _>>()?;
         Ok(with_the_rest(ranked.into_iter(), self.page_rows(page)))
     }

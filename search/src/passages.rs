@@ -88,48 +88,51 @@ pub fn idf(n: usize, df: usize) -> f32 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
-/// The passages of one page for a query, best first (ties in reading order), those holding no query
-/// term left out, at most `k`.
-///
-/// `sections` are the page's section texts in order; `terms` the query's analysed terms (distinct);
-/// `corpus_idf` a term's idf over the whole corpus; `analyze` the terms of a text, analysed as the
-/// query was.
-pub fn rank_passages(
-    sections: &[&str],
-    terms: &[String],
-    corpus_idf: impl Fn(&str) -> f32,
-    analyze: impl Fn(&str) -> HashSet<String>,
-    k: usize,
-) -> Vec<Passage> {
-    if terms.is_empty() || k == 0 {
-        return Vec::new();
-    }
-    let mut sentences: Vec<(usize, &str, HashSet<String>)> = Vec::new();
-    let mut page_df: HashMap<&str, usize> = HashMap::new();
-    for (s, text) in sections.iter().enumerate() {
-        let in_section = analyze(text);
-        for t in terms {
-            if in_section.contains(t) {
-                *page_df.entry(t.as_str()).or_default() += 1;
-            }
+/// A page's sentences, analysed once: what [`AnalyzedPage::rank`] scores for every query.
+#[derive(Debug)]
+pub struct AnalyzedPage {
+    /// Each section's distinct terms.
+    sections: Vec<HashSet<String>>,
+    /// Each sentence: its section, its text, its distinct terms.
+    sentences: Vec<(usize, String, HashSet<String>)>,
+}
+
+impl AnalyzedPage {
+    /// Cut a page's section texts (in order) into sentences and analyse them with `analyze` (the terms
+    /// of a text, analysed as queries are).
+    pub fn new(sections: &[&str], analyze: impl Fn(&str) -> HashSet<String>) -> Self {
+        let mut sentences = Vec::new();
+        for (s, text) in sections.iter().enumerate() {
+            sentences.extend(split_sentences(text).into_iter().map(|sentence| (s, sentence.to_string(), analyze(sentence))));
         }
-        sentences.extend(split_sentences(text).into_iter().map(|sentence| (s, sentence, analyze(sentence))));
+        AnalyzedPage { sections: sections.iter().map(|t| analyze(t)).collect(), sentences }
     }
-    let weight: HashMap<&str, f32> =
-        terms.iter().map(|t| (t.as_str(), corpus_idf(t) * idf(sections.len(), page_df.get(t.as_str()).copied().unwrap_or(0)))).collect();
-    let own: Vec<f32> = sentences.iter().map(|(_, _, held)| terms.iter().filter(|t| held.contains(*t)).map(|t| weight[t.as_str()]).sum()).collect();
-    let mut scored: Vec<(f32, usize)> = own
-        .iter()
-        .enumerate()
-        .filter(|&(_, &o)| o > 0.0)
-        .map(|(i, &o)| {
-            let same_section = |j: usize| sentences.get(j).is_some_and(|n| n.0 == sentences[i].0);
-            let around: f32 = [i.wrapping_sub(1), i + 1].into_iter().filter(|&j| same_section(j)).map(|j| own[j]).sum();
-            (o + NEIGHBOUR_SHARE * around, i)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.into_iter().take(k).map(|(score, i)| Passage { section: sentences[i].0, text: sentences[i].1.to_string(), score }).collect()
+
+    /// The page's passages for a query, best first (ties in reading order), those holding none of its
+    /// terms left out. `terms` are the query's analysed terms (distinct); `corpus_idf` a term's idf over
+    /// the whole corpus.
+    pub fn rank(&self, terms: &[String], corpus_idf: impl Fn(&str) -> f32) -> Vec<Passage> {
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let weight: HashMap<&str, f32> = terms
+            .iter()
+            .map(|t| (t.as_str(), corpus_idf(t) * idf(self.sections.len(), self.sections.iter().filter(|held| held.contains(t)).count())))
+            .collect();
+        let own: Vec<f32> = self.sentences.iter().map(|(_, _, held)| terms.iter().filter(|t| held.contains(*t)).map(|t| weight[t.as_str()]).sum()).collect();
+        let same_section = |i: usize, j: usize| self.sentences.get(j).is_some_and(|n| n.0 == self.sentences[i].0);
+        let mut scored: Vec<(f32, usize)> = own
+            .iter()
+            .enumerate()
+            .filter(|&(_, &o)| o > 0.0)
+            .map(|(i, &o)| {
+                let around: f32 = [i.wrapping_sub(1), i + 1].into_iter().filter(|&j| same_section(i, j)).map(|j| own[j]).sum();
+                (o + NEIGHBOUR_SHARE * around, i)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        scored.into_iter().map(|(score, i)| Passage { section: self.sentences[i].0, text: self.sentences[i].1.clone(), score }).collect()
+    }
 }
 
 #[cfg(test)]
@@ -162,7 +165,7 @@ mod tests {
         // "tesla" is in every section, so it weighs nothing inside the page; "born" picks the sentence.
         let sections = ["Tesla wrote many articles. Tesla also wrote books.", "Tesla was born in 1856 in Smiljan. He studied in Graz.", "Tesla died in 1943."];
         let terms: Vec<String> = ["tesla", "born"].iter().map(|t| t.to_string()).collect();
-        let ranked = rank_passages(&sections, &terms, |_| 1.0, words, 10);
+        let ranked = AnalyzedPage::new(&sections, words).rank(&terms, |_| 1.0);
         assert_eq!(ranked[0].text, "Tesla was born in 1856 in Smiljan.");
         assert_eq!(ranked[0].section, 1);
         // The sentence after it holds no term: left out; the others hold only "tesla", weighed near zero.
@@ -174,7 +177,8 @@ mod tests {
     fn neighbours_lend_a_quarter_and_ties_keep_reading_order() {
         let sections = ["Alpha one. Beta two. Gamma three.", "Beta again."];
         let terms: Vec<String> = ["alpha", "beta"].iter().map(|t| t.to_string()).collect();
-        let ranked = rank_passages(&sections, &terms, |_| 1.0, words, 10);
+        let page = AnalyzedPage::new(&sections, words);
+        let ranked = page.rank(&terms, |_| 1.0);
         let w_alpha = idf(2, 1);
         let w_beta = idf(2, 2);
         let by_text = |t: &str| ranked.iter().find(|p| p.text == t).unwrap().score;
@@ -183,7 +187,6 @@ mod tests {
         // "Beta again." is alone in its section: no neighbour across the section boundary.
         assert!((by_text("Beta again.") - w_beta).abs() < 1e-6);
         assert_eq!(ranked.len(), 3, "gamma holds no term");
-        assert_eq!(rank_passages(&sections, &terms, |_| 1.0, words, 1).len(), 1);
-        assert!(rank_passages(&sections, &[], |_| 1.0, words, 5).is_empty());
+        assert!(page.rank(&[], |_| 1.0).is_empty());
     }
 }

@@ -27,9 +27,11 @@ pub struct SectionRef {
     pub title: String,
 }
 
-/// One passage of a page, as `search_passages` ranks them: a sentence holding some of the query's words.
+/// One passage, as `search_passages` ranks them: a sentence holding some of the query's words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PassageHit {
+    /// The page the sentence is in.
+    pub page_id: String,
     /// The section the sentence is in (the id to pass to `read_section` for the whole section).
     pub section_id: String,
     /// The sentence.

@@ -15,6 +15,7 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You answer questions by searching Wikip
 pub const FULL_SYSTEM_PROMPT: &str = "You answer questions using a Wikipedia search engine. \
 You act by writing a short Python program in a ```python block; it runs and you see what it prints. Tools:
 - search_pages(query) returns a list of {\"page_id\", \"title\", \"score\", \"section_id\"}; section_id is the page's section that matches the query best
+- search_passages(query, page_id=None, k=10) returns the k sentences that best answer the query, a list of {\"page_id\", \"section_id\", \"text\", \"score\"}, from the best pages or from one page
 - view_sections(page_id) returns a list of {\"section_id\", \"title\"}
 - read_section(section_id) returns the section's text
 {plugins}Example:

@@ -1,7 +1,7 @@
-//! The wiki's tools (`search_pages`, `view_sections`, `read_section`, declared in WIT) served by the search
+//! The wiki's tools (`search_pages`, `search_passages`, `view_sections`, `read_section`, declared in WIT) served by the search
 //! index: the one place where `agentrt-runtime` and `agentrt-search` meet.
 
-use agentrt_runtime::{PageHit, SectionRef, ToolFailure, ToolHost};
+use agentrt_runtime::{PageHit, PassageHit, SectionRef, ToolFailure, ToolHost};
 use agentrt_search::{QueryEncoder, SearchError, WikiIndex};
 use std::path::Path;
 use std::sync::Arc;
@@ -48,6 +48,12 @@ impl ToolHost for IndexTools {
         let index = self.index.clone();
         let query = query.to_string();
         blocking(move || index.search_pages(&query, k)).await
+    }
+
+    async fn search_passages(&self, query: &str, page_id: Option<&str>, k: usize) -> Result<Vec<PassageHit>, ToolFailure> {
+        let index = self.index.clone();
+        let (query, page_id) = (query.to_string(), page_id.map(str::to_string));
+        blocking(move || index.search_passages(&query, page_id.as_deref(), k)).await
     }
 
     async fn view_sections(&self, page_id: &str) -> Result<Vec<SectionRef>, ToolFailure> {

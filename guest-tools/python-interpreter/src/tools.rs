@@ -10,12 +10,14 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// The wiki tools, always defined in a program's namespace.
-pub const WIKI_TOOLS: &[&str] = &["search_pages", "view_sections", "read_section"];
+pub const WIKI_TOOLS: &[&str] = &["search_pages", "search_passages", "view_sections", "read_section"];
 
 /// How many pages `search_pages` returns when the program does not say.
 const DEFAULT_K: i64 = 5;
 /// The most pages one search may ask for.
 const MAX_K: i64 = 50;
+/// How many passages `search_passages` returns when the program does not say.
+const DEFAULT_PASSAGES: i64 = 10;
 
 thread_local! {
     /// Plug-in tools found so far in this run, by name: their parameter names, for keyword arguments.
@@ -37,11 +39,7 @@ fn dispatch(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> Result<Py, ToolErro
         "search_pages" => {
             let [query, k] = bind(name, &["query", "k"], 1, args, kwargs)?;
             let query = expect_str(name, "query", query)?;
-            let k = match k {
-                None => DEFAULT_K,
-                Some(Py::Int(k)) if (1..=MAX_K).contains(&k) => k,
-                Some(other) => return Err(bad_argument(name, format!("k must be an int from 1 to {MAX_K}, got {}", other.py_repr()))),
-            };
+            let k = bounded_k(name, k, DEFAULT_K)?;
             let hits = wiki::search_pages(&query, k as u32)?;
             Ok(Py::List(
                 hits.into_iter()
@@ -51,6 +49,29 @@ fn dispatch(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> Result<Py, ToolErro
                             ("title", Py::String(h.title)),
                             ("score", Py::Float(f64::from(h.score))),
                             ("section_id", Py::String(h.section_id)),
+                        ])
+                    })
+                    .collect(),
+            ))
+        }
+        "search_passages" => {
+            let [query, page_id, k] = bind(name, &["query", "page_id", "k"], 1, args, kwargs)?;
+            let query = expect_str(name, "query", query)?;
+            let page_id = match page_id {
+                None | Some(Py::None) => None,
+                Some(id) => Some(expect_str(name, "page_id", Some(id))?),
+            };
+            let k = bounded_k(name, k, DEFAULT_PASSAGES)?;
+            let passages = wiki::search_passages(&query, page_id.as_deref(), k as u32)?;
+            Ok(Py::List(
+                passages
+                    .into_iter()
+                    .map(|p| {
+                        convert::record(vec![
+                            ("page_id", Py::String(p.page_id)),
+                            ("section_id", Py::String(p.section_id)),
+                            ("text", Py::String(p.text)),
+                            ("score", Py::Float(f64::from(p.score))),
                         ])
                     })
                     .collect(),
@@ -70,6 +91,15 @@ fn dispatch(name: &str, args: &[Py], kwargs: &[(Py, Py)]) -> Result<Py, ToolErro
             Ok(Py::String(wiki::read_section(&section_id)?))
         }
         _ => call_plugin(name, args, kwargs),
+    }
+}
+
+/// A search's `k`: `default` when the program does not say, else an int from 1 to [`MAX_K`].
+fn bounded_k(name: &str, k: Option<Py>, default: i64) -> Result<i64, ToolError> {
+    match k {
+        None => Ok(default),
+        Some(Py::Int(k)) if (1..=MAX_K).contains(&k) => Ok(k),
+        Some(other) => Err(bad_argument(name, format!("k must be an int from 1 to {MAX_K}, got {}", other.py_repr()))),
     }
 }
 
