@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""A program's ceiling per article: the share of each gold page's questions whose gold answer the program
-printed, from the episodes `agentrt trajectories synth --program FILE` (or `--style`) kept, beside the
-section recall `agentrt eval retrieval --json` measured per gold page. Longest article first.
+"""Programs' ceilings per article: the share of each gold page's questions whose gold answer a program
+printed, from the episodes `agentrt trajectories synth` kept, beside the page and section recall
+`agentrt eval retrieval --split all --json` measured per gold page. Longest article first.
 
-Usage: bench/find_passage/ceiling.py QUESTIONS RETRIEVAL_JSON KEPT.jsonl [KEPT.jsonl ...] [--top N]
+Usage: bench/find_passage/ceiling.py QUESTIONS RETRIEVAL_JSON NAME=KEPT.jsonl[,KEPT.jsonl...] [NAME=...] [--top N]
 
-A question counts as printed when one of the kept episodes answers it (synth keeps an episode only when
-the judge marks its answer, the first gold alias the program printed, correct). Episodes synth dropped as
-duplicates of kept ones count as not printed, so the shares are a floor.
+e.g.   bench/find_passage/ceiling.py data/wiki/questions.jsonl retrieval.json \\
+           find=find-train.jsonl,find-dev.jsonl scan=scan-train.jsonl,scan-dev.jsonl
+
+A question counts as printed by a program when one of its kept episodes answers it (synth keeps an
+episode only when the judge marks its answer, the first gold alias the program printed, correct).
+Episodes synth dropped as duplicates of kept ones count as not printed, so the shares are a floor.
 """
 import json
 import sys
@@ -19,43 +22,55 @@ def main(argv):
         i = argv.index("--top")
         top = int(argv[i + 1])
         argv = argv[:i] + argv[i + 2:]
-    if len(argv) < 3:
+    if len(argv) < 3 or not all("=" in a for a in argv[2:]):
         sys.exit(__doc__)
-    questions_path, retrieval_path, kept_paths = argv[0], argv[1], argv[2:]
-    questions = [json.loads(line) for line in open(questions_path) if line.strip()]
-    kept = set()
-    for path in kept_paths:
-        for line in open(path):
-            if line.strip():
-                kept.add(json.loads(line)["question_id"])
-    report = json.load(open(retrieval_path))
+    questions = [json.loads(line) for line in open(argv[0]) if line.strip()]
+    report = json.load(open(argv[1]))
+    programs = []
+    for arg in argv[2:]:
+        name, paths = arg.split("=", 1)
+        kept = set()
+        for path in paths.split(","):
+            kept.update(json.loads(line)["question_id"] for line in open(path) if line.strip())
+        programs.append((name, kept))
     articles = {a["page"]: a for a in report["articles"]}
-    split_of, asked, printed = {}, {}, {}
+    split_of, asked = {}, {}
+    printed = {name: {} for name, _ in programs}
     for q in questions:
         page = q["page"]
         split_of[page] = q.get("split", "?")
         asked[page] = asked.get(page, 0) + 1
-        printed[page] = printed.get(page, 0) + (q["id"] in kept)
-    by_split = {}
-    for q in questions:
-        s = by_split.setdefault(q.get("split", "?"), [0, 0])
-        s[0] += q["id"] in kept
-        s[1] += 1
-    total = sum(v[0] for v in by_split.values()), sum(v[1] for v in by_split.values())
-    print("| questions | gold printed | share |\n|---|---:|---:|")
-    print(f"| all | {total[0]:,} / {total[1]:,} | **{100 * total[0] / total[1]:.1f}%** |")
-    for split, (k, n) in sorted(by_split.items()):
-        print(f"| {split} | {k:,} / {n:,} | {100 * k / n:.1f}% |")
+        for name, kept in programs:
+            printed[name][page] = printed[name].get(page, 0) + (q["id"] in kept)
+
+    print("| questions | " + " | ".join(f"{name}: gold printed" for name, _ in programs) + " |")
+    print("|---|" + "---:|" * len(programs))
+    splits = sorted({q.get("split", "?") for q in questions})
+    for split in [None] + splits:
+        qs = [q for q in questions if split is None or q.get("split", "?") == split]
+        cells = []
+        for _, kept in programs:
+            k = sum(q["id"] in kept for q in qs)
+            cell = f"{k:,} / {len(qs):,} ({100 * k / len(qs):.1f}%)"
+            cells.append(f"**{cell}**" if split is None else cell)
+        print(f"| {'all' if split is None else split} | " + " | ".join(cells) + " |")
+
     rankings = [r["ranking"] for r in report["sections"]]
     print()
-    head = "| article (longest first) | split | characters | sections | questions | page@1 | " + " | ".join(f"section@1/@3 {r}" for r in rankings) + " | gold printed |"
-    print(head)
-    print("|---|---|---:|---:|---:|---:|" + "---:|" * len(rankings) + "---:|")
+    print(
+        "| article (longest first) | split | characters | sections | questions | page@1 | "
+        + " | ".join(f"section@1 / @3, {r}" for r in rankings)
+        + " | "
+        + " | ".join(f"{name}: gold printed" for name, _ in programs)
+        + " |"
+    )
+    print("|---|---|---:|---:|---:|---:|" + "---:|" * (len(rankings) + len(programs)))
     rows = sorted(asked, key=lambda p: (-articles[p]["characters"], -articles[p]["sections"], p))
     for page in rows[:top]:
         a = articles[page]
         recalls = " | ".join(f"{s['at1']:.3f} / {s['at3']:.3f}" for s in a["section"])
-        print(f"| {page} | {split_of[page]} | {a['characters']:,} | {a['sections']} | {asked[page]} | {a['page_at1']:.3f} | {recalls} | {100 * printed[page] / asked[page]:.1f}% |")
+        shares = " | ".join(f"{100 * printed[name][page] / asked[page]:.1f}%" for name, _ in programs)
+        print(f"| {page} | {split_of[page]} | {a['characters']:,} | {a['sections']} | {asked[page]} | {a['page_at1']:.3f} | {recalls} | {shares} |")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ impl FixtureTools {
         self.pages.iter().find(|p| p.id == page_id).ok_or_else(|| ToolFailure::NotFound(format!("no page with id `{page_id}`")))
     }
 
-    /// The same corpus and the same three tools as plain Python functions, for the benchmark's peer:
+    /// The same corpus and the same four tools as plain Python functions, for the benchmark's peer:
     /// a program that runs here runs there unchanged.
     pub fn python_source(&self) -> String {
         let pages = CORPUS.trim();

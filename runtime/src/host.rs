@@ -102,14 +102,9 @@ impl wiki::Host for HostState {
     async fn search_passages(&mut self, query: String, page_id: Option<String>, k: u32) -> wasmtime::Result<Result<Vec<types::PassageHit>, types::ToolError>> {
         self.admit_call("search_passages")?;
         let started = Instant::now();
-        let result = self
-            .tools
-            .search_passages(&query, page_id.as_deref(), k as usize)
-            .await
-            .map_err(|f| tool_error("search_passages", f))
-            .map(|passages| {
-                passages.into_iter().map(|p| types::PassageHit { page_id: p.page_id, section_id: p.section_id, text: p.text, score: p.score }).collect::<Vec<_>>()
-            });
+        let result = self.tools.search_passages(&query, page_id.as_deref(), k as usize).await.map_err(|f| tool_error("search_passages", f)).map(|passages| {
+            passages.into_iter().map(|p| types::PassageHit { page_id: p.page_id, section_id: p.section_id, text: p.text, score: p.score }).collect::<Vec<_>>()
+        });
         self.record("search_passages", serde_json::json!({"query": query, "page_id": page_id, "k": k}), started, &result, |passages| {
             passages.iter().map(|p| p.section_id.clone()).collect()
         });

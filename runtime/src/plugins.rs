@@ -25,7 +25,7 @@ const METADATA_INTERFACE: &str = "agentrt:tools/metadata@0.1.0";
 
 /// The wiki tools' names (the contract's `wiki` interface, as programs call them): the interpreter
 /// resolves them before any plug-in, so a plug-in tool of the same name could never be reached.
-const WIKI_TOOL_NAMES: &[&str] = &["search_pages", "view_sections", "read_section"];
+const WIKI_TOOL_NAMES: &[&str] = &["search_pages", "search_passages", "view_sections", "read_section"];
 
 /// Warm instances kept per stateless plug-in: enough for the programs that call it at once on a
 /// few cores; each holds a slot of the engine's pooling allocator for as long as it is kept.

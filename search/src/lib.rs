@@ -1,5 +1,5 @@
-//! The search behind the wiki tools: `search_pages(query)`, `view_sections(page_id)`,
-//! `read_section(section_id)`.
+//! The search behind the wiki tools: `search_pages(query)`, `search_passages(query, page_id, k)`,
+//! `view_sections(page_id)`, `read_section(section_id)`.
 //!
 //! The design in three parts:
 //! - **who reads**: [`ingest`] reads a pages file (JSON Lines or Parquet with `id`, `title`, `content`;
@@ -19,8 +19,11 @@
 //!   with full ones; hybrid 0.926/0.987/0.994 distilled, 0.938/0.991/0.995 full (RRF: 0.895/0.967/0.979).
 //!   On the 7,361 train questions: BM25 0.874/0.958/0.975, hybrid 0.911/0.979/0.988. The best section
 //!   of the top hit holds a gold answer for 83.1% of the dev questions and 74.9% of 1,000 train ones.
+//!   Inside a page, [`passages`] ranks sentences for `search_passages`: the query's words weighed by their
+//!   rarity in the corpus times their rarity in the page (a long article's name is in every section and
+//!   decides nothing there), pooled over the fifteen best pages when no page is named.
 //! - **who receives**: [`WikiIndex`] opens an index directory in milliseconds, checking the
-//!   [`manifest`] and the checksums of what it loads, and answers the three tools; an unknown id is a
+//!   [`manifest`] and the checksums of what it loads, and answers the four tools; an unknown id is a
 //!   typed error whose message names the id, which the model sees as a tool error. [`build_index`]
 //!   writes a new generation beside the old one and switches over atomically, so a killed build leaves
 //!   the previous index in service, and a re-run on unchanged inputs does nothing.

@@ -82,6 +82,29 @@ fn questions_find_their_page() {
 }
 
 #[test]
+fn passages_are_the_sentences_that_answer() {
+    let idx = shared();
+    // Within one page: the sentence holding the question's rare words, with its section, first.
+    let q = "What percentage of the rainforest is in Peru?";
+    let passages = idx.search_passages(q, Some("amazon_rainforest"), 3).unwrap();
+    assert!(passages[0].text.contains("followed by Peru with 13%"), "{passages:?}");
+    assert!(passages[0].text.len() < 300, "one sentence, not the section: {passages:?}");
+    assert!(idx.read_section(&passages[0].section_id).unwrap().contains(&passages[0].text));
+    assert!(passages.iter().all(|p| p.page_id == "amazon_rainforest") && passages.len() <= 3);
+    assert!(passages.windows(2).all(|w| w[0].score >= w[1].score), "{passages:?}");
+    // Without a page: pooled over the best pages, the answering sentence still first.
+    let q = "Who was the first official world champion of the board game?";
+    let passages = idx.search_passages(q, None, 5).unwrap();
+    assert_eq!(passages[0].text, "Wilhelm Steinitz was the first official World Chess Champion, in 1886.", "{passages:?}");
+    assert_eq!((passages[0].page_id.as_str(), passages[0].section_id.as_str()), ("chess", "chess:world-champions"));
+    // Bad input is the same typed error as for the other tools.
+    assert!(matches!(idx.search_passages("chess", Some("no_such_page"), 3).unwrap_err(), SearchError::UnknownPage(_)));
+    assert!(matches!(idx.search_passages("  ", None, 3).unwrap_err(), SearchError::EmptyQuery));
+    // A query of stop words only finds nothing, rather than arbitrary sentences.
+    assert!(idx.search_passages("what is the", Some("chess"), 3).unwrap().is_empty());
+}
+
+#[test]
 fn sections_are_split_and_every_id_reads_back() {
     let idx = shared();
     let chess = idx.view_sections("chess").unwrap();

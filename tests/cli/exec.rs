@@ -149,3 +149,32 @@ fn unusable_inputs_are_refused_in_words() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--code"), "{stderr}");
 }
+
+/// `search_passages` through the sandbox: positional or keyword arguments, `page_id=None` pooling every
+/// page, one page when named, and a bad argument raised into the program as the other tools' are.
+#[test]
+fn search_passages_takes_its_arguments_as_python_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = r#"pooled = search_passages("Super Bowl 50 Broncos")
+print(pooled[0]["page_id"], "|", pooled[0]["section_id"], "|", pooled[0]["text"])
+one = search_passages("capital of France", page_id="paris", k=1)
+print(len(one), one[0]["page_id"], one[0]["score"] > 0)
+print(search_passages("capital", None, 2)[0]["text"])
+try:
+    search_passages("capital", k=0)
+except Exception as e:
+    print("refused:", e)
+"#;
+    let path = write(dir.path(), "passages.py", program.as_bytes());
+    let (code, stdout, stderr) = exit_and_text(&["exec", &path, "--fixture"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout
+            .contains("denver_broncos | denver_broncos:super-bowl-50 | The Broncos defeated the Carolina Panthers 24-10 in Super Bowl 50 on February 7, 2016."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 paris True"), "{stdout}");
+    assert!(stdout.contains("Paris is the capital and most populous city of France."), "{stdout}");
+    assert!(stdout.contains("refused:") && stdout.contains("k must be an int from 1 to 50"), "{stdout}");
+    assert!(stdout.contains("── host calls (3) ──"), "a refused call never reaches the host: {stdout}");
+}

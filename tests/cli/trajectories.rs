@@ -80,11 +80,11 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
     }
     assert_eq!(manifest(&out)["settings"]["style"], "read");
 
-    // The default style, scan: one program that reads on by itself (the top hit's best section, then, when
-    // it lacks the question's words, the sentences of the next hits richest in them), the same for every
-    // question but its first line, then the answer: two tool calls, or four when it read on.
+    // The scan style: one program that reads on by itself (the top hit's best section, then, when it lacks
+    // the question's words, the sentences of the next hits richest in them), the same for every question
+    // but its first line, then the answer: two tool calls, or four when it read on.
     let out = dir.path().join("scan.jsonl");
-    run_ok(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    run_ok(["trajectories", "synth", "--fixture", "--style", "scan", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     let kept = read_jsonl(&out);
     assert!(!kept.is_empty());
     for t in &kept {
@@ -99,6 +99,26 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
         assert!(messages[4]["content"].as_str().unwrap().starts_with("<answer>"));
     }
     assert_eq!(manifest(&out)["settings"]["style"], "scan");
+
+    // The default style, find: one program that prints the best passages search_passages finds, as many as
+    // fit, the same for every question but its first line; one tool call, then the answer as printed.
+    let out = dir.path().join("find.jsonl");
+    run_ok(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let kept = read_jsonl(&out);
+    assert!(!kept.is_empty());
+    for t in &kept {
+        let messages = t["messages"].as_array().unwrap();
+        let question = messages[1]["content"].as_str().unwrap();
+        let program = messages[2]["content"].as_str().unwrap();
+        assert!(program.starts_with(&format!("```python\nquestion = {question:?}\n")), "{program}");
+        assert!(program.contains("for passage in search_passages(question, k=20):"), "{program}");
+        assert_eq!(t["tool_calls"].as_u64(), Some(1), "{t}");
+        let printed = messages[3]["content"].as_str().unwrap();
+        let answer = messages[4]["content"].as_str().unwrap().trim_start_matches("<answer>").trim_end_matches("</answer>");
+        assert!(!answer.is_empty() && printed.contains(answer), "{answer:?} is not in what the program printed: {printed}");
+        assert!(printed.chars().count() <= 1500, "{printed}");
+    }
+    assert_eq!(manifest(&out)["settings"]["style"], "find");
 }
 
 #[test]

@@ -132,7 +132,7 @@ pub const QUESTION_PLACEHOLDER: &str = "{question}";
 /// passages (sentences) for the question, pooled over the best pages and weighed by each page's score
 /// (`search_passages` without a page), best first, each that still fits in the 1,500-character
 /// observation. One tool call. Its ceiling (a gold answer printed) over all 8,313 train and dev
-/// questions is 92.2% (dev 96.0%), against the scan program's 79.2%, and at least 87% on each of the ten
+/// questions is 92.2% (dev 96.0%), against the scan program's 79.2%, and at least 86.6% on each of the ten
 /// longest train articles (bench/search_results.md).
 pub const FIND_PROGRAM: &str = "question = {question}
 budget = 1500
