@@ -94,7 +94,7 @@ impl RunOptions {
                 }
             );
         }
-        let config = if resume { C::resumed(&saved, file, overrides)? } else { config };
+        let config = if resume { C::resumed(&saved, agentrt_trainer::run_dir::has_progress(&run_dir)?, file, overrides)? } else { config };
         if self.print_config {
             print!("{}", config.to_toml());
             return Ok(None);

@@ -67,58 +67,62 @@ fn synth_writes_the_reachable_train_questions_with_a_manifest() {
 
     // The read style: the top hit's best section printed whole, then the answer as it spells it (or the
     // next hits' sections first): every kept conversation starts with the same program.
-    let out = dir.path().join("read.jsonl");
-    run_ok(["trajectories", "synth", "--fixture", "--style", "read", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    let kept = read_jsonl(&out);
-    assert!(!kept.is_empty());
-    for t in &kept {
+    for t in &synth_kept(dir.path(), &q, Some("read")) {
         let messages = t["messages"].as_array().unwrap();
         let question = messages[1]["content"].as_str().unwrap();
         assert_eq!(messages[2]["content"], format!("```python\nhits = search_pages({question:?})\nprint(read_section(hits[0][\"section_id\"]))\n```"));
         assert!(messages.last().unwrap()["content"].as_str().unwrap().starts_with("<answer>"));
         assert!(t["tool_calls"].as_u64().unwrap() == 2 || t["tool_calls"].as_u64().unwrap() == 5, "{t}");
     }
-    assert_eq!(manifest(&out)["settings"]["style"], "read");
 
     // The scan style: one program that reads on by itself (the top hit's best section, then, when it lacks
     // the question's words, the sentences of the next hits richest in them), the same for every question
     // but its first line, then the answer: two tool calls, or four when it read on.
-    let out = dir.path().join("scan.jsonl");
-    run_ok(["trajectories", "synth", "--fixture", "--style", "scan", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    let kept = read_jsonl(&out);
-    assert!(!kept.is_empty());
-    for t in &kept {
-        let messages = t["messages"].as_array().unwrap();
-        let question = messages[1]["content"].as_str().unwrap();
-        let program = messages[2]["content"].as_str().unwrap();
-        assert!(program.starts_with(&format!("```python\nquestion = {question:?}\n")), "{program}");
+    for t in &synth_kept(dir.path(), &q, Some("scan")) {
+        let (program, _, _) = one_program_then_answer(t);
         assert!(program.contains("read_section(hits[0][\"section_id\"])") && program.contains("for hit in hits[1:3]:"), "{program}");
         assert!(t["tool_calls"].as_u64().unwrap() == 2 || t["tool_calls"].as_u64().unwrap() == 4, "{t}");
-        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
-        assert!(messages[4]["content"].as_str().unwrap().starts_with("<answer>"));
     }
-    assert_eq!(manifest(&out)["settings"]["style"], "scan");
 
     // The default style, find: one program that prints the best passages search_passages finds, as many as
     // fit, the same for every question but its first line; one tool call, then the answer as printed.
-    let out = dir.path().join("find.jsonl");
-    run_ok(["trajectories", "synth", "--fixture", "--questions", q.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    let kept = read_jsonl(&out);
-    assert!(!kept.is_empty());
-    for t in &kept {
-        let messages = t["messages"].as_array().unwrap();
-        let question = messages[1]["content"].as_str().unwrap();
-        let program = messages[2]["content"].as_str().unwrap();
-        assert!(program.starts_with(&format!("```python\nquestion = {question:?}\n")), "{program}");
+    for t in &synth_kept(dir.path(), &q, None) {
+        let (program, printed, answer) = one_program_then_answer(t);
         assert!(program.contains("for passage in search_passages(question, k=20):"), "{program}");
         assert_eq!(t["tool_calls"].as_u64(), Some(1), "{t}");
-        let printed = messages[3]["content"].as_str().unwrap();
-        let answer = messages[4]["content"].as_str().unwrap().trim_start_matches("<answer>").trim_end_matches("</answer>");
         assert!(!answer.is_empty() && printed.contains(answer), "{answer:?} is not in what the program printed: {printed}");
         assert!(printed.chars().count() <= 1500, "{printed}");
     }
-    assert_eq!(manifest(&out)["settings"]["style"], "find");
+}
+
+/// The conversations `trajectories synth --fixture` keeps with `style` (the default when `None`): at least
+/// one, and the manifest names the style.
+fn synth_kept(dir: &Path, questions: &Path, style: Option<&str>) -> Vec<serde_json::Value> {
+    let name = style.unwrap_or("find");
+    let out = dir.join(format!("{name}.jsonl"));
+    let mut args = vec!["trajectories", "synth", "--fixture", "--questions", questions.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    if let Some(style) = style {
+        args.extend(["--style", style]);
+    }
+    run_ok(args);
+    let kept = read_jsonl(&out);
+    assert!(!kept.is_empty(), "{name}: nothing kept");
+    assert_eq!(manifest(&out)["settings"]["style"], name);
+    kept
+}
+
+/// A conversation of one program that quotes the question on its first line, its output, then the answer:
+/// the program, what it printed and the answer.
+fn one_program_then_answer(t: &serde_json::Value) -> (&str, &str, &str) {
+    let messages = t["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
+    let question = messages[1]["content"].as_str().unwrap();
+    let program = messages[2]["content"].as_str().unwrap();
+    assert!(program.starts_with(&format!("```python\nquestion = {question:?}\n")), "{program}");
+    let answer = messages[4]["content"].as_str().unwrap();
+    assert!(answer.starts_with("<answer>") && answer.ends_with("</answer>"), "{answer}");
+    (program, messages[3]["content"].as_str().unwrap(), answer.trim_start_matches("<answer>").trim_end_matches("</answer>"))
 }
 
 #[test]

@@ -2,12 +2,13 @@
 //! how such a config is layered, resumed and read is [`crate::run_config`]'s.
 
 use crate::error::TrainError;
+use crate::model_section::model_stem;
+pub use crate::model_section::ModelSection;
 use crate::run_config::RunConfig;
 use agentrt_environments::EnvSection;
-use agentrt_policy::{Routing, Target};
+use agentrt_policy::Routing;
 use agentrt_rollout::EpisodeSpec;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 /// The embedded defaults (`trainer/default.toml`).
 pub const DEFAULT_CONFIG: &str = include_str!("../default.toml");
@@ -31,35 +32,6 @@ pub struct TrainConfig {
     /// Configs saved before it had a name ran the wiki.
     #[serde(default)]
     pub env: EnvSection,
-}
-
-/// `[model]`: the base model and the LoRA adapters trained on it (shared by `train` and `sft`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelSection {
-    /// `smollm2-135m`, `qwen2.5-coder-0.5b`, a .gguf file or a safetensors directory.
-    pub name: String,
-    /// `cpu` or `cuda:N`: where the model runs and trains.
-    pub device: String,
-    /// Rank of each fresh LoRA adapter (a warm start's own rank wins).
-    pub lora_rank: usize,
-    /// LoRA alpha: the adapters' update is scaled by alpha / rank (a warm start's own alpha wins).
-    pub lora_alpha: f64,
-    /// The projections of each layer that get adapters.
-    pub lora_targets: Vec<Target>,
-    /// Two adapters per layer (retain, forget) for gradient routing; required by a routing detector.
-    pub dual_lora: bool,
-    /// Recompute each block in the backward pass instead of keeping its activations (less memory, slower).
-    pub recompute_layers: bool,
-    /// What the learner's products with the frozen weights are computed in: `f32` (the reference) or
-    /// `int8` (faster on CPUs, the gradient within a measured bound of f32's; [`agentrt_policy::fused::frozen_int8`]).
-    /// Configs saved before it ran f32.
-    #[serde(default)]
-    pub learner_products: agentrt_policy::fused::LearnerProducts,
-    /// Start from this adapter (a PEFT adapter directory or a run's `checkpoint-N`) instead of fresh ones;
-    /// empty: fresh adapters. In RL it is also the KL reference (base + this adapter, frozen).
-    #[serde(default)]
-    pub init_adapter: String,
 }
 
 /// `[rollout]`: how many episodes a step plays and where they are sampled; how each episode is played
@@ -417,11 +389,6 @@ impl RunConfig for TrainConfig {
     }
 }
 
-/// A model's name in a run's name: a named model as it is, a file or directory by its stem.
-pub(crate) fn model_stem(model: &str) -> &str {
-    Path::new(model).file_stem().and_then(|s| s.to_str()).unwrap_or("model")
-}
-
 /// `1e-5` rather than `0.00001`.
 fn short_float(x: f64) -> String {
     format!("{x:e}")
@@ -431,6 +398,7 @@ fn short_float(x: f64) -> String {
 mod tests {
     use super::*;
     use crate::run_config::check_resumable;
+    use std::path::Path;
 
     /// The error `from_layers` gives for this file and these `--set`s.
     fn layered_error(file: Option<&Path>, overrides: &[&str]) -> String {
@@ -592,9 +560,9 @@ mod tests {
         .unwrap();
         assert_eq!(old, expected);
         // Such a run resumes, and may still change only its length.
-        let resumed = TrainConfig::resumed(&saved, None, &["run.max_steps=20".into()]).unwrap();
+        let resumed = TrainConfig::resumed(&saved, true, None, &["run.max_steps=20".into()]).unwrap();
         assert_eq!((resumed.run.max_steps, &resumed.env), (20, &expected.env));
-        let e = TrainConfig::resumed(&saved, None, &["rollout.judge=rule".into()]).unwrap_err().to_string();
+        let e = TrainConfig::resumed(&saved, true, None, &["rollout.judge=rule".into()]).unwrap_err().to_string();
         assert!(e.contains("env.wiki.judge = \"rule\" (saved: \"rule:0.5\")"), "{e}");
         // A user's file in the old layout, and --set with the old names.
         let dir = tempfile::tempdir().unwrap();
@@ -625,7 +593,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(crate::run_dir::CONFIG);
         std::fs::write(&p, saved.to_toml()).unwrap();
-        let changed = TrainConfig::resumed(&p, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap();
+        let changed = TrainConfig::resumed(&p, false, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap();
         assert_eq!((changed.algorithm.lr, changed.rollout.num_rollouts), (1e-3, 8));
     }
 
@@ -647,12 +615,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = finished_run(dir.path(), &saved.to_toml());
 
-        let same = TrainConfig::resumed(&p, None, &[]).unwrap();
+        let same = TrainConfig::resumed(&p, true, None, &[]).unwrap();
         assert_eq!(same, saved, "a key not given keeps its saved value, not the default's");
-        let longer = TrainConfig::resumed(&p, None, &["run.max_steps=30".into(), "run.save_steps=2".into(), "algorithm.lr=3e-5".into()]).unwrap();
+        let longer = TrainConfig::resumed(&p, true, None, &["run.max_steps=30".into(), "run.save_steps=2".into(), "algorithm.lr=3e-5".into()]).unwrap();
         assert_eq!((longer.run.max_steps, longer.run.save_steps, longer.algorithm.lr), (30, 2, 3e-5));
 
-        let e = TrainConfig::resumed(&p, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap_err().to_string();
+        let e = TrainConfig::resumed(&p, true, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap_err().to_string();
         assert!(
             e.contains("algorithm.lr = 0.001 (saved: 0.00003)") && e.contains("rollout.num_rollouts = 8 (saved: 4)") && e.contains("--init-adapter"),
             "{e}"

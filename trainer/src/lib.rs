@@ -21,6 +21,7 @@ mod error;
 mod external;
 pub mod learner;
 pub mod metrics;
+pub mod model_section;
 pub mod plot;
 pub mod reward;
 pub mod routing;

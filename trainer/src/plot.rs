@@ -6,12 +6,9 @@
 
 use crate::error::TrainError;
 use crate::metrics::{HeldOutEval, RoutingEval, RoutingModeEval, SftStepMetrics, StepMetrics};
-use crate::run_dir::{RunDir, METRICS};
+use crate::run_dir::{RunDir, CURVES, METRICS};
 use agentrt_charts::{write_line_charts, LineChart, Series};
 use std::path::{Path, PathBuf};
-
-/// The file `plot_run` writes inside the run directory.
-pub const CURVES: &str = "curves.png";
 
 /// The points of one field over a log's lines (`at` gives a line's step); a value that is not finite
 /// (written as `null`) is a step without one.

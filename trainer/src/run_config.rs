@@ -89,14 +89,14 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     /// The config a resumed run goes on with: its saved `config.toml` (`saved`) with `file` and
     /// `overrides` layered over it (not over the defaults, so a key not given keeps its saved value); an
     /// error names every key that differs from the saved one outside [`RunConfig::CHANGEABLE_ON_RESUME`],
-    /// unless the run never finished a step (then nothing was done under the old values and any key may
-    /// change).
-    fn resumed(saved: &Path, file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
+    /// unless the run never finished a step (`started` false, as `run_dir::has_progress` tells: then
+    /// nothing was done under the old values and any key may change).
+    fn resumed(saved: &Path, started: bool, file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
         let table = saved_table::<Self>(saved)?;
         let old: Self = typed(&table).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
         let mut new: Self = layered(table, &saved.display().to_string(), file, overrides, Self::MOVED_KEYS)?;
         new.resolve()?;
-        if crate::run_dir::has_progress(saved.parent().unwrap_or(Path::new(".")))? {
+        if started {
             check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
         }
         new.validate().map_err(|e| located(e, file, overrides))?;

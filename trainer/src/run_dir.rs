@@ -39,6 +39,8 @@ pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 pub const ROUTING_EVAL: &str = "routing_eval.jsonl";
 /// The greedy evaluations on the held-out slice (`run.eval_steps`), one JSON object a line, step 0 first.
 pub const DEV_EVAL: &str = "dev_eval.jsonl";
+/// The training curves `agentrt plot` draws into the run directory.
+pub const CURVES: &str = "curves.png";
 /// The run's resolved config, which `--resume` reads back.
 pub const CONFIG: &str = "config.toml";
 /// What the run's episodes are sent and how they are played, as sent: the rendered system prompt (plug-in
@@ -310,7 +312,7 @@ fn clear_unstarted(dir: &Path) -> Result<(), TrainError> {
         let ours = [CONFIG, ENVIRONMENT].contains(&name.as_str())
             || LOGS.contains(&name.as_str())
             || name == agentrt_tensorboard::EVENT_FILE
-            || name == crate::plot::CURVES
+            || name == CURVES
             || name == crate::external::SERVED_ADAPTERS
             || ([CHECKPOINT_PREFIX, RESUME_PREFIX].iter().any(|p| name.starts_with(&format!(".{p}"))) && name.ends_with(".partial"));
         if !ours {

@@ -19,9 +19,9 @@
 //! (f32 adapters and optimizer moments), and the arithmetic does not depend on thread timing
 //! (docs/reliability.md says what the promise depends on).
 
-use crate::config::ModelSection;
 use crate::error::TrainError;
 use crate::learner::Learner;
+use crate::model_section::ModelSection;
 use crate::run_config::{check_resumable, RunConfig};
 use crate::run_dir::{write_atomic, RunDir, TrainerState, CONFIG, METRICS};
 use agentrt_environments::AgentSettings;

@@ -15,10 +15,10 @@
 //!   grad norm per step), `checkpoint-N/` (adapters, optimizer, data position) that `--resume` continues
 //!   from exactly, and curves.png ([`crate::plot::plot_run`]).
 
-use crate::config::{model_stem, ModelSection};
 use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample, UpdateStats};
 use crate::metrics::SftStepMetrics;
+use crate::model_section::{model_stem, ModelSection};
 use crate::routing::Detector;
 use crate::run_config::RunConfig;
 use crate::run_dir::{DataOrder, RunDir};

@@ -1,8 +1,8 @@
 //! The adapters a run starts from: fresh ones (`Policy::init_adapters`) or a saved adapter
 //! (`model.init_adapter`, e.g. what `agentrt sft` wrote), shared by `agentrt train` and `agentrt sft`.
 
-use crate::config::ModelSection;
 use crate::error::TrainError;
+use crate::model_section::ModelSection;
 use agentrt_environments::EnvSection;
 use agentrt_policy::{AdapterSet, LoraConfig, Policy};
 use std::path::Path;
