@@ -40,15 +40,15 @@
 #        OUT=bench/learning/campaign/qwen-lean bench/learning.sh
 #        (the stages to the RL long run's checkpoint 16 ran on `agentrt`, a copy of the b8f9ae5 build; the rest
 #        on `agentrt-18bf9f4`, the same arithmetic plus the entropy proxy and read-on share in metrics.jsonl)
-# The SFT start of "Find the passage" (the find program: search_passages, one tool call), the same recipe:
-#        STYLE=find PROMPT_FILE=bench/learning_prompt_find.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
-#        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 SFT_ONLY=1
-#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-find AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-find/agentrt-<commit> (the first: agentrt-8d65493, a dev-profile build)
-#        OUT=bench/learning/campaign/qwen-find bench/learning.sh
 #        Its first machine's cache was lost at the long run's step ~30 (the evidence to there is committed); it
 #        goes on, on another machine, from the shipped SFT adapter at the sweep's winning rate, without the sweep:
 #        SFT_ADAPTER=models/qwen2.5-coder-0.5b-wiki-scan-sft N_PASS=0 RL_SWEEP_LRS= RL_LR=3e-5 and the rest as
-#        above, with AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-lean/agentrt-<commit> (the first: agentrt-8d65493, a dev-profile build) (that machine's own build)
+#        above, with AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-lean/agentrt-<commit> (that machine's own build)
+# The SFT start of "Find the passage" (the find program: search_passages, one tool call), the same recipe:
+#        STYLE=find PROMPT_FILE=bench/learning_prompt_find.txt MODEL=qwen2.5-coder-0.5b SFT_LR=2e-4
+#        SFT_MAX_STEPS=150 SFT_STEP=100 SFT_WARMUP=10 SFT_EVAL_STEPS=25 SFT_SAVE_STEPS=10 SFT_ONLY=1
+#        WORK=$AGENTRT_CACHE/runs/campaign/qwen-find AGENTRT=$AGENTRT_CACHE/runs/campaign/qwen-find/agentrt-<commit> (the first: agentrt-a11f09b, a release build)
+#        OUT=bench/learning/campaign/qwen-find bench/learning.sh
 # Budget on a 2-core AMD EPYC (AVX2): trajectories 45 s; SFT ~20 s a step of 8 alone (720 steps an epoch);
 # RL 2-5 min a step (sampling grows with the groups dynamic sampling draws, the update with those kept),
 # plus ~2 min per held-out evaluation; each 300-question evaluation ~10-15 min (Qwen2.5-Coder-0.5B: RL
