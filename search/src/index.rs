@@ -432,8 +432,8 @@ impl WikiIndex {
 
     /// A page's characters of text and number of sections.
     pub fn page_size(&self, page: usize) -> (usize, usize) {
-        let p = &self.catalog.pages[page];
-        (self.catalog.sections[p.first..p.first + p.count].iter().map(|s| s.text.chars().count()).sum(), p.count)
+        let rows = self.page_rows(page);
+        (self.catalog.sections[rows.clone()].iter().map(|s| s.text.chars().count()).sum(), rows.len())
     }
 
     /// A page's section rows in the corpus BM25's order for `query` (the order `search_pages` picks a
