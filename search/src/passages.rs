@@ -19,9 +19,9 @@
 //! Measured as the share of the 8,313 train and dev questions whose gold answer is printed by the find
 //! program (`trajectories synth --style find`: the pooled passages, best first, as many as fit in 1,500
 //! characters): 92.2%, against 79.2% for the scan program that prints the top hit's best section whole
-//! and reads on in the next hits (bench/search_results.md); with ten pages 92.1%, with title terms at
-//! full weight 92.2% (but Tesla's birth year unprinted), at a fifth 91.9%. While choosing, a prototype of the ranking
-//! over the same questions measured the parts: the top page alone in 1,500 characters 86.7%; its best
+//! and reads on in the next hits (bench/search_results.md). With ten pages: title terms at full weight
+//! 92.2% (but Tesla's birth year unprinted), at half 92.1%, at a fifth 91.9%. While choosing, a prototype
+//! of the ranking over the same questions measured the parts: the top page alone in 1,500 characters 86.7%; its best
 //! passages in 1,100 and the second page's in 400, 88.4%, 89.4% with the neighbours' share and 85.7%
 //! with corpus idf alone (no page idf); pooled over 3 pages 91.3%, 5 pages 92.0%, 10 pages 92.5%
 //! (page score to the 4th; to the 2nd or 8th within half a point). Every choice was made on these
