@@ -90,28 +90,32 @@ impl Bm25 {
 
     /// The analysed terms of a query, deduplicated, in order.
     pub fn terms(&self, query: &str) -> Vec<String> {
-        let mut analyzer = self.index.tokenizers().get(ANALYZER).unwrap_or_else(analyzer);
-        let mut stream = analyzer.token_stream(query);
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        while stream.advance() {
-            let t = stream.token().text.clone();
+        self.each_term(query, |t| {
             if seen.insert(t.clone()) {
                 out.push(t);
             }
-        }
+        });
         out
     }
 
     /// The distinct analysed terms of a text (for scoring it against a query's [`Bm25::terms`]).
     pub fn term_set(&self, text: &str) -> HashSet<String> {
+        let mut out = HashSet::new();
+        self.each_term(text, |t| {
+            out.insert(t);
+        });
+        out
+    }
+
+    /// Every analysed term of `text`, in order, repeats included.
+    fn each_term(&self, text: &str, mut each: impl FnMut(String)) {
         let mut analyzer = self.index.tokenizers().get(ANALYZER).unwrap_or_else(analyzer);
         let mut stream = analyzer.token_stream(text);
-        let mut out = HashSet::new();
         while stream.advance() {
-            out.insert(stream.token().text.clone());
+            each(stream.token().text.clone());
         }
-        out
     }
 
     /// BM25's idf of an analysed term over every section ([`crate::passages::idf`]).

@@ -101,6 +101,9 @@ pub struct WikiIndex {
     page_cache: std::sync::Mutex<HashMap<usize, Arc<AnalyzedPage>>>,
 }
 
+/// A query's pages as (page row, score), best first, and each page's best section row.
+type RankedRows = (Vec<(usize, f32)>, HashMap<usize, usize>);
+
 /// Most query vectors kept in [`WikiIndex`]'s cache.
 const QUERY_CACHE_SIZE: usize = 4096;
 /// Most analysed pages kept in [`WikiIndex`]'s cache.
@@ -333,6 +336,12 @@ impl WikiIndex {
 
     /// [`WikiIndex::search_pages_fused`]'s ranking, on the thread it is called from.
     fn ranked_pages(&self, query: &str, k: usize, mode: SearchMode, fusion: Fusion) -> Result<Vec<PageHit>, SearchError> {
+        let (ranked, best) = self.ranked_page_rows(query, mode, fusion)?;
+        Ok(self.hits(&ranked, k, &best))
+    }
+
+    /// Every page a query's rankings reach, best first, and each page's best section.
+    fn ranked_page_rows(&self, query: &str, mode: SearchMode, fusion: Fusion) -> Result<RankedRows, SearchError> {
         let page_of = |s: usize| self.catalog.sections[s].page;
         let (ranked, best) = match mode {
             SearchMode::Bm25 => {
@@ -361,7 +370,7 @@ impl WikiIndex {
                 (pages, best)
             }
         };
-        Ok(self.hits(&ranked, k, &best))
+        Ok((ranked, best))
     }
 
     /// The `k` passages (sentences) that best answer `query`, best first: those of the page `page_id`,
@@ -376,10 +385,11 @@ impl WikiIndex {
         }
         let pages: Vec<(usize, f32)> = match page_id {
             Some(id) => vec![(self.catalog.page(id.trim())?, 1.0)],
-            None => on_query_pool(|| self.ranked_pages(query, PASSAGE_PAGES, SearchMode::Hybrid, Fusion::DEFAULT))?
-                .iter()
-                .map(|hit| Ok((self.catalog.page(&hit.page_id)?, hit.score)))
-                .collect::<Result<_, SearchError>>()?,
+            None => {
+                let (mut ranked, _) = on_query_pool(|| self.ranked_page_rows(query, SearchMode::Hybrid, Fusion::DEFAULT))?;
+                ranked.truncate(PASSAGE_PAGES);
+                ranked
+            }
         };
         let terms = self.bm25.terms(query);
         let idf = self.corpus_idfs(&terms)?;

@@ -49,7 +49,7 @@ const ABBREVIATIONS: &[&str] = &[
 /// One sentence of a page that holds some of the query's terms.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Passage {
-    /// The section's index among the sections given to [`rank_passages`].
+    /// The section's index among the page's sections given to [`AnalyzedPage::new`].
     pub section: usize,
     /// The sentence, trimmed.
     pub text: String,
