@@ -10,8 +10,12 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const GUESTS: &[(&str, &str)] =
-    &[("python-interpreter", "AGENTRT_INTERPRETER_WASM"), ("word-stats-tool", "AGENTRT_WORD_STATS_WASM"), ("flaky-tool", "AGENTRT_FLAKY_TOOL_WASM")];
+const GUESTS: &[(&str, &str)] = &[
+    ("python-interpreter", "AGENTRT_INTERPRETER_WASM"),
+    ("word-stats-tool", "AGENTRT_WORD_STATS_WASM"),
+    ("flaky-tool", "AGENTRT_FLAKY_TOOL_WASM"),
+    ("test-grader", "AGENTRT_TEST_GRADER_WASM"),
+];
 
 /// Variables of the outer build that would point the guest build at the wrong toolchain or target, or
 /// give it the host's flags and wrappers.

@@ -33,7 +33,7 @@ template="$repo/src/commands/tool_templates/$lang/build.sh"
 # The shared lines first (they hold placeholders of their own), without their comment.
 grep -v '^#' "$repo/src/commands/tool_templates/common/build_paths.sh" >"$paths"
 sed -e "/{{build_paths}}/{r $paths" -e 'd}' "$template" |
-    sed -e 's/{{name}}/text-tools/g' -e 's/{{snake}}/text_tools/g' >"$project/build.sh"
+    sed -e 's#{{world}}#local:{{name}}/{{name}}@0.1.0#g' -e 's/{{name}}/text-tools/g' -e 's/{{snake}}/text_tools/g' >"$project/build.sh"
 if grep -n '{{' "$project/build.sh" >&2; then
     echo "$template has a placeholder this script does not fill (the lines above); fill it here as src/commands/tool.rs does" >&2
     exit 1

@@ -20,6 +20,7 @@ mod bindings;
 mod component_cache;
 mod engine;
 pub mod fixture;
+mod grader_component;
 mod host;
 mod limits;
 mod output;
@@ -32,6 +33,7 @@ mod wasi;
 
 pub use component_cache::{CacheEntry, ComponentCache, CACHE_CAP_ENV, DEFAULT_CACHE_CAP_BYTES};
 pub use fixture::FixtureTools;
+pub use grader_component::{ComponentGrade, GradeFailure, GraderComponent};
 pub use limits::Limits;
 pub use plugins::{components_in, exported_tool_names, InstanceReuse, PluginRegistry};
 pub use report::{HostCall, Limit, Outcome, ProgramError, RunReport, ToolErrorKind};
@@ -71,11 +73,13 @@ pub enum SandboxError {
         /// wasmtime's account of the missing import.
         detail: String,
     },
-    /// A guest does not export what the `tool-code` world requires.
-    #[error("{origin} does not implement the agentrt:tools/tool-code world: {reason}")]
+    /// A component does not export what its world requires (`tool-code` for a guest, `grader` for a grader).
+    #[error("{origin} does not implement the agentrt:tools/{world} world: {reason}")]
     WrongWorld {
-        /// The guest's file, or "the built-in Python interpreter".
+        /// The component's file, or "the built-in Python interpreter".
         origin: String,
+        /// The world it was loaded as.
+        world: &'static str,
         /// What wasmtime found missing or mistyped.
         reason: String,
     },
@@ -122,3 +126,7 @@ pub const EXAMPLE_PLUGIN_WASM: &str = env!("AGENTRT_WORD_STATS_WASM");
 /// (`guest-tools/flaky-tool`), as built by this crate's build script: the plug-in fault of the soak and
 /// of the tests.
 pub const FLAKY_PLUGIN_WASM: &str = env!("AGENTRT_FLAKY_TOOL_WASM");
+
+/// Path of the grader component of the tests (`guest-tools/test-grader`: grades a number, and loops,
+/// allocates or panics when a task asks it to), as built by this crate's build script.
+pub const TEST_GRADER_WASM: &str = env!("AGENTRT_TEST_GRADER_WASM");

@@ -78,10 +78,10 @@ struct PluginInstance {
 }
 
 /// A plug-in instance's Store: WASI with no authority, a memory bound, and the tail of its stderr.
-struct PluginState {
+pub(crate) struct PluginState {
     wasi: WasiCtx,
     table: ResourceTable,
-    memory: MemoryLimiter,
+    pub(crate) memory: MemoryLimiter,
     stderr: CappedOutput,
 }
 
@@ -337,7 +337,7 @@ impl LoadedPlugin {
 
 /// Why a plug-in instance failed, in one line (a bound, or the trap), then the last lines of its stderr:
 /// the explanation of a crash in a call and of a failure at load alike.
-fn explain_failure(error: &wasmtime::Error, state: &PluginState) -> String {
+pub(crate) fn explain_failure(error: &wasmtime::Error, state: &PluginState) -> String {
     let cause = if state.memory.exceeded {
         format!("it ran out of memory (limit {} MiB)", state.memory.limit() >> 20)
     } else {
@@ -369,7 +369,7 @@ fn stderr_tail(stderr: &CappedOutput) -> Vec<String> {
 
 /// A Store for a new plug-in instance. Plug-ins write nowhere that matters: stdout is dropped (a
 /// bounded tail), stderr's tail is kept to explain a crash.
-fn plugin_store(engine: &Engine, limits: Limits) -> Store<PluginState> {
+pub(crate) fn plugin_store(engine: &Engine, limits: Limits) -> Store<PluginState> {
     let stdout = CappedOutput::keeping_tail(4096);
     let stderr = CappedOutput::keeping_tail(STDERR_TAIL_BYTES);
     let state = PluginState { wasi: no_authority_wasi(&stdout, &stderr), table: ResourceTable::new(), memory: MemoryLimiter::new(limits.memory_bytes), stderr };

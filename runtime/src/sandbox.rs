@@ -113,6 +113,12 @@ impl Sandbox {
         self.run_guest(&self.interpreter, program, limits).await
     }
 
+    /// Loads the grader component at `path` (an environment package's reward), compiled through this
+    /// sandbox's cache and bounded by its engine's clock.
+    pub fn load_grader(&self, path: &Path) -> Result<crate::GraderComponent, SandboxError> {
+        crate::GraderComponent::load(&self.engine, &self.cache, path)
+    }
+
     /// Runs `program` in a fresh instance of `guest`.
     pub async fn run_guest(&self, guest: &GuestComponent, program: &str, limits: Limits) -> RunReport {
         let started = Instant::now();
@@ -149,7 +155,8 @@ impl Sandbox {
 fn guest_from_bytes(engine: &Engine, linker: &Linker<HostState>, cache: &ComponentCache, wasm: &[u8], origin: &str) -> Result<GuestComponent, SandboxError> {
     let component = cache.load(engine, wasm, origin)?;
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| SandboxError::unsatisfied_import(origin, e))?;
-    let pre = ToolCodePre::new(instance_pre).map_err(|e| SandboxError::WrongWorld { origin: origin.to_string(), reason: format!("{e:#}") })?;
+    let pre =
+        ToolCodePre::new(instance_pre).map_err(|e| SandboxError::WrongWorld { origin: origin.to_string(), world: "tool-code", reason: format!("{e:#}") })?;
     Ok(GuestComponent { pre })
 }
 
