@@ -60,6 +60,8 @@ enum Command {
     Trajectories(commands::trajectories::Args),
     /// Plug-in tools: `tool new NAME --lang rust|python|js` creates a project ready to build.
     Tool(commands::tool::Args),
+    /// Environment packages: `env new NAME` creates one (tasks, prompt, grader) to play with `--env NAME`.
+    Env(commands::env::Args),
     /// Show agentrt's cache (models, index, precompiled components); `cache clean` empties the components.
     Cache(commands::cache::Args),
 }
@@ -125,6 +127,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Sweep(args) => commands::sweep::run(args),
         Command::Trajectories(args) => commands::trajectories::run(args),
         Command::Tool(args) => commands::tool::run(args),
+        Command::Env(args) => commands::env::run(args),
         Command::Cache(args) => commands::cache::run(args),
     }
 }

@@ -129,14 +129,15 @@ impl PolicyOptions {
     /// the user gave, which is played as it stands; otherwise the training defaults, played as the loaded
     /// adapter was trained, its `agent.json`), then `temperature` and these flags' sampling over it. With
     /// neither a config, an adapter's settings nor `--max-new-tokens`, a reply is as long as the
-    /// environment's replies need ([`agentrt_environments::EnvSection::default_max_new_tokens`]).
-    pub fn played(&self, mut config: TrainConfig, given: bool, loaded: &LoadedPolicy, temperature: f64) -> TrainConfig {
+    /// environment's replies need ([`agentrt_environments::Package::default_max_new_tokens`]). An
+    /// environment that cannot be read (a package folder without its manifest) is an error.
+    pub fn played(&self, mut config: TrainConfig, given: bool, loaded: &LoadedPolicy, temperature: f64) -> anyhow::Result<TrainConfig> {
         match (&loaded.trained, given) {
             (Some(trained), false) => {
                 config.rollout.episode = config.rollout.episode.played_as(&trained.spec);
                 config.env.wiki = trained.prompted(&config.env.wiki);
             }
-            (None, false) => config.rollout.episode.max_new_tokens = config.env.default_max_new_tokens(),
+            (None, false) => config.rollout.episode.max_new_tokens = config.env.package().map_err(anyhow::Error::msg)?.default_max_new_tokens(),
             (_, true) => {}
         }
         let spec = &mut config.rollout.episode;
@@ -145,7 +146,7 @@ impl PolicyOptions {
         if let Some(n) = self.max_new_tokens {
             spec.max_new_tokens = n;
         }
-        config
+        Ok(config)
     }
 
     /// The policy that plays `environment`, sampling as its spec says (the endpoint, the loaded model, or

@@ -103,13 +103,15 @@ impl ToolOptions {
     }
 
     /// The sandbox of environment `env`: the wiki's tools over the index, or, for an environment whose
-    /// programs call none (code), no wiki tools and no index needed.
+    /// programs call none (code), no wiki tools and no index needed; with the plug-ins the environment
+    /// names beside those of `--tool` and `--tools-dir`.
     pub async fn build_for(&self, env: &agentrt_environments::EnvSection, limits: Limits) -> anyhow::Result<Sandbox> {
-        if env.serves_wiki_tools() {
-            self.build(limits).await
-        } else {
-            self.build_with(limits, Arc::new(agentrt_runtime::NoWikiTools)).await
-        }
+        let package = env.package().map_err(anyhow::Error::msg)?;
+        let host: Arc<dyn ToolHost> = if package.wiki_tools { self.tool_host()? } else { Arc::new(agentrt_runtime::NoWikiTools) };
+        let mut plugins = self.plugin_paths()?;
+        plugins.extend(package.plugins);
+        let config = SandboxConfig { limits, plugins, ..SandboxConfig::default() };
+        Ok(Sandbox::new(config, host).await?)
     }
 
     /// As [`ToolOptions::build`], over `host` (from [`ToolOptions::tool_host`]), which the caller keeps

@@ -37,11 +37,11 @@ pub struct AgentSettings {
 pub const SHIPPED: &str = "shipped";
 
 /// The adapters this project ships, by environment and base model: `(environment, model, folder)`.
-const SHIPPED_ADAPTERS: &[(crate::EnvName, &str, &str)] = &[(crate::EnvName::Wiki, "smollm2-135m", "models/smollm2-135m-wiki-read")];
+const SHIPPED_ADAPTERS: &[(&str, &str, &str)] = &[(crate::wiki::NAME, "smollm2-135m", "models/smollm2-135m-wiki-read")];
 
 /// The folder of the adapter this project ships for `model` in `env` (found from any folder: the
 /// checkout's `models/`), if it ships one.
-pub fn shipped_adapter(env: crate::EnvName, model: &str) -> Option<std::path::PathBuf> {
+pub fn shipped_adapter(env: &str, model: &str) -> Option<std::path::PathBuf> {
     let (_, _, folder) = SHIPPED_ADAPTERS.iter().find(|(e, m, _)| *e == env && *m == model)?;
     agentrt_assets::data_file(Path::new(folder), "model.init_adapter").ok()
 }

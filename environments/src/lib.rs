@@ -1,26 +1,30 @@
 //! Environments: everything that defines a task, in one place, so `train`, `eval` and `trajectories`
 //! play the same episodes.
 //!
-//! The design in three parts:
-//! Each environment has a folder: [`wiki`] (answer questions about the corpus by writing programs that
-//! search and read it) and [`code`] (write a function from its signature and docstring). The design in
-//! three parts, each answered by the environment's folder:
-//! - **what is asked**: an environment's questions: the wiki's questions file ([`wiki::questions`]) or
-//!   the code environment's tasks ([`code::tasks`]: a signature and docstring, hidden tests, an entry
-//!   point), with their splits; training and evaluation take them from [`Environment::questions`].
+//! An environment is a [`Package`]: plain data saying what is asked, how it is played and how it is
+//! scored. Two are built in, each in its folder: [`wiki`] (answer questions about the corpus by writing
+//! programs that search and read it) and [`code`] (write a function from its signature and docstring);
+//! any other is a folder with an `environment.toml` ([`package`]), named by its path. The trainer and the
+//! CLI ask the package, never which environment it is. The design in three parts:
+//! - **what is asked**: the tasks with their splits: the wiki's questions file ([`wiki::questions`]),
+//!   the code tasks ([`code::tasks`]: a signature and docstring, hidden tests, an entry point), or a
+//!   package's rows ([`package::tasks`]); training and evaluation take them from
+//!   [`Environment::questions`].
 //! - **how it is played**: the system prompt and demonstration, the episode bounds, the
-//!   [`ReplyGrammar`] (wiki: programs that call tools, several turns, [`wiki::ToolPrograms`]; code: one
-//!   reply whose code is the answer, [`code::WholeReply`]), and the stop strings the sampler ends a reply
-//!   at. [`Environment::settings`] is all of it as one comparable value.
-//! - **how it is scored**: a [`Grader`]: the judge for the wiki ([`wiki::JudgeGrader`]), the task's tests
-//!   for code ([`code::grader::TestGrader`]: each test its own sandboxed program); each grade carries its
-//!   reward's named parts, which training weighs and logs one by one.
+//!   [`ReplyGrammar`] (programs that call tools over several turns, [`wiki::ToolPrograms`]; or one reply
+//!   that is the answer, [`code::WholeReply`]), the plug-in tools, and the stop strings the sampler ends
+//!   a reply at. [`Environment::settings`] is all of it as one comparable value.
+//! - **how it is scored**: a [`Grader`]: a judge ([`wiki::JudgeGrader`]), the task's tests
+//!   ([`code::grader::TestGrader`]: each test its own sandboxed program), a built-in match
+//!   ([`package::graders`]: exact, numeric) or a grader component run bounded in the sandbox; each grade
+//!   carries its reward's named parts, which training weighs and logs one by one.
 //!
-//! An environment is chosen by name (`wiki`, `code`) in the `[env]` section of a training config
-//! ([`EnvSection`]), which `agentrt train` and `agentrt eval --env` read the same way.
+//! An environment is chosen by `env.name` in the `[env]` section of a training config ([`EnvSection`]),
+//! or `--env`, which `agentrt train` and `agentrt eval` read the same way.
 
 pub mod agent_file;
 pub mod code;
+pub mod package;
 /// Test set-up shared with other crates' tests; not part of the product's API (the `testing` feature,
 /// which only dev-dependencies turn on).
 #[cfg(any(test, feature = "testing"))]
@@ -33,46 +37,24 @@ use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyGrammar
 use agentrt_runtime::Sandbox;
 pub use code::settings::{CodeSection, CODE_TEST_FUEL, CODE_TEST_TIMEOUT_MS};
 use code::tasks::CodeTask;
+use package::tasks::TaskRows;
+pub use package::{GraderChoice, Package, Prompt, Tasks};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wiki::WikiQuestions;
 pub use wiki::WikiSection;
 
-/// Which environment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnvName {
-    /// Answer questions about a Wikipedia corpus by writing programs that search and read it.
-    #[default]
-    Wiki,
-    /// Write a Python function from its signature and docstring; its tests are the reward.
-    Code,
-}
-
-impl EnvName {
-    /// Every environment, by the name `--env` and `env.name` spell it.
-    pub const ALL: [(EnvName, &'static str); 2] = [(EnvName::Wiki, wiki::NAME), (EnvName::Code, code::NAME)];
-
-    /// `wiki` or `code` (as `--env` and `env.name` spell it).
-    pub fn parse(name: &str) -> Result<EnvName, String> {
-        EnvName::ALL.iter().find(|(_, n)| *n == name).map(|(e, _)| *e).ok_or_else(|| format!("unknown environment `{name}`: expected wiki or code"))
-    }
-
-    /// The name as `--env` and `env.name` spell it; the inverse of [`EnvName::parse`].
-    pub fn as_str(self) -> &'static str {
-        EnvName::ALL.iter().find(|(e, _)| *e == self).map(|(_, n)| *n).expect("every environment is in ALL")
-    }
-}
-
-/// The `[env]` section of a training config: which environment is played, and each environment's own
-/// settings (`[env.wiki]`, `[env.code]`); what every environment has (turns, sampling, the sandbox's
-/// bounds) is `[rollout]`'s [`EpisodeSpec`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The `[env]` section of a training config: which environment is played (`wiki`, `code`, or the
+/// folder of an environment package), and the built-in environments' own settings (`[env.wiki]`,
+/// `[env.code]`); what every environment has (turns, sampling, the sandbox's bounds) is `[rollout]`'s
+/// [`EpisodeSpec`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvSection {
-    /// Which environment is played (`env.name`; default `wiki`).
-    pub name: EnvName,
+    /// Which environment is played (`env.name`): `wiki` (the default), `code`, or the folder of an
+    /// environment package (a path holding an `environment.toml`).
+    pub name: String,
     /// `[env.wiki]`: the questions file, the prompt and the judge.
     #[serde(default)]
     pub wiki: WikiSection,
@@ -81,136 +63,71 @@ pub struct EnvSection {
     pub code: CodeSection,
 }
 
+impl Default for EnvSection {
+    fn default() -> Self {
+        EnvSection { name: wiki::NAME.into(), wiki: WikiSection::default(), code: CodeSection::default() }
+    }
+}
+
 impl EnvSection {
-    /// Checks both environments' settings; the message names the key.
+    /// Checks the built-in environments' settings and that `env.name` names an environment (a package's
+    /// manifest is read and checked); the message names the key, or the file and its key.
     pub fn validate(&self) -> Result<(), String> {
         self.wiki.validate()?;
-        self.code.validate(self.name == EnvName::Code)
+        self.code.validate(self.name == code::NAME)?;
+        self.package().map(|_| ())
     }
 
-    /// How this environment plays `spec` (the `[rollout]` keys): the wiki as it stands; the code
-    /// environment one reply, read whole as the answer, each test under `env.code.test_fuel` and `test_timeout_ms`
-    /// (memory and tool-call bounds are `[rollout]`'s). The one place a spec is adapted: an
-    /// [`Environment`] holds the result, and every command asks it.
-    pub fn played(&self, spec: &EpisodeSpec) -> EpisodeSpec {
-        match self.name {
-            EnvName::Wiki => spec.clone(),
-            EnvName::Code => EpisodeSpec { max_turns: 1, fuel: self.code.test_fuel, timeout_ms: self.code.test_timeout_ms, ..spec.clone() },
-        }
-    }
-
-    /// How a reply is read: programs that call tools (wiki), or the whole reply as the answer (code).
-    pub fn reply_grammar(&self) -> Arc<dyn ReplyGrammar> {
-        match self.name {
-            EnvName::Wiki => Arc::new(wiki::ToolPrograms),
-            EnvName::Code => Arc::new(code::WholeReply),
-        }
-    }
-
-    /// Whether programs call the wiki's tools (so the sandbox needs the search index); the code
-    /// environment's test programs call none.
-    pub fn serves_wiki_tools(&self) -> bool {
-        self.name == EnvName::Wiki
-    }
-
-    /// Whether answers are graded by tests (reported as pass@k over tasks) rather than judged (accuracy).
-    pub fn grades_with_tests(&self) -> bool {
-        self.name == EnvName::Code
-    }
-
-    /// The split training evaluates on while it runs (`run.eval_split` empty): the wiki's `dev`, the code
-    /// tasks' `test` (HumanEval's documented split).
-    pub fn held_out_split(&self) -> &'static str {
-        match self.name {
-            EnvName::Wiki => "dev",
-            EnvName::Code => "test",
-        }
-    }
-
-    /// The split an evaluation plays when none is given: the wiki's `dev`; all of the code tasks (as
-    /// published pass@k numbers use).
-    pub fn default_eval_split(&self) -> &'static str {
-        match self.name {
-            EnvName::Wiki => "dev",
-            EnvName::Code => "all",
+    /// The environment `env.name` names, as a [`Package`]: the wiki or the code environment with their
+    /// sections' settings, or the package in that folder.
+    pub fn package(&self) -> Result<Package, String> {
+        match self.name.as_str() {
+            wiki::NAME => Ok(wiki::package(&self.wiki)),
+            code::NAME => Ok(code::package(&self.code)),
+            folder => Package::read(Path::new(folder)).map_err(|e| format!("env.name: {e}")),
         }
     }
 
     /// Plays the environment `name` (`--env`): a config that names the wiki (the default) may be played
     /// as another; a config that names another environment only as itself.
     pub fn select(&mut self, name: &str) -> Result<(), String> {
-        let name = EnvName::parse(name)?;
-        if name != self.name && self.name != EnvName::Wiki {
-            return Err(format!("--env {}: the config plays the {} environment", name.as_str(), self.name.as_str()));
+        if name != self.name && self.name != wiki::NAME {
+            return Err(format!("--env {name}: the config plays the {} environment", self.name));
         }
-        self.name = name;
-        Ok(())
+        self.name = name.to_string();
+        self.package().map(|_| ())
     }
 
     /// This section as the code environment (its `[env.code]` keys kept): what `eval --regrade` grades again,
     /// since only test-graded replies can be regraded.
     pub fn as_code(&self) -> EnvSection {
-        EnvSection { name: EnvName::Code, ..self.clone() }
-    }
-
-    /// The split training plays: `env.wiki.split` or `env.code.split`.
-    pub fn training_split(&self) -> &str {
-        match self.name {
-            EnvName::Wiki => &self.wiki.split,
-            EnvName::Code => &self.code.split,
-        }
-    }
-
-    /// The key that names the split training plays (`env.wiki.split`, `env.code.split`), as errors name it.
-    pub fn split_key(&self) -> &'static str {
-        match self.name {
-            EnvName::Wiki => "env.wiki.split",
-            EnvName::Code => "env.code.split",
-        }
+        EnvSection { name: code::NAME.into(), ..self.clone() }
     }
 
     /// The questions of `split` (`all`: every one) of the played environment's file. None is an error
     /// naming the split and the file.
     pub fn read_questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
-        Dataset::read(self)?.questions(split)
-    }
-
-    /// Tokens a reply may take when neither a flag nor an adapter's settings say: a wiki reply is a short
-    /// program or an answer; a code reply restates the signature and docstring before the body (at 384
-    /// tokens, about 13% of Qwen2.5-Coder's HumanEval replies were cut before their closing fence).
-    pub fn default_max_new_tokens(&self) -> usize {
-        match self.name {
-            EnvName::Wiki => EpisodeSpec::default().max_new_tokens,
-            EnvName::Code => 512,
-        }
-    }
-
-    /// Where replies stop.
-    pub fn stop_strings(&self) -> Vec<String> {
-        let stops = match self.name {
-            EnvName::Wiki => wiki::STOP_STRINGS,
-            EnvName::Code => code::CODE_STOP_STRINGS,
-        };
-        stops.iter().map(|s| s.to_string()).collect()
+        let package = self.package().map_err(RolloutError::Invalid)?;
+        Dataset::read(&package)?.questions(split)
     }
 }
 
 /// A task definition, built once per command: what an [`EpisodeRunner`] needs, and the stop strings
 /// for the sampler.
 pub struct Environment {
-    /// Which environment this is.
-    pub name: EnvName,
+    /// Which environment this is: what it asks, how it is played and scored, as data.
+    pub package: Package,
     /// The system prompt every episode starts with, rendered (the wiki's lists the sandbox's plug-ins).
     pub system_prompt: String,
     /// Earlier turns shown before every question (few-shot); may be empty.
     pub demonstration: Vec<Message>,
-    /// How an episode is played here ([`EnvSection::played`] of the command's spec).
+    /// How an episode is played here ([`Package::played`] of the command's spec).
     pub spec: EpisodeSpec,
     /// How a reply is read.
     pub reply_grammar: Arc<dyn ReplyGrammar>,
     /// The strings the sampler ends a reply at.
     pub stop: Vec<String>,
-    /// Scores final answers: the judge for the wiki, the task's tests for code.
+    /// Scores final answers: the judge for the wiki, the task's tests for code, a package's grader.
     pub grader: Arc<dyn Grader>,
     /// What is asked, by split.
     dataset: Dataset,
@@ -218,21 +135,20 @@ pub struct Environment {
     tools: Arc<dyn agentrt_runtime::ToolHost>,
 }
 
-/// An environment's questions: the wiki's file (read per split when asked), or the code tasks (read
-/// once, when the environment is built: its grader holds them too).
+/// An environment's questions: the wiki's file (read per split when asked), the code tasks, or a
+/// package's rows (read once, when the environment is built: their graders hold them too).
 enum Dataset {
     Wiki(WikiQuestions),
     Code { path: PathBuf, tasks: Vec<CodeTask> },
+    Rows(Arc<TaskRows>),
 }
 
 impl Dataset {
-    fn read(section: &EnvSection) -> Result<Dataset, RolloutError> {
-        Ok(match section.name {
-            EnvName::Wiki => Dataset::Wiki(WikiQuestions::new(Path::new(&section.wiki.questions))),
-            EnvName::Code => {
-                let path = PathBuf::from(&section.code.tasks);
-                Dataset::Code { tasks: code::tasks::read_tasks(&path, None)?, path }
-            }
+    fn read(package: &Package) -> Result<Dataset, RolloutError> {
+        Ok(match &package.tasks {
+            Tasks::WikiQuestions(path) => Dataset::Wiki(WikiQuestions::new(path)),
+            Tasks::CodeTasks(path) => Dataset::Code { tasks: code::tasks::read_tasks(path, None)?, path: path.clone() },
+            Tasks::Rows(path) => Dataset::Rows(Arc::new(TaskRows::read(path)?)),
         })
     }
 
@@ -241,6 +157,7 @@ impl Dataset {
         let (questions, path) = match self {
             Dataset::Wiki(questions) => (questions.of_split(split)?, questions.path()),
             Dataset::Code { path, tasks } => (tasks.iter().map(code::tasks::question_of).filter(|q| wanted(&q.split)).collect(), path.as_path()),
+            Dataset::Rows(rows) => (rows.questions(split), rows.path()),
         };
         if questions.is_empty() {
             return Err(RolloutError::Invalid(format!("no questions of split `{split}` in {}", path.display())));
@@ -253,8 +170,8 @@ impl Dataset {
 /// play the same episodes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EnvironmentSettings {
-    /// Which environment.
-    pub name: EnvName,
+    /// Which environment (`wiki`, `code`, a package's name).
+    pub name: String,
     /// The rendered system prompt.
     pub system_prompt: String,
     /// The demonstration's turns, as `(role, content)`.
@@ -285,7 +202,7 @@ impl Environment {
     /// Everything that decides how this environment's episodes play, as one comparable value.
     pub fn settings(&self) -> EnvironmentSettings {
         EnvironmentSettings {
-            name: self.name,
+            name: self.package.name.clone(),
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.iter().map(|m| (m.role.clone(), m.content.clone())).collect(),
             spec: self.spec.clone(),
@@ -297,28 +214,46 @@ impl Environment {
 }
 
 impl Environment {
-    /// The environment `section` names, playing `spec` (the `[rollout]` keys; [`EnvSection::played`]
-    /// adapts them), with its own settings (`[env.wiki]`, `[env.code]`); the code environment reads its
-    /// tasks here, once (the grader knows every task, whichever split is played).
+    /// The environment `section` names, playing `spec` (the `[rollout]` keys; [`Package::played`]
+    /// adapts them), with its own settings; the tasks of the code environment and of a package are read
+    /// here, once (their graders know every task, whichever split is played).
     pub fn build(section: &EnvSection, spec: &EpisodeSpec, sandbox: Arc<Sandbox>) -> Result<Environment, RolloutError> {
         section.validate().map_err(RolloutError::Invalid)?;
         spec.validate().map_err(|e| RolloutError::Invalid(format!("rollout.{e}")))?;
-        let spec = section.played(spec);
-        let (stop, reply_grammar) = (section.stop_strings(), section.reply_grammar());
-        let dataset = Dataset::read(section)?;
+        let package = section.package().map_err(RolloutError::Invalid)?;
+        let spec = package.played(spec);
+        let dataset = Dataset::read(&package)?;
         let tools = sandbox.tools().clone();
-        let (system_prompt, demonstration, grader): (String, Vec<Message>, Arc<dyn Grader>) = match &dataset {
-            Dataset::Wiki(_) => {
-                let (prompt, demonstration, grader) = wiki::played(&section.wiki, &sandbox)?;
-                (prompt, demonstration, grader)
-            }
-            Dataset::Code { tasks, .. } => {
-                let grader = code::grader::TestGrader::new(sandbox, tasks, spec.limits(), section.code.test_reward())?;
-                let prompt = if section.code.reasoning_format { code::CODE_REASONING_SYSTEM_PROMPT } else { code::CODE_SYSTEM_PROMPT };
-                (prompt.into(), Vec::new(), Arc::new(grader))
+        let (system_prompt, demonstration) = match &package.prompt {
+            Prompt::Wiki(settings) => wiki::prompt_of(settings, &sandbox)?,
+            Prompt::Text { system, demonstration } => {
+                // Plug-ins are listed where the template says, or at its end when the package names some.
+                let listed = system.contains(wiki::PLUGINS_PLACEHOLDER) || !package.plugins.is_empty();
+                let prompt = if listed { wiki::system_prompt(system, &sandbox.plugins().signatures()) } else { system.clone() };
+                let turns = match demonstration {
+                    Some(file) => wiki::Demonstration::File(file.display().to_string()).turns().map_err(RolloutError::Invalid)?,
+                    None => Vec::new(),
+                };
+                (prompt, turns)
             }
         };
-        Ok(Environment { name: section.name, system_prompt, demonstration, spec, reply_grammar, stop, grader, dataset, tools })
+        let grader: Arc<dyn Grader> = match (&package.grader, &dataset) {
+            (GraderChoice::Judge(judge), _) => {
+                let key = if matches!(package.prompt, Prompt::Wiki(_)) { "env.wiki.judge" } else { "grader.judge" };
+                wiki::judge_grader(judge, key)?
+            }
+            (GraderChoice::Tests(reward), Dataset::Code { tasks, .. }) => Arc::new(code::grader::TestGrader::new(sandbox, tasks, spec.limits(), *reward)?),
+            (GraderChoice::Exact, _) => Arc::new(package::graders::ExactGrader),
+            (GraderChoice::Numeric { tolerance }, _) => Arc::new(package::graders::NumericGrader { tolerance: *tolerance }),
+            (GraderChoice::Component { path, limits }, Dataset::Rows(rows)) => {
+                let component = sandbox.load_grader(path).map_err(|e| RolloutError::Invalid(format!("grader.path: {e}")))?;
+                Arc::new(package::graders::ComponentGrader::new(component, rows.clone(), *limits))
+            }
+            (GraderChoice::Tests(_), _) => return Err(RolloutError::Invalid("a test grader grades code tasks (HumanEval's format)".into())),
+            (GraderChoice::Component { .. }, _) => return Err(RolloutError::Invalid("a grader component grades a package's task rows".into())),
+        };
+        let (stop, reply_grammar) = (package.stop.clone(), package.grammar.reader());
+        Ok(Environment { package, system_prompt, demonstration, spec, reply_grammar, stop, grader, dataset, tools })
     }
 
     /// How a reply is sampled here: the spec's sampling keys, ending at this environment's stop strings.
@@ -338,7 +273,7 @@ impl Environment {
     /// demonstration of pages the index lacks gets a warning of its own. Returns how many questions lost
     /// their page. Only the wiki names pages; elsewhere nothing is checked.
     pub async fn check_index(&self, questions: &mut [Question]) -> Result<usize, RolloutError> {
-        if self.name != EnvName::Wiki {
+        if !self.package.wiki_tools {
             return Ok(0);
         }
         let shown = wiki::prompt::page_ids_shown(&self.demonstration);
@@ -390,7 +325,7 @@ impl Environment {
     pub fn code_task(&self, id: &str) -> Option<&CodeTask> {
         match &self.dataset {
             Dataset::Code { tasks, .. } => tasks.iter().find(|t| t.id == id),
-            Dataset::Wiki(_) => None,
+            Dataset::Wiki(_) | Dataset::Rows(_) => None,
         }
     }
 }

@@ -291,6 +291,7 @@ mod tests {
             well_formed: false,
             verdict: None,
             tests: None,
+            grader_error: None,
             outcome,
             conversation: agentrt_rollout::Conversation::new(id, Vec::new()),
         }

@@ -102,6 +102,9 @@ pub struct Episode {
     /// Each test's result, when the environment grades with tests.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests: Option<TestRun>,
+    /// Why the grader gave no grade ([`crate::Grade::grader_error`]); the reward is then 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grader_error: Option<String>,
     /// How the episode ended.
     pub outcome: EpisodeOutcome,
     /// The whole dialogue, with the token trace for a local policy: training and trajectory exports read it; reports skip it.
@@ -282,10 +285,13 @@ impl EpisodeRunner {
                     (Some((_, true)), false) => EpisodeOutcome::WrongAnswer,
                     (Some((_, false)), false) => EpisodeOutcome::NoAnswer,
                 };
-                let (reward, reward_components, partial_credit, well_formed, verdict, tests) = match grade {
-                    Some(g) => (g.reward, g.components, g.partial_credit, g.well_formed, g.verdict, g.tests),
-                    None => (0.0, Vec::new(), None, false, None, None),
+                let (reward, reward_components, partial_credit, well_formed, verdict, tests, grader_error) = match grade {
+                    Some(g) => (g.reward, g.components, g.partial_credit, g.well_formed, g.verdict, g.tests, g.grader_error),
+                    None => (0.0, Vec::new(), None, false, None, None, None),
                 };
+                if let Some(why) = &grader_error {
+                    tracing::warn!("question {}: no grade: {why}", q.id);
+                }
                 Episode {
                     question: q.clone(),
                     turns: l.turns,
@@ -296,6 +302,7 @@ impl EpisodeRunner {
                     well_formed,
                     verdict,
                     tests,
+                    grader_error,
                     outcome,
                     conversation: l.conversation,
                 }

@@ -30,6 +30,9 @@ pub struct Grade {
     pub verdict: Option<Verdict>,
     /// Each test's result, when tests graded.
     pub tests: Option<TestRun>,
+    /// Why the grader gave no grade for this answer (a grader component ran past a bound, crashed or
+    /// refused the task): the answer then scores 0 and counts as wrong, and the run goes on.
+    pub grader_error: Option<String>,
 }
 
 /// Grades final answers. Implementations must be cheap to share between tasks.

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod bench;
 pub mod cache;
+pub mod env;
 pub mod eval;
 pub mod exec;
 pub mod generate;

@@ -7,18 +7,18 @@ use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 
 /// The contract every plug-in includes, as the host reads it.
-const CONTRACT: &str = include_str!("../../wit/agentrt-tools.wit");
+pub(crate) const CONTRACT: &str = include_str!("../../wit/agentrt-tools.wit");
 
 /// The wit-bindgen version a Rust project pins: the one the examples in `guest-tools/` are built with.
 const WIT_BINDGEN: &str = "0.57";
 
-/// The build scripts of Python and JavaScript projects. Each pins its toolchain on its `VERSION=` line,
+/// The build scripts of Python and JavaScript projects (a Python grader of `agentrt env new` too). Each pins its toolchain on its `VERSION=` line,
 /// the one place that version is written; the text-tools example in `guest-tools/` is built by the same
 /// scripts.
-const PYTHON_BUILD: &str = include_str!("tool_templates/python/build.sh");
+pub(crate) const PYTHON_BUILD: &str = include_str!("tool_templates/python/build.sh");
 const JS_BUILD: &str = include_str!("tool_templates/js/build.sh");
 /// The lines that resolve OUT.wasm and the cache, the same in every build.sh that installs a toolchain.
-const BUILD_PATHS: &str = include_str!("tool_templates/common/build_paths.sh");
+pub(crate) const BUILD_PATHS: &str = include_str!("tool_templates/common/build_paths.sh");
 
 /// The toolchain version a build script pins: the value of its `VERSION=` line.
 fn pinned_version(build_script: &'static str) -> &'static str {
@@ -221,6 +221,7 @@ fn fill(template: &str, name: &str) -> String {
     let build_paths = BUILD_PATHS.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n");
     template
         .replace("{{build_paths}}", &build_paths)
+        .replace("{{world}}", "local:{{name}}/{{name}}@0.1.0")
         .replace("{{name}}", name)
         .replace("{{snake}}", &name.replace('-', "_"))
         .replace("{{wit_bindgen}}", WIT_BINDGEN)
@@ -229,13 +230,13 @@ fn fill(template: &str, name: &str) -> String {
 }
 
 #[cfg(unix)]
-fn make_executable(path: &Path) -> anyhow::Result<()> {
+pub(crate) fn make_executable(path: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).with_context(|| format!("making {} executable", path.display()))
 }
 
 #[cfg(not(unix))]
-fn make_executable(_: &Path) -> anyhow::Result<()> {
+pub(crate) fn make_executable(_: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 

@@ -52,9 +52,11 @@ pub struct Args {
     /// `local` or `openai:MODEL@BASE_URL`.
     #[arg(long)]
     pub sampler: Option<String>,
-    /// The environment: `wiki` (search and read the corpus) or `code` (write a function; its tests in the
-    /// sandbox are the reward). Sets `env.name`; its `[env.wiki]` or `[env.code]` section configures it.
-    #[arg(long, value_name = "NAME")]
+    /// The environment: `wiki` (search and read the corpus), `code` (write a function; its tests in the
+    /// sandbox are the reward), or the folder of an environment package (its `environment.toml`: tasks,
+    /// prompt, grader; `agentrt env new`, docs/environments.md). Sets `env.name`; `[env.wiki]` or
+    /// `[env.code]` configures a built-in one.
+    #[arg(long, value_name = "NAME|DIR")]
     pub env: Option<String>,
     #[command(flatten)]
     pub run: RunOptions,

@@ -284,7 +284,7 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let loaded = args.policy.load()?;
     // An adapter plays as it was trained; without one, four replies as synth, and the random baseline
     // without the demonstration (it reads none).
-    let mut config = args.policy.played(TrainConfig::default(), false, &loaded, args.temperature);
+    let mut config = args.policy.played(TrainConfig::default(), false, &loaded, args.temperature)?;
     apply_episode_flags(
         &mut config,
         c.max_turns.or(loaded.trained.is_none().then_some(4)),

@@ -8,8 +8,10 @@
 mod common;
 
 mod code_env;
+mod environments;
 mod eval;
 mod exec;
+mod grader_component;
 mod humaneval_sandbox;
 mod own_data;
 mod plugin_js;
@@ -24,4 +26,5 @@ mod soak;
 mod tool_new;
 mod train;
 mod trajectories;
+mod walk_through;
 mod your_data;

@@ -7,8 +7,9 @@
 //! writes it (and its numbers to TensorBoard), and `plot`, `sweep` and the progress bar read its fields, so a renamed or
 //! removed metric is a compile error, not a key nobody writes any more. Its JSON is the line as it always
 //! was: keys in sorted order (serde_json's map), `null` where a value is missing, `reward_tests` and
-//! `reward_perfect` only from graders that give those parts (a grader part with no field here stops the
-//! run with an error naming it: add the field). [`StepMetrics::read`] reads a run's lines back; a line that
+//! `reward_perfect` only from graders that give those parts, and an environment package's own parts as
+//! `reward_<part>` ([`StepMetrics::grader_parts`]; a part whose name is one of training's own metrics
+//! stops the run with an error naming it). [`StepMetrics::read`] reads a run's lines back; a line that
 //! is not a step's metrics is an error naming the file and line.
 //!
 //! [`RunDir::append`]: crate::run_dir::RunDir::append
@@ -55,6 +56,11 @@ pub struct StepMetrics {
     /// Absent (not null) when no episode had it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reward_perfect: Option<f64>,
+    /// The means of an environment package's own reward parts (its grader's names), each as
+    /// `reward_<part>` beside the keys above (`reward_correct`; 0 for an episode without it). Empty for
+    /// the built-in environments, whose parts have their fields.
+    #[serde(flatten, default)]
+    pub grader_parts: std::collections::BTreeMap<String, f64>,
 
     /// Fraction of episodes that ended with a correct answer (the judge said so, or every test passed).
     pub accuracy: f64,
@@ -363,6 +369,7 @@ pub(crate) fn example() -> StepMetrics {
         reward_overlong: 0.0,
         reward_tests: None,
         reward_perfect: None,
+        grader_parts: Default::default(),
         accuracy: 0.5,
         answer_f1: 0.625,
         tool_calls: 1.5,
@@ -554,6 +561,12 @@ mod tests {
         assert_eq!(json.as_object().unwrap().len(), KEYS.len() + 2);
         assert_eq!((json["reward_tests"].as_f64(), json["reward_perfect"].as_f64()), (Some(0.5), Some(0.0)));
         assert_eq!(serde_json::from_value::<StepMetrics>(json).unwrap(), code);
+
+        // A package's grader parts are `reward_<part>` keys among the others, and read back.
+        let parts = StepMetrics { grader_parts: [("reward_correct".to_string(), 0.25)].into(), ..example() };
+        let json = parts.to_json();
+        assert_eq!((json.as_object().unwrap().len(), json["reward_correct"].as_f64()), (KEYS.len() + 1, Some(0.25)));
+        assert_eq!(serde_json::from_value::<StepMetrics>(json).unwrap(), parts);
     }
 
     /// The `agentrt sft` step, held-out and routing lines are the lines the loops built as JSON maps before

@@ -97,6 +97,7 @@ mod tests {
             well_formed: true,
             verdict: None,
             tests: None,
+            grader_error: None,
             outcome: if judge > 0.0 { EpisodeOutcome::Correct } else { EpisodeOutcome::WrongAnswer },
             conversation: Conversation::new("q", vec![]),
         }

@@ -72,9 +72,9 @@ pub fn learner_config(config: &TrainConfig) -> LearnerConfig {
 
 /// The split the held-out slice and the routing evaluation play: `run.eval_split`, or the environment's
 /// held-out split when it is empty.
-pub fn eval_split(config: &TrainConfig) -> &str {
+pub fn eval_split<'a>(config: &'a TrainConfig, env: &'a Environment) -> &'a str {
     match config.run.eval_split.as_str() {
-        "" => config.env.held_out_split(),
+        "" => &env.package.splits.held_out,
         named => named,
     }
 }
@@ -83,10 +83,10 @@ pub fn eval_split(config: &TrainConfig) -> &str {
 /// empty); an error says which key chose the split.
 fn held_out_questions(config: &TrainConfig, env: &Environment) -> Result<Vec<Question>, TrainError> {
     let key = match config.run.eval_split.as_str() {
-        "" => format!("run.eval_split (empty: the {} environment's held-out split, `{}`)", env.name.as_str(), config.env.held_out_split()),
+        "" => format!("run.eval_split (empty: the {} environment's held-out split, `{}`)", env.package.name, env.package.splits.held_out),
         _ => "run.eval_split".to_string(),
     };
-    env.questions(eval_split(config)).map_err(|e| in_key(e, &key))
+    env.questions(eval_split(config, env)).map_err(|e| in_key(e, &key))
 }
 
 /// An error reading the questions of a split, prefixed with the config key that asked for it.
@@ -102,14 +102,14 @@ pub fn eval_slice(config: &TrainConfig, env: &Environment) -> Result<Vec<Questio
     if r.eval_steps == 0 {
         return Ok(vec![]);
     }
-    let split_name = eval_split(config);
+    let split_name = eval_split(config, env);
     let split = held_out_questions(config, env)?;
     let n = split.len();
     let slice: Vec<Question> = seeded_order(split, 0).into_iter().skip(r.eval_skip).take(r.eval_questions).collect();
     if slice.is_empty() {
         return Err(TrainError::Config(format!(
             "run.eval_steps: the slice is empty: the {} environment has {n} questions of split `{split_name}`, and run.eval_skip skips {}: set run.eval_skip below {n}",
-            env.name.as_str(),
+            env.package.name,
             r.eval_skip
         )));
     }
@@ -151,7 +151,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     // held-out slice and the routing evaluation alike. All of it is checked before the run directory is
     // made, so a refused run leaves nothing behind.
     let env = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
-    let mut questions = env.questions(config.env.training_split()).map_err(|e| in_key(e, config.env.split_key()))?;
+    let mut questions = env.questions(&env.package.splits.train).map_err(|e| in_key(e, &env.package.splits.train_key))?;
     env.check_index(&mut questions).await?;
     let eval_questions: Vec<Question> = if config.routing.eval_routing_steps > 0 {
         // The routing evaluation plays held-out questions (run.eval_split's, in file order).
@@ -215,9 +215,9 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let headline = format!(
         "training {} on the {} environment ({} questions of split {}, {} x {} rollouts per step, {} steps) into {}",
         run_loop.learner.policy.base_name,
-        config.env.name.as_str(),
+        env.package.name,
         questions.len(),
-        config.env.training_split(),
+        env.package.splits.train,
         config.rollout.batch_size,
         config.rollout.num_rollouts,
         config.run.max_steps,
@@ -688,6 +688,7 @@ impl Drawn {
             reward_overlong: mean(parts.iter().map(|p| p.overlong as f64)),
             reward_tests: None,
             reward_perfect: None,
+            grader_parts: Default::default(),
             accuracy: m.accuracy.value,
             answer_f1: m.answer_f1.value,
             tool_calls: m.tool_calls.value,
@@ -755,7 +756,13 @@ impl Drawn {
                 "tests" => line.reward_tests = Some(part),
                 "perfect" => line.reward_perfect = Some(part),
                 other => {
-                    return Err(TrainError::Run(format!("the grader gave a reward part `{other}` that StepMetrics has no field for (trainer/src/metrics.rs)")))
+                    let key = format!("reward_{other}");
+                    if serde_json::to_value(&line).expect("a step's metrics serialise").get(&key).is_some() {
+                        return Err(TrainError::Run(format!(
+                            "the grader gave a reward part `{other}`, whose metric `{key}` is training's own: rename the part"
+                        )));
+                    }
+                    line.grader_parts.insert(key, part);
                 }
             }
         }

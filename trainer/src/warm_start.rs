@@ -16,13 +16,13 @@ pub fn resolve_shipped(model: &mut ModelSection, env: &EnvSection) {
     if model.init_adapter != agentrt_environments::SHIPPED {
         return;
     }
-    match agentrt_environments::shipped_adapter(env.name, &model.name) {
+    match agentrt_environments::shipped_adapter(&env.name, &model.name) {
         Some(dir) => model.init_adapter = dir.display().to_string(),
         None => {
             tracing::info!(
                 "model.init_adapter = \"shipped\": no adapter is shipped for {} in the {} environment, so the run starts from fresh adapters",
                 model.name,
-                env.name.as_str()
+                env.name
             );
             model.init_adapter.clear();
         }

@@ -82,6 +82,7 @@ impl TestGrader {
             well_formed: run.unrunnable.is_none(),
             verdict: None,
             tests: Some(run),
+            grader_error: None,
         }
     }
 }

@@ -10,6 +10,34 @@ pub mod settings;
 pub mod tasks;
 pub mod test_cases;
 
+use crate::package::{Bounds, GraderChoice, Grammar, Package, Prompt, Splits, Tasks};
+
+/// Tokens a code reply may take when no flag or adapter says: a reply restates the signature and
+/// docstring before the body (at 384 tokens, about 13% of Qwen2.5-Coder's HumanEval replies were cut
+/// before their closing fence).
+pub const CODE_MAX_NEW_TOKENS: usize = 512;
+
+/// The code environment as a package: its tasks, split, reply format and reward from `[env.code]`; one
+/// reply, read whole as the answer; each test a program under `env.code.test_fuel` and `test_timeout_ms`
+/// (memory and tool-call bounds are `[rollout]`'s); HumanEval's `test` split held out, and all of it
+/// evaluated (as published pass@k numbers use).
+pub fn package(settings: &settings::CodeSection) -> Package {
+    let system = if settings.reasoning_format { CODE_REASONING_SYSTEM_PROMPT } else { CODE_SYSTEM_PROMPT };
+    Package {
+        name: NAME.into(),
+        tasks: Tasks::CodeTasks(settings.tasks.clone().into()),
+        splits: Splits { train: settings.split.clone(), train_key: "env.code.split".into(), held_out: "test".into(), eval: "all".into() },
+        grammar: Grammar::FinalAnswer,
+        stop: CODE_STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+        max_new_tokens: Some(CODE_MAX_NEW_TOKENS),
+        bounds: Bounds { max_turns: Some(1), fuel: Some(settings.test_fuel), timeout_ms: Some(settings.test_timeout_ms), memory_mib: None },
+        wiki_tools: false,
+        plugins: Vec::new(),
+        prompt: Prompt::Text { system: system.into(), demonstration: None },
+        grader: GraderChoice::Tests(settings.test_reward()),
+    }
+}
+
 /// The code environment's system prompt (plain format).
 pub const CODE_SYSTEM_PROMPT: &str = "You are an expert Python programmer. Complete the function the user gives you. Reply with the whole function, its imports included, in one ```python code block.";
 

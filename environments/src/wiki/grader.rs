@@ -60,6 +60,7 @@ impl Grader for JudgeGrader {
                     well_formed: true,
                     verdict: Some(v),
                     tests: None,
+                    grader_error: None,
                 })
             })
             .collect()

@@ -34,6 +34,7 @@ pub use settings::WikiSection;
 pub use synthetic::{check_visible, passages_program, question_overlap, read_more_program, read_program, SynthStyle, SynthesizingPolicy};
 pub use tools::IndexTools;
 
+use crate::package::{Bounds, GraderChoice, Grammar, Package, Prompt, Splits, Tasks};
 use agentrt_policy::Message;
 use agentrt_rollout::RolloutError;
 use agentrt_runtime::Sandbox;
@@ -42,11 +43,35 @@ use std::sync::Arc;
 /// The environment's name, as `--env` and `env.name` spell it.
 pub const NAME: &str = "wiki";
 
-/// The wiki's side of an [`crate::Environment`] in `sandbox`: the system prompt `settings` name (listing the
-/// sandbox's plug-in tools), the demonstration when they show one, and the judge they name.
-pub(crate) fn played(settings: &WikiSection, sandbox: &Sandbox) -> Result<(String, Vec<Message>, Arc<JudgeGrader>), RolloutError> {
+/// The wiki as a package: its questions file and training split, prompt and judge from `[env.wiki]`;
+/// programs that call the wiki tools over several turns; `dev` held out.
+pub fn package(settings: &WikiSection) -> Package {
+    Package {
+        name: NAME.into(),
+        tasks: Tasks::WikiQuestions(settings.questions.clone().into()),
+        splits: Splits { train: settings.split.clone(), train_key: "env.wiki.split".into(), held_out: "dev".into(), eval: "dev".into() },
+        grammar: Grammar::ToolPrograms,
+        stop: STOP_STRINGS.iter().map(|s| s.to_string()).collect(),
+        max_new_tokens: None,
+        bounds: Bounds::default(),
+        wiki_tools: true,
+        plugins: Vec::new(),
+        prompt: Prompt::Wiki(settings.clone()),
+        grader: GraderChoice::Judge(settings.judge.clone()),
+    }
+}
+
+/// The judge a spec names (`rule`, `rule:0.5`, `openai:MODEL@BASE_URL`) as a grader; `key` is the
+/// setting that named it, for the error.
+pub(crate) fn judge_grader(spec: &str, key: &str) -> Result<Arc<JudgeGrader>, RolloutError> {
+    let judge = agentrt_judge::judge_from_spec(spec).map_err(|e| RolloutError::Invalid(format!("{key} {spec:?}: {e}")))?;
+    Ok(Arc::new(JudgeGrader::new(judge)))
+}
+
+/// The wiki's prompt in `sandbox`: the system prompt `settings` name (listing the sandbox's plug-in
+/// tools) and the demonstration when they show one.
+pub(crate) fn prompt_of(settings: &WikiSection, sandbox: &Sandbox) -> Result<(String, Vec<Message>), RolloutError> {
     let plugins = sandbox.plugins().signatures();
-    let judge = agentrt_judge::judge_from_spec(&settings.judge).map_err(|e| RolloutError::Invalid(format!("env.wiki.judge {:?}: {e}", settings.judge)))?;
     let template = system_prompt_template(&settings.system_prompt);
     if !plugins.is_empty() && !template.contains(PLUGINS_PLACEHOLDER) {
         let names: Vec<&str> = plugins.iter().map(|p| p.name.as_str()).collect();
@@ -57,5 +82,5 @@ pub(crate) fn played(settings: &WikiSection, sandbox: &Sandbox) -> Result<(Strin
     }
     let prompt = system_prompt(template, &plugins);
     let demonstration = settings.demonstration.turns().map_err(RolloutError::Invalid)?;
-    Ok((prompt, demonstration, Arc::new(JudgeGrader::new(judge))))
+    Ok((prompt, demonstration))
 }

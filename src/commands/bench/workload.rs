@@ -65,7 +65,7 @@ impl Workload {
         let mut policy = Policy::load(&source, &agentrt_policy::parse_device(&config.model.device)?)?;
         agentrt_trainer::warm_start::start_adapters(&mut policy, &config.model, config.run.seed)?;
         policy.set_routing(config.routing.unflagged);
-        let questions = config.env.read_questions(config.env.training_split())?;
+        let questions = config.env.read_questions(&config.env.package().map_err(anyhow::Error::msg)?.splits.train)?;
         let order = DataOrder::new(questions.len(), config.run.seed);
         Ok(Workload { config, policy, model_path, questions, order })
     }

@@ -27,7 +27,7 @@ const SETTINGS: &str = "settings.json";
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
     let n = super::episode_args::samples_per_question(args)?;
     let env = &config.env;
-    let split = args.split.clone().unwrap_or_else(|| env.default_eval_split().into());
+    let split = args.split.clone().unwrap_or_else(|| agentrt_environments::code::package(&env.code).splits.eval);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (sandbox, environment) = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(env, config.rollout.episode.limits()).await?);
@@ -95,7 +95,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
     })?;
 
     let ids: Vec<String> = questions.iter().map(|q| q.id.clone()).collect();
-    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.code.tasks), environment.name.as_str())
+    write_results(dir, &ids, &settings, &loaded.name, &format!("the {split} split of {}", env.code.tasks), &environment.package.name)
 }
 
 /// The code task `id` of `environment` (the program each sample's tests run, for a reference run outside
@@ -227,7 +227,7 @@ pub fn regrade(args: &EpisodeArgs, from: &Path, config: &TrainConfig) -> anyhow:
     let ids: Vec<String> = by_task.into_iter().map(|(id, _)| id).collect();
     let policy = text("policy")?;
     let split = text("split")?;
-    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.code.tasks), environment.name.as_str())
+    write_results(dir, &ids, &settings, &format!("{policy} (regraded)"), &format!("the {split} split of {}", env.code.tasks), &environment.package.name)
 }
 
 /// `HumanEval/12` sorts as 12, so tasks run and are written in their order.

@@ -10,9 +10,11 @@ use std::path::PathBuf;
 /// Arguments of an episode evaluation.
 #[derive(clap::Args)]
 pub struct EpisodeArgs {
-    /// The environment: `wiki` (questions about the corpus) or `code` (HumanEval-format tasks, graded by
-    /// their tests in the sandbox; reports pass@k). Default: the config's `env.name`, else wiki.
-    #[arg(long, value_name = "NAME")]
+    /// The environment: `wiki` (questions about the corpus), `code` (HumanEval-format tasks, graded by
+    /// their tests in the sandbox; reports pass@k), or the folder of an environment package (its
+    /// `environment.toml`; `agentrt env new`, docs/environments.md). Default: the config's `env.name`,
+    /// else wiki.
+    #[arg(long, value_name = "NAME|DIR")]
     pub env: Option<String>,
     /// Which questions: train, dev or all for the wiki (default dev); train, test or all for code
     /// (default all: the whole of HumanEval, as published pass@k numbers use).
@@ -144,11 +146,13 @@ pub(super) fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -
     }
     if let Some(q) = &args.questions {
         // The file of questions, or of tasks for an environment with its own.
+        let builtin = [agentrt_environments::wiki::NAME, agentrt_environments::code::NAME].contains(&config.env.name.as_str());
+        anyhow::ensure!(builtin, "--questions: the environment package {} names its tasks in its environment.toml", config.env.name);
         config.env.wiki.questions = q.display().to_string();
         config.env.code.tasks = q.display().to_string();
     }
     if let Some(loaded) = loaded {
-        config = args.policy.played(config, given, loaded, args.temperature);
+        config = args.policy.played(config, given, loaded, args.temperature)?;
     }
     let demonstration = if args.no_demonstration { Some(false.into()) } else { args.demonstration.clone() };
     apply_episode_flags(&mut config, args.max_turns, args.system_prompt.as_ref(), demonstration, args.judge.as_ref());
@@ -211,7 +215,7 @@ mod tests {
         defaults.rollout.episode.temperature = 0.0;
         assert_eq!(played_config(&parse(&[]), Some(&plain)).unwrap(), defaults);
         let code = played_config(&parse(&["--env", agentrt_environments::code::NAME]), Some(&plain)).unwrap();
-        assert_eq!(code.rollout.episode.max_new_tokens, code.env.default_max_new_tokens());
+        assert_eq!(code.rollout.episode.max_new_tokens, code.env.package().unwrap().default_max_new_tokens());
     }
 
     /// The whole environment (prompt, demonstration, episode spec, reply format, stop strings, grader) that
@@ -237,7 +241,7 @@ mod tests {
                 }
                 let evaluated = build(&played_config(&parse(&flags), None).unwrap(), &sandbox).unwrap().settings();
                 assert_eq!(evaluated, trained);
-                if config.env.grades_with_tests() {
+                if config.env.package().unwrap().grades_with_tests() {
                     assert_eq!((trained.spec.max_turns, trained.reply_format), (1, "final_answer"));
                     let limits = trained.spec.limits();
                     assert_eq!((limits.fuel, limits.timeout, limits.memory_bytes), (1234567, std::time::Duration::from_millis(2500), 48 << 20));

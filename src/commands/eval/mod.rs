@@ -111,7 +111,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     if let Some(from) = &args.regrade {
         let config = played_config(&args, None)?;
         anyhow::ensure!(
-            args.env.is_none() || config.env.grades_with_tests(),
+            args.env.is_none() || config.env.package().map_err(anyhow::Error::msg)?.grades_with_tests(),
             "--regrade grades the replies of an environment graded by tests (code): drop --env or pass --env code"
         );
         return code::regrade(&args, from, &config);
@@ -119,7 +119,7 @@ fn episodes(args: EpisodeArgs) -> anyhow::Result<()> {
     refuse_earlier_results(&args)?;
     let loaded = args.policy.load()?;
     let config = played_config(&args, Some(&loaded))?;
-    if config.env.grades_with_tests() {
+    if config.env.package().map_err(anyhow::Error::msg)?.grades_with_tests() {
         return code::run(&args, &loaded, &config);
     }
     wiki::run(&args, &loaded, &config)

@@ -12,7 +12,10 @@ use std::sync::Arc;
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
     anyhow::ensure!(!args.resume, "--resume is for environments graded by tests (--env code)");
     let n = super::episode_args::samples_per_question(args)?;
-    let split = args.split.clone().unwrap_or_else(|| config.env.default_eval_split().into());
+    let split = match &args.split {
+        Some(split) => split.clone(),
+        None => config.env.package().map_err(anyhow::Error::msg)?.splits.eval,
+    };
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (environment, episodes, gold_pages_missing) = runtime.block_on(async {
@@ -46,7 +49,13 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
         system_prompt: environment.system_prompt.clone(),
         demonstration: environment.settings().demonstration,
         gold_pages_missing,
-        ..EvalInfo::new(policy_name, &config.env.wiki.judge, format!("{} split of {}", split, config.env.wiki.questions), args.seed, environment.spec.max_turns)
+        ..EvalInfo::new(
+            policy_name,
+            judged_by(&environment),
+            format!("{} split of {}", split, environment.package.tasks.path().display()),
+            args.seed,
+            environment.spec.max_turns,
+        )
     };
     write_report(&args.output_dir, &info, &metrics, &episodes)?;
     print!("{}", agentrt_eval::report_markdown(&info, &metrics));
@@ -64,5 +73,13 @@ fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
     println!("\nsamples (first reply of {} episodes):", n.min(episodes.len()));
     for e in agentrt_eval::spread(episodes, n) {
         println!("- [{}] {}", e.question.id, agentrt_eval::preview(e.turns.first().map_or("", |t| t.reply.as_str()), 4));
+    }
+}
+
+/// Who graded, as the report says it: a judge's spec (`rule`, `openai:MODEL@URL`), else the grader's name.
+fn judged_by(environment: &Environment) -> String {
+    match &environment.package.grader {
+        agentrt_environments::GraderChoice::Judge(spec) => spec.clone(),
+        _ => environment.grader.name(),
     }
 }

@@ -29,8 +29,9 @@ if [ ! -x "$venv/bin/componentize-py" ]; then
 fi
 componentize_py=("$venv/bin/python3" "$venv/bin/componentize-py")
 
-# -d wit: this tool's WIT, with the contract in wit/deps/. -w: the world by its full name, which always
-# resolves (a short name fails as soon as more than one WIT package is given with -d).
+# -d wit: this component's WIT (a tool's own, with the contract in wit/deps/; a grader's is the contract).
+# -w: the world by its full name, which always resolves (a short name fails as soon as more than one WIT
+# package is given with -d).
 echo "building $out"
 cd "$here"
-"${componentize_py[@]}" -d wit -w local:{{name}}/{{name}}@0.1.0 componentize app -o "$out"
+"${componentize_py[@]}" -d wit -w {{world}} componentize app -o "$out"
