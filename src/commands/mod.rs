@@ -8,6 +8,7 @@ pub mod generate;
 pub mod index;
 pub mod judge;
 pub mod plot;
+pub mod scaffold;
 pub mod search;
 pub mod serve;
 pub mod sft;

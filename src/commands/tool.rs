@@ -3,8 +3,9 @@
 //! `agentrt:tools` with no path into this repository, and a `build.sh` that pins the toolchain. The
 //! files are templates in `tool_templates/`, embedded in the binary.
 
-use anyhow::{bail, Context};
-use std::path::{Path, PathBuf};
+use super::scaffold::{self, ProjectFile};
+use anyhow::bail;
+use std::path::PathBuf;
 
 /// The contract every plug-in includes, as the host reads it.
 pub(crate) const CONTRACT: &str = include_str!("../../wit/agentrt-tools.wit");
@@ -157,31 +158,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn new(args: NewArgs) -> anyhow::Result<()> {
     check_name(&args.name)?;
-    let root = args.dir.join(&args.name);
-    if !args.dir.is_dir() {
-        // --dir itself is made, but not a whole tree: a missing parent is more often a typo than a wish.
-        let parent = args.dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            bail!(
-                "--dir {}: its parent {} does not exist (nothing was written); create it first, or give a --dir whose parent exists",
-                args.dir.display(),
-                parent.display()
-            );
-        }
-        std::fs::create_dir(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
-    }
-    // create_dir, not create_dir_all: it fails on anything already there, so nothing is ever overwritten.
-    if let Err(error) = std::fs::create_dir(&root) {
-        if error.kind() == std::io::ErrorKind::AlreadyExists {
-            bail!("{} already exists; choose another NAME or --dir (nothing was written)", root.display());
-        }
-        return Err(error).with_context(|| format!("creating {}", root.display()));
-    }
-    if let Err(error) = write_project(&root, &args.name, args.lang) {
-        // The directory is ours: leave nothing half-made behind.
-        let _ = std::fs::remove_dir_all(&root);
-        return Err(error);
-    }
+    let files: Vec<ProjectFile> = COMMON
+        .iter()
+        .chain(args.lang.templates())
+        .map(|t| ProjectFile { path: fill(t.path, &args.name), text: fill(t.text, &args.name), executable: t.executable })
+        .collect();
+    let root = scaffold::create(&args.dir, &args.name, &files)?;
     let snake = args.name.replace('-', "_");
     let shown = root.display();
     let wit = format!("wit/{}.wit", args.name);
@@ -200,20 +182,6 @@ fn new(args: NewArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_project(root: &Path, name: &str, lang: Lang) -> anyhow::Result<()> {
-    for template in COMMON.iter().chain(lang.templates()) {
-        let path = root.join(fill(template.path, name));
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        }
-        std::fs::write(&path, fill(template.text, name)).with_context(|| format!("writing {}", path.display()))?;
-        if template.executable {
-            make_executable(&path)?;
-        }
-    }
-    Ok(())
-}
-
 /// A template with its placeholders filled in: the tool's name in kebab-case and snake_case, and the
 /// pinned toolchain versions.
 fn fill(template: &str, name: &str) -> String {
@@ -227,17 +195,6 @@ fn fill(template: &str, name: &str) -> String {
         .replace("{{wit_bindgen}}", WIT_BINDGEN)
         .replace("{{componentize_py}}", pinned_version(PYTHON_BUILD))
         .replace("{{componentize_js}}", pinned_version(JS_BUILD))
-}
-
-#[cfg(unix)]
-pub(crate) fn make_executable(path: &Path) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).with_context(|| format!("making {} executable", path.display()))
-}
-
-#[cfg(not(unix))]
-pub(crate) fn make_executable(_: &Path) -> anyhow::Result<()> {
-    Ok(())
 }
 
 /// Words that cannot be the name: it becomes a WIT package and world name, and a Rust crate name.
@@ -334,9 +291,7 @@ const KEYWORDS: &[&str] = &[
 /// A name is kebab-case: words of lowercase letters and digits, each starting with a letter (WIT's
 /// rule for identifiers), joined by single dashes; and not a keyword.
 fn check_name(name: &str) -> anyhow::Result<()> {
-    let words_ok = !name.is_empty()
-        && name.split('-').all(|word| word.starts_with(|c: char| c.is_ascii_lowercase()) && word.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
-    if !words_ok {
+    if !scaffold::is_kebab_case(name) {
         bail!(
             "`{name}` is not a valid tool name: use kebab-case, lowercase letters and digits in words joined by `-`, each \
              word starting with a letter (e.g. `weather`, `unit-convert`, `geo2-lookup`)"

@@ -152,9 +152,10 @@ fn the_arithmetic_example_builds_evaluates_and_trains() {
     let package = dir.path().join("arithmetic");
     let copied = std::process::Command::new("cp").arg("-r").arg(root.join("examples/environments/arithmetic")).arg(&package).status().unwrap();
     assert!(copied.success());
-    let build = std::fs::read_to_string(package.join("build.sh")).unwrap().replace("$(cd \"$here/../../..\" && pwd)", &root.display().to_string());
-    std::fs::write(package.join("build.sh"), build).unwrap();
-    let built = std::process::Command::new("bash").arg(package.join("build.sh")).output().unwrap();
+    // Its build.sh lays each component out with this build's `agentrt tool new` / `env new`.
+    let bin = Path::new(env!("CARGO_BIN_EXE_agentrt")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let built = std::process::Command::new("bash").arg(package.join("build.sh")).env("PATH", path).output().unwrap();
     assert!(built.status.success(), "build.sh failed:\n{}", String::from_utf8_lossy(&built.stderr));
 
     let env = package.to_str().unwrap();

@@ -1,11 +1,7 @@
-"""The arithmetic environment's grader, in Python (componentize-py); built by ../build.sh.
-
-agentrt calls `grade(task, answer)` for every final answer: `task` is the task's whole row of
-tasks.jsonl as JSON text, `answer` what the model answered. It returns the reward's named parts
-(training logs each apart; the reward is their sum) and whether the answer counts as correct, or raises
-Err(message) for a task it cannot grade. It runs in agentrt's sandbox: no files, network or clock, and
-bounded by [grader] fuel, timeout_ms and memory_mib in environment.toml; a grade that runs past them is
-that answer's failure (reward 0), named in the transcript, and the run goes on.
+"""The arithmetic environment's grader (a component of the agentrt:tools/grader world, in Python), built
+by ../build.sh. A task's row holds `answer`, an integer; the model's answer is right when the last number
+it wrote (inside <answer>...</answer> when it used the tag) equals it. Two parts: `correct` (1) and
+`tagged` (0.1 for using the tag at all, a signal before the first right answer).
 """
 
 import json
