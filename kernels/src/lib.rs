@@ -26,6 +26,7 @@ pub mod decode;
 pub mod half;
 pub mod int8;
 pub mod path;
+pub mod test_data;
 
 pub use path::{selected, KernelPath};
 

@@ -300,16 +300,7 @@ impl SecondCore {
 mod tests {
     use super::*;
 
-    /// A small deterministic generator, so the tests need no extra crate.
-    fn values(n: usize, seed: u64, amplitude: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * amplitude
-            })
-            .collect()
-    }
+    use agentrt_kernels::test_data::values;
 
     fn reference(x: &[f32], rows: usize, w: &[f32], b: &[f32], out_dim: usize, in_dim: usize) -> Vec<f32> {
         let mut y = vec![0f32; rows * out_dim];

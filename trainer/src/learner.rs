@@ -61,6 +61,22 @@ pub struct LearnerConfig {
     pub sampler_correction: Option<f64>,
 }
 
+impl LearnerConfig {
+    /// The plain gradient at learning rate `lr`, its norm clipped at `max_grad_norm` (0: not clipped):
+    /// no KL penalty, no ratio clipping or sampler correction, shared prefixes. What supervised steps
+    /// take, and what an RL config adds its choices to.
+    pub fn plain(lr: f64, max_grad_norm: f64) -> LearnerConfig {
+        LearnerConfig {
+            beta: 0.0,
+            max_grad_norm,
+            optimizer: AdamWConfig { lr, ..AdamWConfig::default() },
+            share_prefixes: true,
+            clip: None,
+            sampler_correction: None,
+        }
+    }
+}
+
 /// How a pass's loss is scaled: what each sample's tokens are divided by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LossScale {
@@ -507,11 +523,7 @@ mod tests {
             let mut policy = tiny_policy(arch, 3).unwrap();
             policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual }, 5).unwrap();
             policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-            let mut learner = Learner::new(
-                policy,
-                LearnerConfig { beta: 0.05, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None },
-            )
-            .unwrap();
+            let mut learner = Learner::new(policy, LearnerConfig { beta: 0.05, ..LearnerConfig::plain(AdamWConfig::default().lr, 0.0) }).unwrap();
             // A KL reference that differs from the policy: the same adapters with other B's.
             let reference =
                 AdapterSet::new(learner.policy.adapters.as_ref().unwrap().config.clone(), &learner.policy.decoder.cfg, learner.policy.device(), 9).unwrap();
@@ -556,24 +568,29 @@ mod tests {
         }
     }
 
-    /// The clipped objective: at a ratio of 1 (the sampler's log-probs are the learner's) it gives the
-    /// plain policy gradient; where the ratio is below `1 - clip_low` and the advantage negative, PPO's
-    /// minimum takes the clipped branch, so those tokens give no gradient and are counted as clipped.
-    #[test]
-    fn the_clipped_objective_is_the_plain_gradient_at_ratio_one_and_flat_where_it_clips() {
+    /// A learner without clipping or correction over a tiny policy with random adapters, and the test
+    /// samples with the sampler's log-probs set to the learner's own (entry t + 1 is the log-prob of id
+    /// t + 1): every ratio is 1.
+    fn learner_at_ratio_one() -> (Learner, Vec<Sample>, LossScale) {
         let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
         policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
         policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-        let config =
-            LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
-        let mut learner = Learner::new(policy, config).unwrap();
+        let learner = Learner::new(policy, LearnerConfig::plain(AdamWConfig::default().lr, 0.0)).unwrap();
         let mut all = samples(false);
-        // The sampler's log-probs: the learner's own (entry t + 1 is the log-prob of id t + 1).
         for s in &mut all {
             let lp: Vec<f32> = learner.policy.token_logprobs(std::slice::from_ref(&s.ids), &[]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
             s.sampled_logprobs = std::iter::once(0.0).chain(lp).collect();
         }
         let scale = LossScale::PerToken { tokens: model_tokens(&all) };
+        (learner, all, scale)
+    }
+
+    /// The clipped objective: at a ratio of 1 (the sampler's log-probs are the learner's) it gives the
+    /// plain policy gradient; where the ratio is below `1 - clip_low` and the advantage negative, PPO's
+    /// minimum takes the clipped branch, so those tokens give no gradient and are counted as clipped.
+    #[test]
+    fn the_clipped_objective_is_the_plain_gradient_at_ratio_one_and_flat_where_it_clips() {
+        let (mut learner, mut all, scale) = learner_at_ratio_one();
         let flat = |g: &[Option<Vec<f32>>]| g.iter().flatten().flatten().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
         let plain = {
             learner.accumulate(&all, scale).unwrap();
@@ -612,18 +629,7 @@ mod tests {
     /// token's term weighs 1/e, so the gradient is the plain one times 1/e; and the weight is capped.
     #[test]
     fn the_sampler_correction_weighs_each_token_by_its_capped_ratio() {
-        let mut policy = tiny_policy(Arch::Llama, 3).unwrap();
-        policy.init_adapters(LoraConfig { rank: 4, alpha: 8.0, targets: Target::ALL.to_vec(), dual: false }, 5).unwrap();
-        policy.adapters.as_ref().unwrap().randomize_b(0.05, 1).unwrap();
-        let config =
-            LearnerConfig { beta: 0.0, max_grad_norm: 0.0, optimizer: AdamWConfig::default(), share_prefixes: true, clip: None, sampler_correction: None };
-        let mut learner = Learner::new(policy, config).unwrap();
-        let mut all = samples(false);
-        for s in &mut all {
-            let lp: Vec<f32> = learner.policy.token_logprobs(std::slice::from_ref(&s.ids), &[]).unwrap().squeeze(0).unwrap().to_vec1().unwrap();
-            s.sampled_logprobs = std::iter::once(0.0).chain(lp).collect();
-        }
-        let scale = LossScale::PerToken { tokens: model_tokens(&all) };
+        let (mut learner, mut all, scale) = learner_at_ratio_one();
         let grads = |learner: &mut Learner, all: &[Sample]| -> Vec<f32> {
             learner.accumulate(all, scale).unwrap();
             std::mem::replace(&mut learner.pending, vec![None; learner.vars.len()])

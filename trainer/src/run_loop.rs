@@ -219,7 +219,6 @@ mod tests {
     use super::*;
     use crate::learner::{LearnerConfig, LossScale, Sample};
     use crate::SftConfig;
-    use agentrt_policy::AdamWConfig;
 
     /// A step that takes three items of data, trains on one short sample and says where it stands; its
     /// `after_metrics` logs a line of its own. It fails at step `fails_at` (a run that dies there).
@@ -274,18 +273,7 @@ mod tests {
         let start = RunStart::open(dir, &config, resume).unwrap();
         let mut policy = agentrt_policy::tiny::tiny_policy(agentrt_policy::Arch::Llama, 1).unwrap();
         let at = start.start_adapters(&mut policy, &config.model, 7).unwrap();
-        let learner = Learner::new(
-            policy,
-            LearnerConfig {
-                beta: 0.0,
-                max_grad_norm: 1.0,
-                optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() },
-                share_prefixes: true,
-                clip: None,
-                sampler_correction: None,
-            },
-        )
-        .unwrap();
+        let learner = Learner::new(policy, LearnerConfig::plain(1e-2, 1.0)).unwrap();
         let plan = Plan {
             label: "test",
             seen_unit: "items",

@@ -416,12 +416,8 @@ async fn run_sft(request: SftRequest) -> Result<SftSummary, TrainError> {
     let learner = Learner::new(
         policy,
         LearnerConfig {
-            beta: 0.0,
-            max_grad_norm: s.max_grad_norm,
             optimizer: AdamWConfig { lr: s.lr, weight_decay: s.weight_decay, ..AdamWConfig::default() },
-            share_prefixes: true,
-            clip: None,
-            sampler_correction: None,
+            ..LearnerConfig::plain(s.lr, s.max_grad_norm)
         },
     )?;
     let per_step = s.batch_size * s.gradient_accumulation_steps;

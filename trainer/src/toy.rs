@@ -19,7 +19,7 @@ use crate::error::TrainError;
 use crate::learner::{Learner, LearnerConfig, LossScale, Sample};
 use agentrt_policy::rand::rngs::StdRng;
 use agentrt_policy::rand::SeedableRng;
-use agentrt_policy::{AdamWConfig, Message, Policy, Routing, SamplingParams};
+use agentrt_policy::{Message, Policy, Routing, SamplingParams};
 
 /// Any of these characters completes the default task.
 pub const TARGET: &str = "0123456789";
@@ -173,17 +173,7 @@ pub fn tiny_learner(seed: u64, rank: usize, dual: bool, lr: f64) -> Result<Learn
 /// A learner over `policy` with fresh adapters of `rank` (retain and forget ones when `dual`) drawn from `seed`.
 pub fn learner(mut policy: Policy, rank: usize, dual: bool, lr: f64, seed: u64) -> Result<Learner, TrainError> {
     policy.init_adapters(agentrt_policy::LoraConfig { rank, alpha: 2.0 * rank as f64, dual, ..Default::default() }, seed)?;
-    Learner::new(
-        policy,
-        LearnerConfig {
-            beta: 0.0,
-            max_grad_norm: 1.0,
-            optimizer: AdamWConfig { lr, ..AdamWConfig::default() },
-            share_prefixes: true,
-            clip: None,
-            sampler_correction: None,
-        },
-    )
+    Learner::new(policy, LearnerConfig::plain(lr, 1.0))
 }
 
 /// The routing experiment's model: the tiny Llama with an untied output head. Why: the tied tiny models

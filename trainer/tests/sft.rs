@@ -5,7 +5,7 @@
 // A test crate: its helpers unwrap as its tests do (clippy.toml allows unwrap in tests, not in their helpers).
 #![allow(clippy::unwrap_used)]
 
-use agentrt_policy::{AdamWConfig, Device, ModelSource, Policy, Tensor};
+use agentrt_policy::{Device, ModelSource, Policy, Tensor};
 use agentrt_rollout::{EpisodeSpec, Question, ScriptedPolicy};
 use agentrt_trainer::sft::{load_examples, validation_loss};
 use agentrt_trainer::sft_data::{read_conversations, TranscriptOptions};
@@ -247,18 +247,7 @@ fn a_warm_start_begins_at_the_adapter_and_is_its_own_kl_reference() {
     agentrt_trainer::warm_start::start_adapters(&mut policy, &tc.model, 7).unwrap();
     assert!(max_diff(&logprobs(&policy, &seq), &lp_trained) < 1e-5, "the run does not start from the adapter's weights");
     let reference = agentrt_trainer::warm_start::reference_adapters(&policy, &tc.model).unwrap();
-    let mut learner = Learner::new(
-        policy,
-        LearnerConfig {
-            beta: 0.1,
-            max_grad_norm: 1.0,
-            optimizer: AdamWConfig { lr: 1e-2, ..AdamWConfig::default() },
-            share_prefixes: true,
-            clip: None,
-            sampler_correction: None,
-        },
-    )
-    .unwrap();
+    let mut learner = Learner::new(policy, LearnerConfig { beta: 0.1, ..LearnerConfig::plain(1e-2, 1.0) }).unwrap();
     learner.set_reference(reference);
     let as_vec = |t: Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
     let r0 = as_vec(learner.reference_logprobs(std::slice::from_ref(&seq)).unwrap());

@@ -304,16 +304,7 @@ pub fn dots(kernel: Int8Kernel, x: &[u8], rows: &[i8], offsets: &[i32], out: &mu
 mod tests {
     use super::*;
 
-    /// A small deterministic generator, so the tests need no extra crate.
-    pub(crate) fn bytes(n: usize, seed: u64) -> Vec<u8> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                (s >> 56) as u8
-            })
-            .collect()
-    }
+    pub(crate) use crate::test_data::bytes;
 
     /// Codes in [1, 255] (what quantisation produces), with the extremes forced in.
     fn codes(n: usize, seed: u64) -> Vec<u8> {

@@ -167,15 +167,7 @@ fn product(w: &Int8Weights, w_scale: &[f32], a: &[f32], n: usize, k: usize, m: u
 mod tests {
     use super::*;
 
-    fn values(n: usize, seed: u64, amplitude: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * amplitude
-            })
-            .collect()
-    }
+    use agentrt_kernels::test_data::values;
 
     fn cosine(a: &[f32], b: &[f32]) -> f64 {
         let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
