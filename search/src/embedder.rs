@@ -255,7 +255,7 @@ fn load_full(dir: &Path) -> Result<Int8Bert, SearchError> {
     let config = std::fs::read_to_string(dir.join("config.json")).map_err(|e| SearchError::Embedder(format!("{origin}: config.json: {e}")))?;
     let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
         .map_err(|e| SearchError::Embedder(format!("{origin}: model.safetensors: {e}")))?;
-    Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new(), SECTION_WEIGHTS)
+    Int8Bert::from_tensors(&origin, &config, tensors, HashMap::new(), None, SECTION_WEIGHTS)
 }
 
 /// Sections a core encodes in one pass ([`Int8Bert::encode_together`]): each weight is then read

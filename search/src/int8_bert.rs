@@ -169,32 +169,11 @@ pub struct Scratch {
 impl Int8Bert {
     /// Build from a config.json's text and a safetensors file's tensors; a tensor missing from
     /// `tensors` is taken from `base` (a distilled query encoder ships its layers only and shares the
-    /// embeddings of the model it was distilled from). `origin` names the weights in errors.
-    /// Its linear layers' weights are quantised to `reach` ([`crate::int8`]'s notes say what each costs).
+    /// embeddings of the model it was distilled from), and the word embeddings, when `words` is given, are
+    /// read per token from it (neither `tensors` nor `base` holds them then). `origin` names the weights in
+    /// errors. Its linear layers' weights are quantised to `reach` ([`crate::int8`]'s notes say what each
+    /// costs).
     pub fn from_tensors(
-        origin: &str,
-        config: &str,
-        tensors: HashMap<String, Tensor>,
-        base: HashMap<String, Tensor>,
-        reach: WeightReach,
-    ) -> Result<Self, SearchError> {
-        Self::build(origin, config, tensors, base, None, reach)
-    }
-
-    /// As [`Int8Bert::from_tensors`], with the word embeddings read per token from `words` (neither
-    /// `tensors` nor `base` holds them).
-    pub fn from_tensors_and_rows(
-        origin: &str,
-        config: &str,
-        tensors: HashMap<String, Tensor>,
-        base: HashMap<String, Tensor>,
-        words: WordRows,
-        reach: WeightReach,
-    ) -> Result<Self, SearchError> {
-        Self::build(origin, config, tensors, base, Some(words), reach)
-    }
-
-    fn build(
         origin: &str,
         config: &str,
         tensors: HashMap<String, Tensor>,

@@ -60,7 +60,7 @@ pub(crate) fn load_distilled(base: &HashMap<String, Tensor>, words: WordRows) ->
     }
     let embeddings = base.iter().filter(|(k, _)| k.contains("embeddings.")).map(|(k, t)| (k.clone(), t.clone())).collect();
     // ±64 weights: a query's vector keeps the precision its latency does not need to give up.
-    Int8Bert::from_tensors_and_rows(&origin, DISTILLED_CONFIG, layers, embeddings, words, WeightReach::Narrow)
+    Int8Bert::from_tensors(&origin, DISTILLED_CONFIG, layers, embeddings, Some(words), WeightReach::Narrow)
 }
 
 #[cfg(test)]
@@ -89,7 +89,7 @@ mod tests {
         let all = candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap();
         let embeddings = all.into_iter().filter(|(k, _)| keep(k)).collect();
         let layers = candle_core::safetensors::load_buffer(super::DISTILLED_LAYERS, &candle_core::Device::Cpu).unwrap();
-        let in_memory = Int8Bert::from_tensors("test", super::DISTILLED_CONFIG, layers, embeddings, agentrt_kernels::int8::WeightReach::Narrow).unwrap();
+        let in_memory = Int8Bert::from_tensors("test", super::DISTILLED_CONFIG, layers, embeddings, None, agentrt_kernels::int8::WeightReach::Narrow).unwrap();
         for ids in [vec![101u32, 2054, 2003, 1996, 3007, 1997, 2605, 102], vec![101, 30521, 102]] {
             let a = on_disk.encode(&ids, &mut Scratch::default(), false).unwrap();
             let b = in_memory.encode(&ids, &mut Scratch::default(), false).unwrap();
