@@ -132,6 +132,11 @@ pub struct SampleArgs {
     /// Sampling temperature (0 is greedy: with k > 1 its episodes repeat and are dropped as duplicates).
     #[arg(long, default_value_t = 1.0)]
     pub temperature: f64,
+    /// The environment played: `wiki` (the default: the questions of --questions), `code`, or the folder
+    /// of an environment package (its own tasks, prompt and grader; --questions and --judge do not
+    /// apply).
+    #[arg(long, value_name = "NAME|DIR")]
+    pub env: Option<String>,
     #[command(flatten)]
     pub policy: PolicyOptions,
 }
@@ -145,16 +150,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The split's questions, a seeded subset when `--limit` says so.
 fn questions(c: &CommonArgs) -> anyhow::Result<Vec<Question>> {
+    let split = if c.split == "all" { None } else { Some(c.split.as_str()) };
+    let questions = agentrt_rollout::read_questions(&c.questions, split)?;
+    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", c.split, c.questions.display());
+    Ok(limited(questions, c))
+}
+
+/// `questions`, a seeded random subset of `--limit` of them when it says so.
+fn limited(mut questions: Vec<Question>, c: &CommonArgs) -> Vec<Question> {
     use agentrt_policy::rand::seq::SliceRandom;
     use agentrt_policy::rand::SeedableRng;
-    let split = if c.split == "all" { None } else { Some(c.split.as_str()) };
-    let mut questions = agentrt_rollout::read_questions(&c.questions, split)?;
-    anyhow::ensure!(!questions.is_empty(), "no questions of split {:?} in {}", c.split, c.questions.display());
     if c.limit > 0 && c.limit < questions.len() {
         questions.shuffle(&mut agentrt_policy::rand::rngs::StdRng::seed_from_u64(c.seed));
         questions.truncate(c.limit);
     }
-    Ok(questions)
+    questions
 }
 
 fn settings(c: &CommonArgs, wiki: &WikiSection, environment: &Environment) -> serde_json::Value {
@@ -280,11 +290,16 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
 fn sample(args: SampleArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.k >= 1, "--k must be at least 1");
     let c = &args.common;
-    let questions = questions(c)?;
+    // A package names its own tasks; the wiki's come from --questions.
+    let questions = if args.env.is_some() { None } else { Some(questions(c)?) };
     let loaded = args.policy.load()?;
     // An adapter plays as it was trained; without one, four replies as synth, and the random baseline
     // without the demonstration (it reads none).
-    let mut config = args.policy.played(TrainConfig::default(), false, &loaded, args.temperature)?;
+    let mut config = TrainConfig::default();
+    if let Some(env) = &args.env {
+        config.env.select(env).map_err(anyhow::Error::msg)?;
+    }
+    let mut config = args.policy.played(config, false, &loaded, args.temperature)?;
     apply_episode_flags(
         &mut config,
         c.max_turns.or(loaded.trained.is_none().then_some(4)),
@@ -295,9 +310,12 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
     let out = c.out.clone().unwrap_or_else(|| PathBuf::from("trajectories-sample.jsonl"));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (environment, set) = runtime.block_on(async {
-        let sandbox = Arc::new(c.tools.build(config.rollout.episode.limits()).await?);
+        let sandbox = Arc::new(c.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
         let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
-        let mut questions = questions;
+        let mut questions = match questions {
+            Some(questions) => questions,
+            None => limited(environment.questions(&c.split)?, c),
+        };
         environment.check_index(&mut questions).await?;
         let runner = environment.runner(sandbox);
         let policy = args.policy.turn_policy(&loaded, c.seed, &environment)?;
@@ -306,6 +324,13 @@ fn sample(args: SampleArgs) -> anyhow::Result<()> {
         anyhow::Ok((environment, set))
     })?;
     let mut manifest = settings(c, &config.env.wiki, &environment);
+    if args.env.is_some() {
+        // A package's episodes: its tasks, prompt and grader, not the wiki's.
+        manifest["environment"] = environment.package.name.clone().into();
+        manifest["settings"]["questions"] = environment.package.tasks.path().display().to_string().into();
+        manifest["settings"]["judge"] = environment.grader.name().into();
+        manifest["settings"]["system_prompt"] = environment.system_prompt.clone().into();
+    }
     manifest["model"] = loaded.name.clone().into();
     manifest["k"] = args.k.into();
     manifest["settings"]["temperature"] = environment.spec.temperature.into();

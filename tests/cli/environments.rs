@@ -24,8 +24,8 @@ fn write_tasks(package: &Path, extra: &str) {
 }
 
 /// The acceptance test of environment packages: `env new`, a tasks file, the package's Python grader built
-/// by its own build.sh, then `eval --env DIR` and `train --env DIR --max-steps 2`, with nothing of the
-/// project's source changed.
+/// by its own build.sh, then `eval --env DIR`, `trajectories sample --env DIR` and `train --env DIR
+/// --max-steps 2`, with nothing of the project's source changed.
 #[test]
 fn a_new_package_is_evaluated_and_trained_with_its_own_grader_component() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,6 +48,31 @@ fn a_new_package_is_evaluated_and_trained_with_its_own_grader_component() {
         assert_eq!(t["reward_components"][0][0], "correct", "the grader's own part: {t}");
         assert!(t.get("grader_error").is_none(), "an honest grader graded every answer: {t}");
     }
+
+    // Rejection sampling plays the package's `train` tasks, graded by its grader.
+    let samples = dir.path().join("samples.jsonl");
+    let printed = succeed(agentrt().args([
+        "trajectories",
+        "sample",
+        "--env",
+        env,
+        "--model",
+        model,
+        "--k",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--out",
+        samples.to_str().unwrap(),
+    ]));
+    assert!(printed.contains("of 12 episodes played"), "six train tasks, twice each: {printed}");
+    let manifest = read_json(&dir.path().join("samples.jsonl.manifest.json"));
+    assert_eq!(manifest["environment"], "sums", "{manifest}");
+    assert!(
+        manifest["settings"]["questions"].as_str().unwrap().ends_with("sums/tasks.jsonl")
+            && manifest["settings"]["judge"].as_str().unwrap().contains("grader.wasm"),
+        "{manifest}"
+    );
 
     let runs = dir.path().join("runs");
     succeed(
