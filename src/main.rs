@@ -61,7 +61,7 @@ enum Command {
     /// Plug-in tools: `tool new NAME --lang rust|python|js` creates a project ready to build.
     Tool(commands::tool::Args),
     /// Environment packages: `env new NAME` creates one (tasks, prompt, grader) to play with `--env NAME`.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = commands::env::EXAMPLES)]
     Env(commands::env::EnvCommand),
     /// Show agentrt's cache (models, index, precompiled components); `cache clean` empties the components.
     Cache(commands::cache::Args),

@@ -8,6 +8,16 @@ use super::tool::{BUILD_PATHS, CONTRACT, PYTHON_BUILD};
 use anyhow::bail;
 use std::path::PathBuf;
 
+/// `agentrt env --help`'s examples.
+pub const EXAMPLES: &str = "\
+Examples:
+  agentrt env new arithmetic
+  agentrt env new trivia --dir environments
+
+An environment package is a folder with an environment.toml: its tasks, prompt, reply grammar, tools
+and grader. `--env DIR` plays it in eval, train and trajectories sample. docs/environments.md walks
+through one.";
+
 /// What to do with environment packages (`agentrt env ...`).
 #[derive(clap::Subcommand)]
 pub enum EnvCommand {
