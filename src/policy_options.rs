@@ -136,6 +136,10 @@ impl PolicyOptions {
             (Some(trained), false) => {
                 config.rollout.episode = config.rollout.episode.played_as(&trained.spec);
                 config.env.wiki = trained.prompted(&config.env.wiki);
+                // In the environment it was trained in, unless --env named another.
+                if let (Some(env), agentrt_environments::wiki::NAME) = (&trained.environment, config.env.name.as_str()) {
+                    config.env.select(env).map_err(anyhow::Error::msg)?;
+                }
             }
             (None, false) => config.rollout.episode.max_new_tokens = config.env.package().map_err(anyhow::Error::msg)?.default_max_new_tokens(),
             (_, true) => {}

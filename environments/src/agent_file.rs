@@ -2,8 +2,8 @@
 //! `agentrt train` or `agentrt sft`), so that `agentrt eval --adapter DIR`, `agentrt generate --adapter DIR`
 //! and `agentrt serve` play it as it was trained without a flag.
 //!
-//! The file is flat JSON: `model` (the base model), the wiki's `system_prompt` and `demonstration`, and
-//! the [`EpisodeSpec`]'s keys. Files written by earlier versions read as they meant: a nested `limits` as the
+//! The file is flat JSON: `model` (the base model), the wiki's `system_prompt` and `demonstration`, the
+//! [`EpisodeSpec`]'s keys, and `environment` when it was trained in another than the wiki. Files written by earlier versions read as they meant: a nested `limits` as the
 //! four sandbox keys, a key the spec did not have yet as its default, and a `judge` (which belongs to a
 //! measurement, not to the adapter) dropped.
 
@@ -30,6 +30,11 @@ pub struct AgentSettings {
     /// Its turns, reply length, sampling, observation size and sandbox bounds.
     #[serde(flatten)]
     pub spec: EpisodeSpec,
+    /// The environment it was trained in, when not the wiki (`code`, or an environment package's folder,
+    /// absolute): what `eval --adapter` plays it in without `--env`. Absent for the wiki, so its files
+    /// read as they always did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
 }
 
 /// The value of `model.init_adapter` that names the adapter this project ships for the model and
@@ -49,7 +54,23 @@ pub fn shipped_adapter(env: &str, model: &str) -> Option<std::path::PathBuf> {
 impl AgentSettings {
     /// The settings of an adapter trained on `model` with `spec` and the wiki's prompt settings `wiki`.
     pub fn new(model: &str, spec: &EpisodeSpec, wiki: &WikiSection) -> AgentSettings {
-        AgentSettings { model: model.into(), system_prompt: wiki.system_prompt.clone(), demonstration: wiki.demonstration.clone(), spec: spec.clone() }
+        AgentSettings {
+            model: model.into(),
+            system_prompt: wiki.system_prompt.clone(),
+            demonstration: wiki.demonstration.clone(),
+            spec: spec.clone(),
+            environment: None,
+        }
+    }
+    /// These settings of an adapter trained in the environment `env.name` names: recorded unless it is
+    /// the wiki (a package's folder made absolute, so the adapter finds it from anywhere).
+    pub fn trained_in(self, env: &crate::EnvSection) -> AgentSettings {
+        let environment = match env.name.as_str() {
+            crate::wiki::NAME => None,
+            crate::code::NAME => Some(env.name.clone()),
+            folder => Some(std::fs::canonicalize(folder).map_or_else(|_| folder.to_string(), |p| p.display().to_string())),
+        };
+        AgentSettings { environment, ..self }
     }
 
     /// `dir/agent.json` if `dir` has one; a file that is there but unreadable or malformed is an error
@@ -95,9 +116,14 @@ impl AgentSettings {
             Some(_) => return Err("`demonstration` must be true, false or a file of turns".into()),
             None => wiki.demonstration,
         };
+        let environment = match object.remove("environment") {
+            Some(serde_json::Value::String(e)) if !e.trim().is_empty() => Some(e),
+            Some(_) => return Err("`environment` must be `code` or an environment package's folder".into()),
+            None => None,
+        };
         let spec: EpisodeSpec = serde_json::from_value(value).map_err(|e| format!("not a valid episode spec: {e}"))?;
         spec.validate()?;
-        Ok(AgentSettings { model, system_prompt, demonstration, spec })
+        Ok(AgentSettings { model, system_prompt, demonstration, spec, environment })
     }
 
     /// Writes `dir/agent.json` atomically.
@@ -123,6 +149,26 @@ impl AgentSettings {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// An adapter trained outside the wiki records where: `code`, or a package's folder made absolute; the
+    /// wiki's file has no `environment` key, as before.
+    #[test]
+    fn the_environment_an_adapter_was_trained_in_is_recorded_unless_the_wiki() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = AgentSettings::new("m", &EpisodeSpec::default(), &WikiSection::default());
+        let env = |name: &str| crate::EnvSection { name: name.into(), ..crate::EnvSection::default() };
+        assert_eq!(base.clone().trained_in(&env("wiki")).environment, None);
+        assert_eq!(base.clone().trained_in(&env("code")).environment.as_deref(), Some("code"));
+        let folder = base.clone().trained_in(&env(dir.path().to_str().unwrap())).environment.unwrap();
+        assert!(std::path::Path::new(&folder).is_absolute());
+        let wiki_json = serde_json::to_value(&base).unwrap();
+        assert!(wiki_json.get("environment").is_none(), "{wiki_json}");
+        let coded = base.trained_in(&env("code"));
+        coded.write(dir.path()).unwrap();
+        assert_eq!(AgentSettings::read(dir.path()).unwrap(), Some(coded));
+        let bad = serde_json::json!({"model": "m", "environment": 3});
+        assert!(AgentSettings::from_json(bad).unwrap_err().contains("`environment`"));
+    }
 
     #[test]
     fn agent_file_round_trips_and_bad_files_name_themselves() {

@@ -279,6 +279,8 @@ fn agent_settings_of(model: &str, fallback_prompt: &str, conversations: &[crate:
         system_prompt: named,
         demonstration: (with_demo * 2 > conversations.len()).into(),
         spec: EpisodeSpec { max_turns, max_new_tokens: (longest_reply + longest_reply / 4).div_ceil(32).max(5) * 32, ..EpisodeSpec::default() },
+        // Conversations do not say which environment played them: the wiki's, as `agentrt eval` assumes.
+        environment: None,
     }
 }
 

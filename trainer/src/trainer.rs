@@ -190,7 +190,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         save_total_limit: config.run.save_total_limit,
         seed,
         run_name: config.run_name(),
-        agent: AgentSettings::new(&config.model.name, &config.rollout.episode, &config.env.wiki),
+        agent: AgentSettings::new(&config.model.name, &config.rollout.episode, &config.env.wiki).trained_in(&config.env),
         progress,
     };
     let run_loop = start.into_loop(learner, at, plan)?;
