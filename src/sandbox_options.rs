@@ -108,16 +108,20 @@ impl ToolOptions {
     pub async fn build_for(&self, env: &agentrt_environments::EnvSection, limits: Limits) -> anyhow::Result<Sandbox> {
         let package = env.package().map_err(anyhow::Error::msg)?;
         let host: Arc<dyn ToolHost> = if package.wiki_tools { self.tool_host()? } else { Arc::new(agentrt_runtime::NoWikiTools) };
-        let mut plugins = self.plugin_paths()?;
-        plugins.extend(package.plugins);
-        let config = SandboxConfig { limits, plugins, ..SandboxConfig::default() };
-        Ok(Sandbox::new(config, host).await?)
+        self.sandbox(limits, host, package.plugins).await
     }
 
     /// As [`ToolOptions::build`], over `host` (from [`ToolOptions::tool_host`]), which the caller keeps
     /// (`trajectories synth` looks ahead through the same tools its episodes call).
     pub async fn build_with(&self, limits: Limits, host: Arc<dyn ToolHost>) -> anyhow::Result<Sandbox> {
-        let config = SandboxConfig { limits, plugins: self.plugin_paths()?, ..SandboxConfig::default() };
+        self.sandbox(limits, host, Vec::new()).await
+    }
+
+    /// A sandbox over `host` with the plug-ins of `--tool` and `--tools-dir`, then `more_plugins`.
+    async fn sandbox(&self, limits: Limits, host: Arc<dyn ToolHost>, more_plugins: Vec<PathBuf>) -> anyhow::Result<Sandbox> {
+        let mut plugins = self.plugin_paths()?;
+        plugins.extend(more_plugins);
+        let config = SandboxConfig { limits, plugins, ..SandboxConfig::default() };
         Ok(Sandbox::new(config, host).await?)
     }
 }

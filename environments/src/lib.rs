@@ -11,7 +11,7 @@
 //!   package's rows ([`package::tasks`]); training and evaluation take them from
 //!   [`Environment::questions`].
 //! - **how it is played**: the system prompt and demonstration, the episode bounds, the
-//!   [`ReplyGrammar`] (programs that call tools over several turns, [`wiki::ToolPrograms`]; or one reply
+//!   [`ReplyGrammar`](agentrt_rollout::ReplyGrammar) (programs that call tools over several turns, [`wiki::ToolPrograms`]; or one reply
 //!   that is the answer, [`code::WholeReply`]), the plug-in tools, and the stop strings the sampler ends
 //!   a reply at. [`Environment::settings`] is all of it as one comparable value.
 //! - **how it is scored**: a [`Grader`]: a judge ([`wiki::JudgeGrader`]), the task's tests
@@ -33,7 +33,7 @@ pub mod wiki;
 
 pub use agent_file::{shipped_adapter, AgentSettings, AGENT_FILE, SHIPPED};
 use agentrt_policy::Message;
-use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, ReplyGrammar, RolloutError};
+use agentrt_rollout::{EpisodeRunner, EpisodeSpec, Grader, Question, RolloutError};
 use agentrt_runtime::Sandbox;
 pub use code::settings::{CodeSection, CODE_TEST_FUEL, CODE_TEST_TIMEOUT_MS};
 use code::tasks::CodeTask;
@@ -73,14 +73,14 @@ impl EnvSection {
     /// Checks the built-in environments' settings and that `env.name` names an environment (a package's
     /// manifest is read and checked); the message names the key, or the file and its key.
     pub fn validate(&self) -> Result<(), String> {
-        self.wiki.validate()?;
-        self.code.validate(self.name == code::NAME)?;
         self.package().map(|_| ())
     }
 
     /// The environment `env.name` names, as a [`Package`]: the wiki or the code environment with their
-    /// sections' settings, or the package in that folder.
+    /// sections' settings, or the package in that folder; checked as [`EnvSection::validate`] checks.
     pub fn package(&self) -> Result<Package, String> {
+        self.wiki.validate()?;
+        self.code.validate(self.name == code::NAME)?;
         match self.name.as_str() {
             wiki::NAME => Ok(wiki::package(&self.wiki)),
             code::NAME => Ok(code::package(&self.code)),
@@ -112,6 +112,16 @@ impl EnvSection {
     }
 }
 
+/// Sandboxed programs a grader keeps in flight at once (a code task's tests, a grader component's
+/// grades): two per core, so one waiting on its instance's start leaves the core to the other.
+pub(crate) fn programs_in_flight() -> usize {
+    2 * std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// The environments built in, by the name `env.name` and `--env` give them; any other name is a package's
+/// folder.
+pub const BUILT_IN: [&str; 2] = [wiki::NAME, code::NAME];
+
 /// A task definition, built once per command: what an [`EpisodeRunner`] needs, and the stop strings
 /// for the sampler.
 pub struct Environment {
@@ -123,10 +133,6 @@ pub struct Environment {
     pub demonstration: Vec<Message>,
     /// How an episode is played here ([`Package::played`] of the command's spec).
     pub spec: EpisodeSpec,
-    /// How a reply is read.
-    pub reply_grammar: Arc<dyn ReplyGrammar>,
-    /// The strings the sampler ends a reply at.
-    pub stop: Vec<String>,
     /// Scores final answers: the judge for the wiki, the task's tests for code, a package's grader.
     pub grader: Arc<dyn Grader>,
     /// What is asked, by split.
@@ -195,7 +201,7 @@ impl Environment {
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.clone(),
             spec: self.spec.clone(),
-            reply_grammar: self.reply_grammar.clone(),
+            reply_grammar: self.package.grammar.reader(),
         }
     }
 
@@ -206,8 +212,8 @@ impl Environment {
             system_prompt: self.system_prompt.clone(),
             demonstration: self.demonstration.iter().map(|m| (m.role.clone(), m.content.clone())).collect(),
             spec: self.spec.clone(),
-            reply_format: self.reply_grammar.name(),
-            stop: self.stop.clone(),
+            reply_format: self.package.grammar.reader().name(),
+            stop: self.package.stop.clone(),
             grader: self.grader.name(),
         }
     }
@@ -218,9 +224,8 @@ impl Environment {
     /// adapts them), with its own settings; the tasks of the code environment and of a package are read
     /// here, once (their graders know every task, whichever split is played).
     pub fn build(section: &EnvSection, spec: &EpisodeSpec, sandbox: Arc<Sandbox>) -> Result<Environment, RolloutError> {
-        section.validate().map_err(RolloutError::Invalid)?;
-        spec.validate().map_err(|e| RolloutError::Invalid(format!("rollout.{e}")))?;
         let package = section.package().map_err(RolloutError::Invalid)?;
+        spec.validate().map_err(|e| RolloutError::Invalid(format!("rollout.{e}")))?;
         let spec = package.played(spec);
         let dataset = Dataset::read(&package)?;
         let tools = sandbox.tools().clone();
@@ -238,10 +243,7 @@ impl Environment {
             }
         };
         let grader: Arc<dyn Grader> = match (&package.grader, &dataset) {
-            (GraderChoice::Judge(judge), _) => {
-                let key = if matches!(package.prompt, Prompt::Wiki(_)) { "env.wiki.judge" } else { "grader.judge" };
-                wiki::judge_grader(judge, key)?
-            }
+            (GraderChoice::Judge { spec, key }, _) => wiki::judge_grader(spec, key)?,
             (GraderChoice::Tests(reward), Dataset::Code { tasks, .. }) => Arc::new(code::grader::TestGrader::new(sandbox, tasks, spec.limits(), *reward)?),
             (GraderChoice::Exact, _) => Arc::new(package::graders::ExactGrader),
             (GraderChoice::Numeric { tolerance }, _) => Arc::new(package::graders::NumericGrader { tolerance: *tolerance }),
@@ -252,13 +254,12 @@ impl Environment {
             (GraderChoice::Tests(_), _) => return Err(RolloutError::Invalid("a test grader grades code tasks (HumanEval's format)".into())),
             (GraderChoice::Component { .. }, _) => return Err(RolloutError::Invalid("a grader component grades a package's task rows".into())),
         };
-        let (stop, reply_grammar) = (package.stop.clone(), package.grammar.reader());
-        Ok(Environment { package, system_prompt, demonstration, spec, reply_grammar, stop, grader, dataset, tools })
+        Ok(Environment { package, system_prompt, demonstration, spec, grader, dataset, tools })
     }
 
     /// How a reply is sampled here: the spec's sampling keys, ending at this environment's stop strings.
     pub fn sampling(&self) -> agentrt_policy::SamplingParams {
-        self.spec.sampling(self.stop.clone())
+        self.spec.sampling(self.package.stop.clone())
     }
 
     /// The questions of `split` (`all`: every one); none is an error naming the split and the file.

@@ -11,7 +11,7 @@ use crate::report::Limit;
 use crate::SandboxError;
 use std::path::{Path, PathBuf};
 use wasmtime::component::Linker;
-use wasmtime::{Engine, Trap};
+use wasmtime::Engine;
 
 /// Host bindings of the `grader` world: its types are checked once, when a grader is loaded.
 mod bindings {
@@ -113,17 +113,7 @@ impl GraderComponent {
         let returned = match call.await {
             Ok(returned) => returned,
             Err(error) => {
-                let limit = if store.data().memory.exceeded {
-                    Some(Limit::Memory)
-                } else {
-                    match error.downcast_ref::<Trap>() {
-                        Some(Trap::OutOfFuel) => Some(Limit::Fuel),
-                        Some(Trap::Interrupt) => Some(Limit::Time),
-                        Some(Trap::StackOverflow) => Some(Limit::Stack),
-                        _ => None,
-                    }
-                };
-                return Err(match limit {
+                return Err(match Limit::hit_by(&error, store.data().memory.exceeded) {
                     Some(limit) => GradeFailure::Limit { file, limit },
                     None => GradeFailure::Crashed { file, message: explain_failure(&error, store.data()) },
                 });

@@ -23,6 +23,23 @@ pub enum Limit {
     Stack,
 }
 
+impl Limit {
+    /// The bound a trapped guest ran past, if one did: its memory limiter refused to grow
+    /// (`memory_exceeded`), or wasmtime stopped it for fuel, its epoch deadline or its stack. `None`: the
+    /// trap is the guest's own (a panic, an uncaught exception).
+    pub(crate) fn hit_by(error: &wasmtime::Error, memory_exceeded: bool) -> Option<Limit> {
+        if memory_exceeded {
+            return Some(Limit::Memory);
+        }
+        match error.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::OutOfFuel) => Some(Limit::Fuel),
+            Some(wasmtime::Trap::Interrupt) => Some(Limit::Time),
+            Some(wasmtime::Trap::StackOverflow) => Some(Limit::Stack),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store};
 
 /// The interpreter guest, built from `guest-tools/python-interpreter` by `build.rs`.
 const INTERPRETER_WASM: &[u8] = include_bytes!(env!("AGENTRT_INTERPRETER_WASM"));
@@ -169,20 +169,15 @@ fn classify_trap(error: wasmtime::Error, state: &HostState, stdout: &CappedOutpu
     if stdout.overflowed() {
         return limit(Limit::Output);
     }
-    if state.memory.exceeded {
-        return limit(Limit::Memory);
-    }
     // A request for more than a 32-bit address space holds (`[0] * 10**9`: 16 GB of values) never reaches
     // the memory limiter: Rust's collections panic with "capacity overflow" before asking for a page.
     // It is the program asking for too much memory, not a bug of the guest.
     if stderr.text().contains("capacity overflow") {
         return limit(Limit::Memory);
     }
-    match error.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => limit(Limit::Fuel),
-        Some(Trap::Interrupt) => limit(Limit::Time),
-        Some(Trap::StackOverflow) => limit(Limit::Stack),
-        _ => {
+    match Limit::hit_by(&error, state.memory.exceeded) {
+        Some(bound) => limit(bound),
+        None => {
             let panic = stderr.text();
             let message = if panic.trim().is_empty() { format!("{error:#}") } else { format!("{error:#}; stderr: {}", panic.trim()) };
             ProgramError::GuestTrap { message }

@@ -93,7 +93,7 @@ fn check_name(name: &str) -> anyhow::Result<()> {
     if !scaffold::is_kebab_case(name) {
         bail!("`{name}` is not a valid environment name: use kebab-case, lowercase letters and digits in words joined by `-`, each starting with a letter");
     }
-    if [agentrt_environments::wiki::NAME, agentrt_environments::code::NAME].contains(&name) {
+    if agentrt_environments::BUILT_IN.contains(&name) {
         bail!("`{name}` is a built-in environment's name; choose another");
     }
     Ok(())

@@ -42,8 +42,7 @@ impl TestGrader {
             let cases = TestCases::parse(&t.test).ok_or_else(|| RolloutError::Invalid(format!("task {}: its test code defines no check(candidate)", t.id)))?;
             by_id.insert(t.id.clone(), (t.clone(), cases));
         }
-        let concurrency = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
-        Ok(TestGrader { sandbox, tasks: by_id, limits, reward, concurrency })
+        Ok(TestGrader { sandbox, tasks: by_id, limits, reward, concurrency: crate::programs_in_flight() })
     }
 
     /// The test programs of `code` for task `id`, as many as the grader runs.

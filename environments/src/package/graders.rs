@@ -123,8 +123,7 @@ pub struct ComponentGrader {
 impl ComponentGrader {
     /// A grader running `component` on the rows of `tasks`, each grade bounded by `limits`.
     pub fn new(component: GraderComponent, tasks: Arc<TaskRows>, limits: Limits) -> Self {
-        let concurrency = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
-        ComponentGrader { component, tasks, limits, concurrency }
+        ComponentGrader { component, tasks, limits, concurrency: crate::programs_in_flight() }
     }
 }
 

@@ -2,7 +2,7 @@
 //! checked when the file is read, and an error names the file and the key.
 
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The manifest's file name in a package folder.
 pub const MANIFEST: &str = "environment.toml";
@@ -200,9 +200,4 @@ impl Manifest {
         misplaced("fuel / timeout_ms / memory_mib", (g.fuel.is_some() || g.timeout_ms.is_some() || g.memory_mib.is_some()) && g.kind != "component")?;
         Ok(())
     }
-}
-
-/// `name` of the folder `dir`, as a path: relative names are the folder's.
-pub fn in_folder(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }

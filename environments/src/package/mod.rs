@@ -136,8 +136,13 @@ pub enum Prompt {
 /// Who scores a final answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GraderChoice {
-    /// A judge against the gold answers (`rule`, `rule:0.5`, `openai:MODEL@BASE_URL`).
-    Judge(String),
+    /// A judge against the gold answers.
+    Judge {
+        /// `rule`, `rule:0.5` or `openai:MODEL@BASE_URL`.
+        spec: String,
+        /// The setting that named it (`env.wiki.judge`, `grader.judge`), as errors name it.
+        key: &'static str,
+    },
     /// The code task's tests, each its own sandboxed program.
     Tests(crate::code::grader::TestReward),
     /// Normalised exact match.
@@ -165,7 +170,7 @@ impl Package {
         let grader = match m.grader.kind.as_str() {
             "exact" => GraderChoice::Exact,
             "numeric" => GraderChoice::Numeric { tolerance: m.grader.tolerance.unwrap_or(graders::NUMERIC_TOLERANCE) },
-            "judge" => GraderChoice::Judge(m.grader.judge.clone().expect("validated: a judge grader names its judge")),
+            "judge" => GraderChoice::Judge { spec: m.grader.judge.clone().expect("validated: a judge grader names its judge"), key: "grader.judge" },
             _ => GraderChoice::Component {
                 path: file(m.grader.path.as_deref().expect("validated: a component grader names its path")),
                 limits: Limits {
@@ -254,7 +259,11 @@ mod tests {
         assert_eq!((wiki.splits.train.as_str(), wiki.splits.held_out.as_str(), wiki.splits.eval.as_str()), ("train", "dev", "dev"));
         assert_eq!(
             (wiki.default_max_new_tokens(), wiki.grader.clone(), wiki.stop.clone()),
-            (spec.max_new_tokens, GraderChoice::Judge("rule".into()), ["</answer>", "</tool>", "\n```\n"].map(String::from).to_vec())
+            (
+                spec.max_new_tokens,
+                GraderChoice::Judge { spec: "rule".into(), key: "env.wiki.judge" },
+                ["</answer>", "</tool>", "\n```\n"].map(String::from).to_vec()
+            )
         );
         assert_eq!(wiki.prompt, Prompt::Wiki(WikiSection::default()));
 

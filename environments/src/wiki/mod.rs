@@ -57,7 +57,7 @@ pub fn package(settings: &WikiSection) -> Package {
         wiki_tools: true,
         plugins: Vec::new(),
         prompt: Prompt::Wiki(settings.clone()),
-        grader: GraderChoice::Judge(settings.judge.clone()),
+        grader: GraderChoice::Judge { spec: settings.judge.clone(), key: "env.wiki.judge" },
     }
 }
 

@@ -27,12 +27,12 @@ const SETTINGS: &str = "settings.json";
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
     let n = super::episode_args::samples_per_question(args)?;
     let env = &config.env;
-    let split = args.split.clone().unwrap_or_else(|| agentrt_environments::code::package(&env.code).splits.eval);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (sandbox, environment) = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(env, config.rollout.episode.limits()).await?);
         anyhow::Ok((sandbox.clone(), Environment::build(&config.env, &config.rollout.episode, sandbox)?))
     })?;
+    let split = args.split.clone().unwrap_or_else(|| environment.package.splits.eval.clone());
     let mut questions = seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(0), args.seed);
     questions.sort_by_key(|q| task_number(&q.id));
 

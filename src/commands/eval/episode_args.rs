@@ -146,8 +146,11 @@ pub(super) fn played_config(args: &EpisodeArgs, loaded: Option<&LoadedPolicy>) -
     }
     if let Some(q) = &args.questions {
         // The file of questions, or of tasks for an environment with its own.
-        let builtin = [agentrt_environments::wiki::NAME, agentrt_environments::code::NAME].contains(&config.env.name.as_str());
-        anyhow::ensure!(builtin, "--questions: the environment package {} names its tasks in its environment.toml", config.env.name);
+        anyhow::ensure!(
+            agentrt_environments::BUILT_IN.contains(&config.env.name.as_str()),
+            "--questions: the environment package {} names its tasks in its environment.toml",
+            config.env.name
+        );
         config.env.wiki.questions = q.display().to_string();
         config.env.code.tasks = q.display().to_string();
     }

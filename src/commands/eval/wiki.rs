@@ -12,15 +12,11 @@ use std::sync::Arc;
 pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> anyhow::Result<()> {
     anyhow::ensure!(!args.resume, "--resume is for environments graded by tests (--env code)");
     let n = super::episode_args::samples_per_question(args)?;
-    let split = match &args.split {
-        Some(split) => split.clone(),
-        None => config.env.package().map_err(anyhow::Error::msg)?.splits.eval,
-    };
-
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (environment, episodes, gold_pages_missing) = runtime.block_on(async {
+    let (environment, split, episodes, gold_pages_missing) = runtime.block_on(async {
         let sandbox = Arc::new(args.tools.build_for(&config.env, config.rollout.episode.limits()).await?);
         let environment = Environment::build(&config.env, &config.rollout.episode, sandbox.clone())?;
+        let split = args.split.clone().unwrap_or_else(|| environment.package.splits.eval.clone());
         let mut questions = agentrt_rollout::seeded_subset(environment.questions(&split)?, args.num_samples.unwrap_or(50), args.seed);
         let pages_missing = environment.check_index(&mut questions).await?;
         let runner = environment.runner(sandbox);
@@ -38,7 +34,7 @@ pub fn run(args: &EpisodeArgs, loaded: &LoadedPolicy, config: &TrainConfig) -> a
             progress.set(all.len() as u64, format!("accuracy {:.3} over {} graded", correct as f64 / all.len() as f64, all.len()));
         }
         progress.finish_and_clear();
-        anyhow::Ok((environment, all, pages_missing))
+        anyhow::Ok((environment, split, all, pages_missing))
     })?;
     let mut policy_name = loaded.name.clone();
     if !environment.demonstration.is_empty() && !args.policy.is_random() {
@@ -79,7 +75,7 @@ fn print_samples(episodes: &[agentrt_rollout::Episode], n: usize) {
 /// Who graded, as the report says it: a judge's spec (`rule`, `openai:MODEL@URL`), else the grader's name.
 fn judged_by(environment: &Environment) -> String {
     match &environment.package.grader {
-        agentrt_environments::GraderChoice::Judge(spec) => spec.clone(),
+        agentrt_environments::GraderChoice::Judge { spec, .. } => spec.clone(),
         _ => environment.grader.name(),
     }
 }
