@@ -43,8 +43,8 @@ fn main() {
             println!("int8 {out_dim}x{in_dim} {weights:>4}, {rows:>3} rows, {:<13} {:>8.1} µs  {:>6.1} GMAC/s", kernel.name(), s * 1e6, macs / s / 1e9);
         }
     }
-    // SmolLM2-135M's MLP (1536 x 576) and Qwen2.5-Coder-0.5B's (4864 x 896); 1 and 8 rows.
-    for ((n, k), m) in [((1536, 576), 8), ((4864, 896), 1), ((4864, 896), 8)] {
+    // SmolLM2-135M's MLP (1536 x 576) and Qwen2.5-Coder-0.5B's (4864 x 896); 1, 8 and 16 rows (a wide batch's run).
+    for ((n, k), m) in [((1536, 576), 8), ((1536, 576), 16), ((4864, 896), 1), ((4864, 896), 8), ((4864, 896), 16)] {
         let k = k / 256 * 256; // whole K-quant super-blocks
         let x: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 * 0.1).collect();
         let wf: Vec<f32> = (0..n * k).map(|i| (i % 17) as f32 * 0.01).collect();

@@ -12,7 +12,7 @@ use std::arch::x86_64::*;
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn sum_lanes(v: __m256) -> f32 {
+pub(super) unsafe fn sum_lanes(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -82,7 +82,7 @@ unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut
 /// 7.5 (a 400 MB matrix, AVX2 EPYC), where the memory delivers 10-12.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_one_row<const F: u8>(x: &Q8Rows, row: &[u8]) -> f32 {
+pub(super) unsafe fn q8_one_row<const F: u8>(x: &Q8Rows, row: &[u8]) -> f32 {
     let format = BlockFormat::from_id(F);
     let (bb, subs) = (format.block_bytes(), format.block_weights() / BLOCK);
     let n = row.len() / bb * subs;
@@ -199,7 +199,7 @@ pub(super) unsafe fn unpack_i8<const F: u8>(block: *const u8, s: usize) -> (__m2
 
 /// Whether [`unpack_unsigned`] gives unsigned weights with an offset (all but Q8_0 and Q6_K, whose
 /// integers are signed): `maddubs` takes them as they are, without lending their signs to the input.
-const fn unsigned_weights(format: BlockFormat) -> bool {
+pub(super) const fn unsigned_weights(format: BlockFormat) -> bool {
     matches!(format, BlockFormat::Q4_0 | BlockFormat::Q4_1 | BlockFormat::Q5_0 | BlockFormat::Q4K)
 }
 
@@ -209,7 +209,7 @@ const fn unsigned_weights(format: BlockFormat) -> bool {
 /// L2, AVX2 EPYC, one thread: Q5_0 8.5 -> 9.6 GB/s, Q4_0 8.4 -> 9.7).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn unpack_unsigned<const F: u8>(block: *const u8, s: usize) -> (__m256i, [f32; 2], f32) {
+pub(super) unsafe fn unpack_unsigned<const F: u8>(block: *const u8, s: usize) -> (__m256i, [f32; 2], f32) {
     let format = BlockFormat::from_id(F);
     let f16_at = |at: usize| f16_le(block.add(at));
     let low4 = _mm256_set1_epi8(0x0f);
@@ -275,6 +275,6 @@ unsafe fn q6k_scales_i16(block: *const u8, s: usize) -> __m256i {
 /// The f16 at `p` (little-endian) as f32, by F16C's conversion (exact, as every f16 is an f32).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_le(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_le(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(*(p as *const [u8; 2])) as i32)))
 }

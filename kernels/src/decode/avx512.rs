@@ -7,8 +7,13 @@
 //! same AVX-512 machine (96 against 167 tokens/s, 8 rows of SmolLM2-135M). Like the AVX2 path, this one
 //! agrees with the reference to rounding (the multiply fused into the add, the sums grouped otherwise):
 //! within `1e-5 · Σ|x·w|`.
+//!
+//! With VNNI, the 8-bit products of two input rows or more are `vpdpbusd`s over pairs of sub-blocks (64
+//! weights an instruction, up to 16 rows a pass over the weights), written to give the AVX2 kernel's bits:
+//! see [`rows_blocks_q8`].
 
-use super::generic::{by_format, BlockFormat, BLOCK};
+use super::avx2;
+use super::generic::{by_format, BlockFormat, Q8Rows, BLOCK};
 use super::GROUP;
 use std::arch::x86_64::*;
 
@@ -42,4 +47,141 @@ unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m512; 2] {
         }
     }
     w
+}
+
+/// Input rows one pass of [`q8_group`] takes: an accumulator register each, beside the weights, their
+/// scales, the offsets' sums and the temporaries (of AVX-512's 32 registers); every run of the callers
+/// ([`super::MAX_ROWS`]) in one pass over the weights.
+const VNNI_GROUP: usize = 16;
+
+/// `by_rows!(rows, f::<_, F>(args))` calls `f::<rows, F>(args)` for `rows` from 1 to [`VNNI_GROUP`].
+macro_rules! by_rows {
+    ($rows:expr, $f:ident::<_, $format:ident>($($arg:expr),* $(,)?)) => {
+        match $rows {
+            16 => $f::<16, $format>($($arg),*),
+            15 => $f::<15, $format>($($arg),*),
+            14 => $f::<14, $format>($($arg),*),
+            13 => $f::<13, $format>($($arg),*),
+            12 => $f::<12, $format>($($arg),*),
+            11 => $f::<11, $format>($($arg),*),
+            10 => $f::<10, $format>($($arg),*),
+            9 => $f::<9, $format>($($arg),*),
+            8 => $f::<8, $format>($($arg),*),
+            7 => $f::<7, $format>($($arg),*),
+            6 => $f::<6, $format>($($arg),*),
+            5 => $f::<5, $format>($($arg),*),
+            4 => $f::<4, $format>($($arg),*),
+            3 => $f::<3, $format>($($arg),*),
+            2 => $f::<2, $format>($($arg),*),
+            _ => $f::<1, $format>($($arg),*),
+        }
+    };
+}
+
+/// The 8-bit products with VNNI: two sub-blocks of a weight row a step, one `vpdpbusd` per input row
+/// for their 64 weights (AVX2 needs `maddubs`, `madd` and their sign fixes per 32), the input rows in one
+/// group of up to 16 sharing each unpacked pair. A row alone (a decoding step of one sequence) runs
+/// AVX2's [`super::avx2::q8_one_row`], which reads the memory as fast as one thread can.
+///
+/// The arithmetic is the AVX2 path's, bit for bit: `vpdpbusd`'s lanes are `madd(maddubs(..))`'s (the sums
+/// of four consecutive byte products, exact in both), a register's low eight lanes are AVX2's even
+/// accumulator and its high eight the odd one, and the scales are the same products of the same floats.
+/// So a row's product is the same bits alone (AVX2) and among others (VNNI): decoding stays
+/// batch-invariant across the two kernels.
+///
+/// # Safety
+/// The CPU must have this path's features and AVX-512 VNNI; sizes as `super::rows_blocks_q8` checks them.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn rows_blocks_q8(format: BlockFormat, x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
+    by_format!(format, rows_blocks_q8_of(x, rows, out_rows))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
+    let format = BlockFormat::from_id(F);
+    let m = x.m;
+    if m == 1 {
+        for (o, row) in out_rows.iter_mut().zip(rows.chunks(format.row_bytes(x.k))) {
+            *o = avx2::q8_one_row::<F>(x, row);
+        }
+        return;
+    }
+    for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(x.k))) {
+        for b0 in (0..m).step_by(VNNI_GROUP) {
+            by_rows!((m - b0).min(VNNI_GROUP), q8_group::<_, F>(x, row, o, b0));
+        }
+    }
+}
+
+/// Quantised input rows `b0 .. b0 + G` against one row of blocks, a pair of sub-blocks (`xb`, `xb + 1`)
+/// a step in the low and high halves of a register.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut [f32], b0: usize) {
+    let format = BlockFormat::from_id(F);
+    let (k, subs, bb) = (x.k, format.block_weights() / BLOCK, format.block_bytes());
+    let n = row.len() / bb * subs;
+    let (unsigned, q6k) = (avx2::unsigned_weights(format), format == BlockFormat::Q6K);
+    let xblocks = k / BLOCK;
+    let (xq, xscale, p) = (x.q.as_ptr().add(b0 * k), x.scale.as_ptr().add(b0 * xblocks), row.as_ptr());
+    let zero = _mm512_setzero_si512();
+    // Signed weights (Q8_0, Q6_K) meet the input as unsigned bytes, `q + 128`, and `128 · Σ w` comes off
+    // (exact integers: `vpdpbusd` multiplies unsigned bytes by signed ones).
+    let flip = _mm512_set1_epi8(-128);
+    // A lane's float from the first value (low half) or the second (high half), or from one of four
+    // (Q6_K's two scales per sub-block, a quarter of the register each).
+    let halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let quarters = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    let rows_mask: __mmask16 = ((1u32 << G) - 1) as __mmask16;
+    let mut acc = [_mm512_setzero_ps(); G];
+    // The offsets' products (`offset · Σ x`), one lane per row, even and odd sub-blocks apart.
+    let mut offsets = [_mm512_setzero_ps(); 2];
+    let mut xb = 0;
+    while xb < n {
+        let two = xb + 1 < n;
+        let (block, s) = (p.add(xb / subs * bb), xb % subs);
+        let (wa, [sa, _], offset_a) = avx2::unpack_unsigned::<F>(block, s);
+        let (wb, sb, offset_b) = if two {
+            let (w, [sb, _], offset) = avx2::unpack_unsigned::<F>(p.add((xb + 1) / subs * bb), (xb + 1) % subs);
+            (w, sb, offset)
+        } else {
+            (_mm256_setzero_si256(), 0.0, 0.0)
+        };
+        let w = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(wa), wb);
+        // The weights' float scale per lane and, for Q6_K, its 8-bit scales (one per 16 weights: a pair's
+        // four are consecutive bytes, the pair starting at an even sub-block of the same super-block).
+        let (w_scale, q6k_scales) = if q6k {
+            let four = (block.add(192 + 8 * (s / 4) + 2 * (s % 4)) as *const i32).read_unaligned();
+            let four = _mm_cvtepi8_epi32(_mm_cvtsi32_si128(four));
+            (_mm512_set1_ps(avx2::f16_le(block.add(208))), _mm512_permutexvar_epi32(quarters, _mm512_castsi128_si512(four)))
+        } else {
+            (_mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_setr_ps(sa, sb, 0.0, 0.0))), zero)
+        };
+        let minus_bias = if unsigned { zero } else { _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, flip, w)) };
+        if unsigned {
+            let sums = x.scaled_sum_by_run.as_ptr().add(xb * x.m + b0);
+            offsets[0] = _mm512_fmadd_ps(_mm512_set1_ps(offset_a), _mm512_maskz_loadu_ps(rows_mask, sums), offsets[0]);
+            if two {
+                offsets[1] = _mm512_fmadd_ps(_mm512_set1_ps(offset_b), _mm512_maskz_loadu_ps(rows_mask, sums.add(x.m)), offsets[1]);
+            }
+        }
+        let (bytes_mask, scales_mask): (__mmask64, __mmask16) = if two { (!0, 0b11) } else { (u32::MAX as __mmask64, 0b1) };
+        for (b, a) in acc.iter_mut().enumerate() {
+            let at = b * xblocks + xb;
+            let q = _mm512_maskz_loadu_epi8(bytes_mask, xq.add(at * BLOCK));
+            let sums = if unsigned { _mm512_dpbusd_epi32(zero, w, q) } else { _mm512_dpbusd_epi32(minus_bias, _mm512_xor_si512(q, flip), w) };
+            let sums = if q6k { _mm512_mullo_epi32(sums, q6k_scales) } else { sums };
+            let x_scale = _mm512_permutexvar_ps(halves, _mm512_maskz_loadu_ps(scales_mask, xscale.add(at)));
+            let scale = _mm512_mul_ps(w_scale, x_scale);
+            *a = if two { _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, *a) } else { _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, *a, 0x00ff) };
+        }
+        xb += 2;
+    }
+    let mut by_row = [[0f32; 16]; 2];
+    _mm512_storeu_ps(by_row[0].as_mut_ptr(), offsets[0]);
+    _mm512_storeu_ps(by_row[1].as_mut_ptr(), offsets[1]);
+    for (b, a) in acc.iter().enumerate() {
+        let (even, odd) = (_mm512_castps512_ps256(*a), _mm512_extractf32x8_ps::<1>(*a));
+        o[b0 + b] = avx2::sum_lanes(_mm256_add_ps(even, odd)) + (by_row[0][b] + by_row[1][b]);
+    }
 }

@@ -288,8 +288,9 @@ pub fn rows_blocks(path: KernelPath, format: BlockFormat, x: &[f32], rows: &[u8]
 }
 
 /// As [`rows_blocks`], with the input rows quantised to 8 bits ([`Q8Rows`]) and each sub-block's
-/// weights multiplied into them by integer dot products (AVX2's `maddubs`; the AVX-512 path runs the AVX2
-/// kernel), as llama.cpp decodes: a fraction of the instructions per weight, at the price of rounding
+/// weights multiplied into them by integer dot products (AVX2's `maddubs`; on the AVX-512 path VNNI's
+/// `vpdpbusd` for two rows or more where the CPU has it, with the AVX2 kernel's bits, else the AVX2 kernel),
+/// as llama.cpp decodes: a fraction of the instructions per weight, at the price of rounding
 /// the activations to 8 bits per 32 values (the tests bound the gap to the f32 products).
 ///
 /// # Panics
@@ -302,6 +303,12 @@ pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &
     );
     check_block_rows("rows_blocks_q8", format, rows, out_rows, m, k);
     match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 if crate::path::has_feature("avx512vnni") => {
+            assert_supported(path);
+            // SAFETY: the CPU has the path's features (checked) and VNNI.
+            unsafe { avx512::rows_blocks_q8(format, x, rows, out_rows) }
+        }
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 | KernelPath::Avx2 => {
             assert_supported(path);
@@ -497,6 +504,31 @@ mod tests {
                         assert!((*g as f64 - exact[i]).abs() <= bound * 1.001 + 1e-5 * size, "{path}, {format:?}: {g} against the f32 product {}", exact[i]);
                     }
                     agrees(path, &got, &reference, &magnitude, &format!("{format:?}, {m} 8-bit rows"));
+                }
+            }
+        }
+    }
+
+    /// The VNNI kernel of the AVX-512 path gives the AVX2 kernel's bits (what lets a row alone run AVX2's
+    /// one-row kernel and keep batch invariance), for every format, every group size and a row of an odd
+    /// number of sub-blocks (the last pair half empty). Skipped, saying so, on a CPU without VNNI.
+    #[test]
+    fn vnni_rows_give_the_avx2_kernels_bits() {
+        use BlockFormat::*;
+        if !(KernelPath::Avx512.is_supported() && crate::path::has_feature("avx512vnni")) {
+            eprintln!("this CPU has no AVX-512 VNNI: the VNNI decode kernel is not tested here");
+            return;
+        }
+        for format in [Q4_0, Q4_1, Q5_0, Q8_0, Q4K, Q6K] {
+            for k in [3 * format.block_weights(), 4 * format.block_weights()] {
+                let (packed, _) = block_rows(format, 7, k, 21);
+                for m in 2..=MAX_ROWS {
+                    let xq = Q8Rows::quantize(&values(m * k, 17 + m as u64), m, k);
+                    let (mut vnni, mut maddubs) = (vec![0f32; 7 * m], vec![0f32; 7 * m]);
+                    rows_blocks_q8(KernelPath::Avx512, format, &xq, &packed, &mut vnni);
+                    rows_blocks_q8(KernelPath::Avx2, format, &xq, &packed, &mut maddubs);
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+                    assert_eq!(bits(&vnni), bits(&maddubs), "{format:?}, {m} rows of {k}");
                 }
             }
         }
