@@ -159,6 +159,10 @@ impl PolicyOptions {
         let params = environment.sampling();
         Ok(match (&self.policy, &loaded.local) {
             (Some(spec), _) => {
+                anyhow::ensure!(
+                    environment.sampling_after_tool().is_none(),
+                    "rollout.temperature_after_tool is set, but an endpoint ({spec}) samples every reply alike: leave it unset or play a local model"
+                );
                 let mut c = OpenAiPolicyConfig::parse(spec)?;
                 c.temperature = params.temperature;
                 c.max_tokens = params.max_tokens;
@@ -168,7 +172,7 @@ impl PolicyOptions {
                 c.top_k = params.top_k;
                 Box::new(OpenAiPolicy::new(c)?)
             }
-            (None, Some(p)) => Box::new(LocalPolicy::new(p, params, seed)),
+            (None, Some(p)) => Box::new(LocalPolicy::new(p, params, seed).with_after_tool(environment.sampling_after_tool())),
             (None, None) => Box::new(RandomPolicy::new(seed)),
         })
     }

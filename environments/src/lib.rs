@@ -262,6 +262,11 @@ impl Environment {
         self.spec.sampling(self.package.stop.clone())
     }
 
+    /// How a reply after a tool's output is sampled, where the spec gives it a temperature of its own.
+    pub fn sampling_after_tool(&self) -> Option<agentrt_policy::SamplingParams> {
+        self.spec.sampling_after_tool(self.package.stop.clone())
+    }
+
     /// The questions of `split` (`all`: every one); none is an error naming the split and the file.
     pub fn questions(&self, split: &str) -> Result<Vec<Question>, RolloutError> {
         self.dataset.questions(split)

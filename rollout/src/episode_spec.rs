@@ -24,6 +24,11 @@ pub struct EpisodeSpec {
     pub max_new_tokens: usize,
     /// Sampling temperature, in `[0, 2]` (1: the model's own distribution).
     pub temperature: f64,
+    /// Sampling temperature of the replies that follow a tool's output, in `[0, 2]`; unset: `temperature`
+    /// for every reply. In the find and scan recipes the program is the first reply and the answer the
+    /// one after its output, so this explores the answer's span while the program stays as sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature_after_tool: Option<f64>,
     /// Nucleus sampling: only the most likely tokens holding this much probability (1: all).
     pub top_p: f64,
     /// Only the k most likely tokens are sampled (0: all).
@@ -48,6 +53,7 @@ impl Default for EpisodeSpec {
             max_turns: 3,
             max_new_tokens: 160,
             temperature: 1.0,
+            temperature_after_tool: None,
             top_p: 1.0,
             top_k: 50,
             max_observation_chars: 1500,
@@ -83,6 +89,12 @@ impl EpisodeSpec {
         }
     }
 
+    /// How a reply that follows a tool's output is sampled, where `temperature_after_tool` says it differs
+    /// from [`EpisodeSpec::sampling`].
+    pub fn sampling_after_tool(&self, stop: Vec<String>) -> Option<SamplingParams> {
+        self.temperature_after_tool.map(|temperature| SamplingParams { temperature, ..self.sampling(stop) })
+    }
+
     /// Checks ranges; the message names the key (as `[rollout]` spells it).
     pub fn validate(&self) -> Result<(), String> {
         if self.max_turns == 0 || self.max_new_tokens == 0 || self.max_observation_chars == 0 {
@@ -90,6 +102,9 @@ impl EpisodeSpec {
         }
         if !((0.0..=2.0).contains(&self.temperature) && self.top_p > 0.0 && self.top_p <= 1.0) {
             return Err("temperature / top_p: temperature in [0, 2], top_p in (0, 1]".into());
+        }
+        if let Some(t) = self.temperature_after_tool.filter(|t| !(0.0..=2.0).contains(t)) {
+            return Err(format!("temperature_after_tool: {t} is outside [0, 2]"));
         }
         if self.fuel == 0 || self.memory_mib == 0 || self.timeout_ms == 0 || self.max_host_calls == 0 {
             return Err("fuel / memory_mib / timeout_ms / max_host_calls: must be at least 1".into());
@@ -101,7 +116,13 @@ impl EpisodeSpec {
     /// (turns, reply length, observation size, sandbox bounds), with this spec's sampling, which belongs
     /// to the measurement, not to the adapter.
     pub fn played_as(&self, trained: &EpisodeSpec) -> EpisodeSpec {
-        EpisodeSpec { temperature: self.temperature, top_p: self.top_p, top_k: self.top_k, ..trained.clone() }
+        EpisodeSpec {
+            temperature: self.temperature,
+            temperature_after_tool: self.temperature_after_tool,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            ..trained.clone()
+        }
     }
 }
 
@@ -118,9 +139,21 @@ mod tests {
 
     #[test]
     fn an_adapter_is_measured_with_the_measurements_sampling() {
-        let trained = EpisodeSpec { temperature: 1.2, max_turns: 2, max_observation_chars: 700, ..EpisodeSpec::default() };
+        let trained = EpisodeSpec { temperature: 1.2, temperature_after_tool: Some(1.1), max_turns: 2, max_observation_chars: 700, ..EpisodeSpec::default() };
         let measure = EpisodeSpec { temperature: 0.0, top_k: 7, ..EpisodeSpec::default() };
         let played = measure.played_as(&trained);
-        assert_eq!(played, EpisodeSpec { temperature: 0.0, top_k: 7, ..trained });
+        assert_eq!(played, EpisodeSpec { temperature: 0.0, temperature_after_tool: None, top_k: 7, ..trained });
+    }
+
+    #[test]
+    fn replies_after_a_tool_sample_at_their_own_temperature_when_set() {
+        let stop = vec!["</answer>".to_string()];
+        let plain = EpisodeSpec { temperature: 0.8, ..EpisodeSpec::default() };
+        assert_eq!(plain.sampling_after_tool(stop.clone()), None);
+        let split = EpisodeSpec { temperature_after_tool: Some(1.2), ..plain.clone() };
+        let after = split.sampling_after_tool(stop.clone()).expect("set");
+        assert_eq!((after.temperature, after.top_p, after.max_tokens, after.stop.clone()), (1.2, plain.top_p, plain.max_new_tokens, stop.clone()));
+        assert_eq!(split.sampling(stop).temperature, 0.8);
+        assert!(EpisodeSpec { temperature_after_tool: Some(2.5), ..plain }.validate().unwrap_err().contains("temperature_after_tool"));
     }
 }

@@ -28,6 +28,8 @@ use std::sync::Mutex;
 pub struct LocalPolicy<'a> {
     policy: &'a Policy,
     params: SamplingParams,
+    /// How a reply that follows a tool's output is sampled, where it differs from `params`.
+    after_tool: Option<SamplingParams>,
     /// Seeds [`LocalPolicy::reply`]'s one stream and each conversation's own stream in [`LocalPolicy::stream`].
     seed: u64,
     rng: Mutex<StdRng>,
@@ -40,9 +42,25 @@ impl<'a> LocalPolicy<'a> {
         LocalPolicy {
             policy,
             params: SamplingParams { n: 1, ..params },
+            after_tool: None,
             seed,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             prefixes: Mutex::new(PrefixCache::new(DEFAULT_PREFIX_CACHE_BYTES)),
+        }
+    }
+
+    /// Replies that follow a tool's output sampled under `params` instead (`None`: as every other reply):
+    /// a temperature per turn kind, the answer explored while the program is not.
+    pub fn with_after_tool(mut self, params: Option<SamplingParams>) -> LocalPolicy<'a> {
+        self.after_tool = params.map(|p| SamplingParams { n: 1, ..p });
+        self
+    }
+
+    /// How `c`'s next reply is sampled: after a tool's output, as [`LocalPolicy::with_after_tool`] set.
+    fn params_for(&self, c: &Conversation) -> &SamplingParams {
+        match &self.after_tool {
+            Some(after) if c.messages.last().is_some_and(|m| m.role == "tool") => after,
+            _ => &self.params,
         }
     }
 
@@ -66,13 +84,25 @@ impl TurnPolicy for LocalPolicy<'_> {
         let prompts = Conversation::trace_ids(conversations)?;
         let mut rng = self.rng.lock().expect("rng lock");
         let mut prefixes = self.prefixes.lock().expect("prefix cache lock");
-        let completions = self.policy.sample_with_prefixes(&prompts, &self.params, &mut *rng, &mut prefixes)?;
         let mut replies: Vec<Option<Reply>> = vec![None; prompts.len()];
-        for c in completions {
-            let slot = replies
-                .get_mut(c.prompt_index)
-                .ok_or_else(|| RolloutError::Invalid(format!("completion for prompt {} of {}", c.prompt_index, prompts.len())))?;
-            *slot = Some(reply_of(c)?);
+        // One batch per way of sampling (one, unless replies after a tool's output sample otherwise).
+        let mut kinds: Vec<(&SamplingParams, Vec<usize>)> = Vec::new();
+        for (i, c) in conversations.iter().enumerate() {
+            let params = self.params_for(c);
+            match kinds.iter_mut().find(|(p, _)| std::ptr::eq(*p, params)) {
+                Some((_, members)) => members.push(i),
+                None => kinds.push((params, vec![i])),
+            }
+        }
+        for (params, members) in kinds {
+            let batch: Vec<Vec<u32>> = members.iter().map(|&i| prompts[i].clone()).collect();
+            for c in self.policy.sample_with_prefixes(&batch, params, &mut *rng, &mut prefixes)? {
+                let slot = members
+                    .get(c.prompt_index)
+                    .and_then(|&i| replies.get_mut(i))
+                    .ok_or_else(|| RolloutError::Invalid(format!("completion for prompt {} of {}", c.prompt_index, batch.len())))?;
+                *slot = Some(reply_of(c)?);
+            }
         }
         replies.into_iter().enumerate().map(|(i, r)| r.ok_or_else(|| RolloutError::Invalid(format!("no completion for prompt {i}")))).collect()
     }
@@ -143,7 +173,7 @@ impl ReplyStream for LocalStream<'_, '_> {
         while self.rngs.len() <= tag {
             self.rngs.push(StdRng::seed_from_u64(conversation_seed(self.local.seed, self.rngs.len())));
         }
-        Ok(self.batch.admit(tag, ids, self.local.params.clone())?)
+        Ok(self.batch.admit(tag, ids, self.local.params_for(conversation).clone())?)
     }
 
     async fn step(&mut self) -> Result<Vec<(usize, Reply)>, RolloutError> {
@@ -224,6 +254,43 @@ mod tests {
                     lps[p - 1]
                 );
             }
+        }
+    }
+
+    /// A temperature per turn kind: with greedy opening replies and hot ones after a tool's output
+    /// (`with_after_tool`), two seeds write the same opening and different replies after the tool, by
+    /// `reply` and by the stream alike; without `with_after_tool` both replies are greedy and equal.
+    #[tokio::test]
+    async fn replies_after_a_tool_output_sample_as_with_after_tool_says() {
+        /// (the opening reply's ids, the ids of the reply after the tool) under `seed`.
+        async fn play(policy: &Policy, seed: u64, after: Option<SamplingParams>, streamed: bool) -> (Vec<u32>, Vec<u32>) {
+            let greedy = SamplingParams { max_tokens: 12, temperature: 0.0, ..SamplingParams::default() };
+            let lp = LocalPolicy::new(policy, greedy, seed).with_after_tool(after);
+            let mut c = Conversation::new("q", vec![Message::system("S"), Message::user("question?")]);
+            lp.begin(&mut c).unwrap();
+            let opening = lp.reply(&[&c]).await.unwrap().remove(0);
+            lp.push_reply(&mut c, &opening).unwrap();
+            lp.push_tool_turn(&mut c, "the same tool output").unwrap();
+            let next = if streamed {
+                let mut stream = lp.stream();
+                stream.submit(0, &c).unwrap();
+                let mut got = None;
+                while !stream.is_empty() {
+                    got = stream.step().await.unwrap().pop().map(|(_, r)| r).or(got);
+                }
+                got.expect("a reply")
+            } else {
+                lp.reply(&[&c]).await.unwrap().remove(0)
+            };
+            (opening.token_ids, next.token_ids)
+        }
+        let policy = tiny_policy(agentrt_policy::Arch::Qwen2, 5).unwrap();
+        let hot = SamplingParams { max_tokens: 12, temperature: 8.0, top_k: 0, top_p: 1.0, ..SamplingParams::default() };
+        for streamed in [false, true] {
+            let (a, b) = (play(&policy, 1, Some(hot.clone()), streamed).await, play(&policy, 2, Some(hot.clone()), streamed).await);
+            assert_eq!(a.0, b.0, "greedy openings (streamed: {streamed})");
+            assert_ne!(a.1, b.1, "hot replies after the tool (streamed: {streamed})");
+            assert_eq!(play(&policy, 1, None, streamed).await, play(&policy, 2, None, streamed).await, "all greedy (streamed: {streamed})");
         }
     }
 

@@ -35,6 +35,15 @@ fn train_writes_a_run_and_resumes_exactly() {
     for l in &m {
         let nll = l["sampled_token_nll"].as_f64().unwrap_or(f64::NAN);
         assert!(nll.is_finite() && nll > 0.0, "no sampled-token NLL: {l}");
+        // Per turn kind: every episode has a first reply; replies after a tool's output only where a
+        // program ran, and the whole's mean lies between the kinds' means.
+        let first = l["sampled_token_nll_first_reply"].as_f64().unwrap_or(f64::NAN);
+        assert!(first.is_finite() && first > 0.0, "no first-reply NLL: {l}");
+        if let Some(after) = l["sampled_token_nll_after_tool"].as_f64() {
+            assert!(nll >= first.min(after) - 1e-9 && nll <= first.max(after) + 1e-9, "{l}");
+        } else {
+            assert!((nll - first).abs() < 1e-9, "{l}");
+        }
         assert!((0.0..=1.0).contains(&l["read_more"].as_f64().unwrap()), "{l}");
     }
 

@@ -139,6 +139,13 @@ pub struct StepMetrics {
     /// Null when a server sampled without log-probs, and in lines written before it was logged.
     #[serde(default)]
     pub sampled_token_nll: Option<f64>,
+    /// The same over the first reply of each episode (in the find and scan recipes, the program).
+    #[serde(default)]
+    pub sampled_token_nll_first_reply: Option<f64>,
+    /// The same over the replies after a tool's output (there, the answer): with
+    /// `rollout.temperature_after_tool`, the turn kind sampled on its own.
+    #[serde(default)]
+    pub sampled_token_nll_after_tool: Option<f64>,
     /// The learning rate (`algorithm.lr`).
     pub lr: f64,
     /// The KL penalty's weight (`algorithm.beta`).
@@ -399,6 +406,8 @@ pub(crate) fn example() -> StepMetrics {
         logprob_gap_abs_mean: Some(3e-7),
         logprob_gap_tokens: 48,
         sampled_token_nll: Some(0.75),
+        sampled_token_nll_first_reply: Some(0.5),
+        sampled_token_nll_after_tool: Some(1.0),
         read_more: 0.25,
         lr: 0.01,
         beta: 0.02,
@@ -458,7 +467,7 @@ mod tests {
 
     /// Every key of the line as the trainer has always written it (sorted); `reward_tests` and
     /// `reward_perfect` come on top from the code grader. A renamed field fails here.
-    const KEYS: [&str; 53] = [
+    const KEYS: [&str; 55] = [
         "accuracy",
         "answer_f1",
         "beta",
@@ -499,6 +508,8 @@ mod tests {
         "routed_fraction",
         "runnable_program_replies",
         "sampled_token_nll",
+        "sampled_token_nll_after_tool",
+        "sampled_token_nll_first_reply",
         "sampler_steps",
         "search_hit_rate",
         "seconds",
@@ -543,6 +554,8 @@ mod tests {
             tokens_sampled: None,
             sampler_steps: None,
             sampled_token_nll: None,
+            sampled_token_nll_first_reply: None,
+            sampled_token_nll_after_tool: None,
             dev_accuracy: None,
             dev_answer_f1: None,
             dev_tool_calls: None,
@@ -552,7 +565,7 @@ mod tests {
         let json = sparse.to_json();
         assert_eq!(json.as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>(), KEYS);
         let nulls: Vec<&str> = json.as_object().unwrap().iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k.as_str()).collect();
-        assert_eq!(nulls.len(), 13, "{nulls:?}");
+        assert_eq!(nulls.len(), 15, "{nulls:?}");
         assert_eq!(serde_json::from_value::<StepMetrics>(json).unwrap(), sparse);
 
         // The code grader's parts are keys of their own, present only when given.

@@ -48,7 +48,11 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
         chart(
             "entropy (sampled tokens)",
             "-mean log p per model token",
-            vec![step_curve(&steps, "sampled-token NLL", |m| m.sampled_token_nll.unwrap_or(f64::NAN))],
+            vec![
+                step_curve(&steps, "every reply", |m| m.sampled_token_nll.unwrap_or(f64::NAN)),
+                step_curve(&steps, "first reply", |m| m.sampled_token_nll_first_reply.unwrap_or(f64::NAN)),
+                step_curve(&steps, "after a tool", |m| m.sampled_token_nll_after_tool.unwrap_or(f64::NAN)),
+            ],
         ),
         chart("reading on", "fraction of episodes", vec![step_curve(&steps, "a second program", |m| m.read_more)]),
         chart("loss", "loss", vec![step_curve(&steps, "loss", |m| m.loss)]),

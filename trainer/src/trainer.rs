@@ -196,10 +196,15 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
     let run_loop = start.into_loop(learner, at, plan)?;
 
     let detector = Detector::parse(&config.routing.detector)?;
-    let (runner, sampling) = (env.runner(sandbox), env.sampling());
+    let (runner, sampling, sampling_after_tool) = (env.runner(sandbox), env.sampling(), env.sampling_after_tool());
     let remote = match config.rollout.sampler.as_str() {
         "local" => None,
         s if s.starts_with("openai:") => {
+            if sampling_after_tool.is_some() {
+                return Err(TrainError::Config(format!(
+                    "rollout.temperature_after_tool is set, but rollout.sampler `{s}` samples every reply alike: leave it unset or sample locally"
+                )));
+            }
             let mut c = OpenAiPolicyConfig::parse(s)?;
             c.temperature = sampling.temperature;
             c.max_tokens = sampling.max_tokens;
@@ -233,6 +238,7 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         detector,
         runner,
         sampling,
+        sampling_after_tool,
         // Loads each step's adapter on the servers; unloads them when the run ends, fails or is dropped.
         publisher: remote.clone().map(AdapterPublisher::new).transpose()?,
         remote,
@@ -278,6 +284,8 @@ struct TrainStep<'a> {
     runner: EpisodeRunner,
     /// How replies are sampled: the environment's (`Environment::sampling`).
     sampling: SamplingParams,
+    /// How replies after a tool's output are sampled where they differ (`rollout.temperature_after_tool`).
+    sampling_after_tool: Option<SamplingParams>,
     /// The servers that sample, when `rollout.sampler` names them.
     remote: Option<OpenAiPolicyConfig>,
     publisher: Option<AdapterPublisher>,
@@ -334,7 +342,9 @@ impl RunStep for TrainStep<'_> {
                 *questions_seen += want;
                 drawn_here += want;
                 let seed = sample_seed(seed, step, micro + round * accumulation);
-                kept += drawn.play(&self.runner, &self.sampling, learner, served.as_ref(), &batch, seed, &self.detector, config).await?;
+                kept += drawn
+                    .play(&self.runner, (&self.sampling, self.sampling_after_tool.as_ref()), learner, served.as_ref(), &batch, seed, &self.detector, config)
+                    .await?;
                 round += 1;
                 if !dynamic || kept == batch_size || drawn_here >= cap {
                     break;
@@ -477,8 +487,15 @@ struct Drawn {
     /// What local sampling read and reused (a server's sampling is not counted: its engine knows).
     tokens: Option<agentrt_policy::TokenCounts>,
     /// Over the model tokens of every episode drawn whose sampled log-probs are known: the sum of their
-    /// negative log-probs and how many (`sampled_token_nll`).
-    sampled_nll: (f64, usize),
+    /// negative log-probs and how many, in the first reply and in the replies after a tool's output
+    /// (`sampled_token_nll_first_reply`, `_after_tool`; together `sampled_token_nll`).
+    sampled_nll: [(f64, usize); 2],
+}
+
+/// The mean negative log-prob over two (sum, tokens) tallies; `None` over no token.
+fn mean_nll(a: (f64, usize), b: (f64, usize)) -> Option<f64> {
+    let tokens = a.1 + b.1;
+    (tokens > 0).then(|| (a.0 + b.0) / tokens as f64)
 }
 
 impl Drawn {
@@ -496,7 +513,7 @@ impl Drawn {
             routed: 0,
             times: Default::default(),
             tokens: local.then(Default::default),
-            sampled_nll: (0.0, 0),
+            sampled_nll: [(0.0, 0); 2],
         }
     }
 
@@ -506,7 +523,7 @@ impl Drawn {
     async fn play(
         &mut self,
         runner: &EpisodeRunner,
-        sampling: &SamplingParams,
+        (sampling, after_tool): (&SamplingParams, Option<&SamplingParams>),
         learner: &Learner,
         served: Option<&OpenAiPolicyConfig>,
         batch: &[Question],
@@ -515,7 +532,7 @@ impl Drawn {
         config: &TrainConfig,
     ) -> Result<usize, TrainError> {
         let group = config.rollout.num_rollouts;
-        let local = LocalPolicy::new(&learner.policy, sampling.clone(), seed);
+        let local = LocalPolicy::new(&learner.policy, sampling.clone(), seed).with_after_tool(after_tool.cloned());
         let (mut rollouts, logprobs_known) = match served {
             None => {
                 let r = runner.run(&local, batch).await?;
@@ -553,9 +570,17 @@ impl Drawn {
                 let routed = detector.flags(e);
                 self.routed += routed as usize;
                 let sampled_logprobs = if logprobs_known { t.sampled_logprobs.clone() } else { Vec::new() };
-                for (lp, _) in sampled_logprobs.iter().zip(&t.model_mask).filter(|(_, &model)| model) {
-                    self.sampled_nll.0 -= *lp as f64;
-                    self.sampled_nll.1 += 1;
+                // A run of model tokens is a reply; every reply after the first follows a tool's output.
+                let mut replies_begun = 0;
+                for (i, (lp, &model)) in sampled_logprobs.iter().zip(&t.model_mask).enumerate() {
+                    if model && (i == 0 || !t.model_mask[i - 1]) {
+                        replies_begun += 1;
+                    }
+                    if model {
+                        let kind = &mut self.sampled_nll[usize::from(replies_begun > 1)];
+                        kind.0 -= *lp as f64;
+                        kind.1 += 1;
+                    }
                 }
                 samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage, routed, sampled_logprobs });
             }
@@ -717,7 +742,9 @@ impl Drawn {
             logprob_gap_mean: u.logprob_gap.means().map(|m| m.0),
             logprob_gap_abs_mean: u.logprob_gap.means().map(|m| m.1),
             logprob_gap_tokens: u.logprob_gap.tokens,
-            sampled_token_nll: (self.sampled_nll.1 > 0).then(|| self.sampled_nll.0 / self.sampled_nll.1 as f64),
+            sampled_token_nll: mean_nll(self.sampled_nll[0], self.sampled_nll[1]),
+            sampled_token_nll_first_reply: mean_nll(self.sampled_nll[0], (0.0, 0)),
+            sampled_token_nll_after_tool: mean_nll(self.sampled_nll[1], (0.0, 0)),
             read_more: m.read_more.map_or(0.0, |r| r.value),
             lr: config.algorithm.lr,
             beta: config.algorithm.beta,
