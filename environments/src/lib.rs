@@ -243,7 +243,7 @@ impl Environment {
             }
         };
         let grader: Arc<dyn Grader> = match (&package.grader, &dataset) {
-            (GraderChoice::Judge { spec, key }, _) => wiki::judge_grader(spec, key)?,
+            (GraderChoice::Judge { spec, key, partial_credit_beta }, _) => wiki::judge_grader(spec, key, *partial_credit_beta)?,
             (GraderChoice::Tests(reward), Dataset::Code { tasks, .. }) => Arc::new(code::grader::TestGrader::new(sandbox, tasks, spec.limits(), *reward)?),
             (GraderChoice::Exact, _) => Arc::new(package::graders::ExactGrader),
             (GraderChoice::Numeric { tolerance }, _) => Arc::new(package::graders::NumericGrader { tolerance: *tolerance }),

@@ -32,7 +32,7 @@ pub use agentrt_openai::api_key_from_env;
 pub use cache::{default_cache_dir, CacheKey, VerdictCache};
 pub use error::JudgeError;
 pub use openai::{build_prompt, parse_verdict, JudgeOptions, OpenAiJudge, OpenAiJudgeConfig, JUDGE_PROMPT, PROMPT_VERSION};
-pub use rule::{best_f1, exact_match_score, f1_score, normalize_answer, RuleJudge, DEFAULT_F1_THRESHOLD};
+pub use rule::{best_f1, best_f_beta, exact_match_score, f1_score, f_beta_score, normalize_answer, RuleJudge, DEFAULT_F1_THRESHOLD};
 pub use spec::{judge_from_spec, JudgeSpec, OPENAI_API_BASE};
 
 use async_trait::async_trait;

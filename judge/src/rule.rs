@@ -70,8 +70,33 @@ pub fn best_f1(response: &str, answers: &[String]) -> f64 {
     answers.iter().map(|gold| f1_score(answer, gold)).fold(0.0, f64::max)
 }
 
+/// The best [`f_beta_score`] of a reply's answer against any of the gold `answers` (0 when there are none):
+/// with `beta` below 1, partial credit that weighs precision above recall.
+pub fn best_f_beta(response: &str, answers: &[String], beta: f64) -> f64 {
+    let answer = extract_answer(response);
+    answers.iter().map(|gold| f_beta_score(answer, gold, beta)).fold(0.0, f64::max)
+}
+
+/// The token-level F-score between the normalized strings with recall weighed `beta` times as much as
+/// precision (SQuAD's [`f1_score`] at 1; 0 when no token is shared). At 0.5, against `up to 3 pence`:
+/// `3 pence` 0.83, `pence` 0.63, and a span that holds the gold and as many words again 0.56: the more
+/// of the answer the better, and a longer span around it pays for its extra words, where F1 ranks
+/// `3 pence` and that span alike (0.67).
+pub fn f_beta_score(prediction: &str, ground_truth: &str, beta: f64) -> f64 {
+    let Some((precision, recall)) = token_overlap(prediction, ground_truth) else { return 0.0 };
+    let b2 = beta * beta;
+    (1.0 + b2) * precision * recall / (b2 * precision + recall)
+}
+
 /// SQuAD's `f1_score`: token-level F1 between the normalized strings (0 when no token is shared).
 pub fn f1_score(prediction: &str, ground_truth: &str) -> f64 {
+    let Some((precision, recall)) = token_overlap(prediction, ground_truth) else { return 0.0 };
+    2.0 * precision * recall / (precision + recall)
+}
+
+/// The token precision and recall of `prediction` against `ground_truth`, normalized as SQuAD does;
+/// `None` when no token is shared.
+fn token_overlap(prediction: &str, ground_truth: &str) -> Option<(f64, f64)> {
     let pred = normalize_answer(prediction);
     let gold = normalize_answer(ground_truth);
     let pred_tokens: Vec<&str> = pred.split_whitespace().collect();
@@ -90,11 +115,9 @@ pub fn f1_score(prediction: &str, ground_truth: &str) -> f64 {
         }
     }
     if num_same == 0 {
-        return 0.0;
+        return None;
     }
-    let precision = num_same as f64 / pred_tokens.len() as f64;
-    let recall = num_same as f64 / gold_tokens.len() as f64;
-    2.0 * precision * recall / (precision + recall)
+    Some((num_same as f64 / pred_tokens.len() as f64, num_same as f64 / gold_tokens.len() as f64))
 }
 
 /// The offline judge: reward 1 on an exact match with any alias, or when the best token F1 over

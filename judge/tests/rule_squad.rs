@@ -113,3 +113,27 @@ fn rule_spec_builds_a_judge_that_works_in_batches() {
     let rewards: Vec<f32> = verdicts.into_iter().map(|v| v.unwrap().reward).collect();
     assert_eq!(rewards, vec![1.0, 0.0, 1.0]);
 }
+
+/// The precision-weighted F-score ranks near misses as a reader would and does not pay for length: at
+/// beta 0.5 the whole answer above most of it above a fragment, and a span around the answer with as
+/// many words again below the shorter part (F1 ties those two); at beta 1 it is SQuAD's F1 exactly.
+#[test]
+fn f_beta_below_one_ranks_parts_of_the_answer_above_longer_spans_around_it() {
+    use agentrt_judge::{best_f_beta, f_beta_score};
+    let gold = "up to 3 pence";
+    let f = |p: &str| f_beta_score(p, gold, 0.5);
+    let (whole, most, fragment, around) = (f("up to 3 pence"), f("3 pence"), f("pence"), f("prices went up to 3 pence per pound of tea"));
+    assert_eq!(whole, 1.0);
+    assert!((most - 0.8333).abs() < 1e-3 && (fragment - 0.625).abs() < 1e-3 && (around - 0.4545).abs() < 1e-3, "{most} {fragment} {around}");
+    assert!(whole > most && most > fragment && fragment > around);
+    // A span around the answer with as many words again: F1 ties it with `3 pence`; beta 0.5 does not.
+    let twice = "prices went up to 3 pence per pound";
+    assert!((f1_score(twice, gold) - f1_score("3 pence", gold)).abs() < 1e-12);
+    assert!(f(twice) < most && (f(twice) - 0.5556).abs() < 1e-3, "{}", f(twice));
+    for &(pred, gold, _, _, _, f1) in SQUAD_CASES {
+        assert_eq!(f_beta_score(pred, gold, 1.0).to_bits(), f1_score(pred, gold).to_bits(), "F1({pred:?}, {gold:?}) = {f1}");
+    }
+    let aliases = ["three pence".to_string(), gold.to_string()];
+    assert_eq!(best_f_beta("<answer>3 pence</answer>", &aliases, 0.5), most, "the closest alias, inside the answer tag");
+    assert_eq!(best_f_beta("no overlap", &aliases, 0.5), 0.0);
+}

@@ -40,7 +40,7 @@ pub fn played_as_trained(model: &ModelSection) -> Result<Option<toml::Table>, Tr
     let dir = checked_adapter_dir(Path::new(&model.init_adapter), "model.init_adapter")?;
     let Some(agent) = agentrt_environments::AgentSettings::read(&dir)? else { return Ok(None) };
     let mut rollout = toml::Table::try_from(&agent.spec).map_err(|e| TrainError::Config(format!("{}: agent.json: {e}", dir.display())))?;
-    for sampling in ["temperature", "top_p", "top_k"] {
+    for sampling in ["temperature", "temperature_after_tool", "top_p", "top_k"] {
         rollout.remove(sampling);
     }
     let wiki = toml::Table::try_from(agentrt_environments::WikiSection {

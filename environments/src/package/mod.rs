@@ -142,6 +142,8 @@ pub enum GraderChoice {
         spec: String,
         /// The setting that named it (`env.wiki.judge`, `grader.judge`), as errors name it.
         key: &'static str,
+        /// The beta of the F-score given as partial credit (`env.wiki.partial_credit_beta`; 1: F1).
+        partial_credit_beta: f64,
     },
     /// The code task's tests, each its own sandboxed program.
     Tests(crate::code::grader::TestReward),
@@ -170,7 +172,11 @@ impl Package {
         let grader = match m.grader.kind.as_str() {
             "exact" => GraderChoice::Exact,
             "numeric" => GraderChoice::Numeric { tolerance: m.grader.tolerance.unwrap_or(graders::NUMERIC_TOLERANCE) },
-            "judge" => GraderChoice::Judge { spec: m.grader.judge.clone().expect("validated: a judge grader names its judge"), key: "grader.judge" },
+            "judge" => GraderChoice::Judge {
+                spec: m.grader.judge.clone().expect("validated: a judge grader names its judge"),
+                key: "grader.judge",
+                partial_credit_beta: 1.0,
+            },
             _ => GraderChoice::Component {
                 path: file(m.grader.path.as_deref().expect("validated: a component grader names its path")),
                 limits: Limits {
@@ -261,7 +267,7 @@ mod tests {
             (wiki.default_max_new_tokens(), wiki.grader.clone(), wiki.stop.clone()),
             (
                 spec.max_new_tokens,
-                GraderChoice::Judge { spec: "rule".into(), key: "env.wiki.judge" },
+                GraderChoice::Judge { spec: "rule".into(), key: "env.wiki.judge", partial_credit_beta: 1.0 },
                 ["</answer>", "</tool>", "\n```\n"].map(String::from).to_vec()
             )
         );

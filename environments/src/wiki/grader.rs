@@ -12,12 +12,14 @@ pub struct JudgeGrader {
     pub judge: Arc<dyn Judge>,
     /// Verdicts in flight at once (at least 1 is used).
     pub concurrency: usize,
+    /// The beta of the token F-score given as partial credit (1: SQuAD's F1; `env.wiki.partial_credit_beta`).
+    pub partial_credit_beta: f64,
 }
 
 impl JudgeGrader {
-    /// A grader asking `judge`, 8 verdicts at a time.
+    /// A grader asking `judge`, 8 verdicts at a time, with SQuAD's F1 as partial credit.
     pub fn new(judge: Arc<dyn Judge>) -> Self {
-        JudgeGrader { judge, concurrency: 8 }
+        JudgeGrader { judge, concurrency: 8, partial_credit_beta: 1.0 }
     }
 }
 
@@ -56,7 +58,11 @@ impl Grader for JudgeGrader {
                     reward: v.reward,
                     correct,
                     components: vec![("judge".into(), v.reward)],
-                    partial_credit: Some(agentrt_judge::best_f1(a, &q.answers)),
+                    partial_credit: Some(if self.partial_credit_beta == 1.0 {
+                        agentrt_judge::best_f1(a, &q.answers)
+                    } else {
+                        agentrt_judge::best_f_beta(a, &q.answers, self.partial_credit_beta)
+                    }),
                     well_formed: true,
                     verdict: Some(v),
                     tests: None,
@@ -82,5 +88,20 @@ mod tests {
         assert_eq!((grades[0].reward, grades[0].correct, grades[0].components.clone()), (0.0, false, vec![("judge".to_string(), 0.0)]));
         assert_eq!(grades[0].partial_credit, Some(0.5), "1 of 2 tokens each way against `Denver Broncos`");
         assert_eq!((grades[1].reward, grades[1].partial_credit, grades[1].well_formed), (1.0, Some(1.0), true));
+    }
+
+    /// With `partial_credit_beta` 0.5 the partial credit weighs precision: a span around the answer earns
+    /// less than a part of it, where F1 pays the two alike; the verdict does not change.
+    #[tokio::test]
+    async fn a_precision_weighted_partial_credit_ranks_parts_above_longer_spans() {
+        let judge = Arc::new(RuleJudge::new(DEFAULT_F1_THRESHOLD).unwrap());
+        let q = Question { id: "q".into(), question: "How much?".into(), answers: vec!["up to 3 pence".into()], page: None, split: None };
+        let answers = [(&q, "3 pence"), (&q, "prices went up to 3 pence per pound")];
+        let f1 = JudgeGrader::new(judge.clone()).grade(&answers).await.unwrap();
+        let weighed = JudgeGrader { partial_credit_beta: 0.5, ..JudgeGrader::new(judge) }.grade(&answers).await.unwrap();
+        let credit = |g: &[Grade]| (g[0].partial_credit.unwrap(), g[1].partial_credit.unwrap());
+        assert!((credit(&f1).0 - credit(&f1).1).abs() < 1e-12, "F1 ties them: {:?}", credit(&f1));
+        assert!(credit(&weighed).0 > credit(&weighed).1, "{:?}", credit(&weighed));
+        assert_eq!(f1.iter().map(|g| g.reward).collect::<Vec<_>>(), weighed.iter().map(|g| g.reward).collect::<Vec<_>>());
     }
 }

@@ -57,15 +57,15 @@ pub fn package(settings: &WikiSection) -> Package {
         wiki_tools: true,
         plugins: Vec::new(),
         prompt: Prompt::Wiki(settings.clone()),
-        grader: GraderChoice::Judge { spec: settings.judge.clone(), key: "env.wiki.judge" },
+        grader: GraderChoice::Judge { spec: settings.judge.clone(), key: "env.wiki.judge", partial_credit_beta: settings.partial_credit_beta },
     }
 }
 
 /// The judge a spec names (`rule`, `rule:0.5`, `openai:MODEL@BASE_URL`) as a grader; `key` is the
 /// setting that named it, for the error.
-pub(crate) fn judge_grader(spec: &str, key: &str) -> Result<Arc<JudgeGrader>, RolloutError> {
+pub(crate) fn judge_grader(spec: &str, key: &str, partial_credit_beta: f64) -> Result<Arc<JudgeGrader>, RolloutError> {
     let judge = agentrt_judge::judge_from_spec(spec).map_err(|e| RolloutError::Invalid(format!("{key} {spec:?}: {e}")))?;
-    Ok(Arc::new(JudgeGrader::new(judge)))
+    Ok(Arc::new(JudgeGrader { partial_credit_beta, ..JudgeGrader::new(judge) }))
 }
 
 /// The wiki's prompt in `sandbox`: the system prompt `settings` name (listing the sandbox's plug-in

@@ -19,6 +19,16 @@ pub struct WikiSection {
     pub demonstration: Demonstration,
     /// How answers are scored: `rule` (offline, SQuAD F1), `rule:0.5`, or `openai:MODEL@BASE_URL`.
     pub judge: String,
+    /// The partial credit of an answer short of right (what `algorithm.f1_weight` pays): the best token
+    /// F-score against the gold answers with recall weighed this many times as much as precision. 1 is
+    /// SQuAD's F1; 0.5 ranks parts of the answer above longer spans around it (`agentrt_judge::f_beta_score`).
+    #[serde(default = "squad_f1_beta")]
+    pub partial_credit_beta: f64,
+}
+
+/// SQuAD's F1: precision and recall weighed alike.
+fn squad_f1_beta() -> f64 {
+    1.0
 }
 
 impl Default for WikiSection {
@@ -29,6 +39,7 @@ impl Default for WikiSection {
             system_prompt: "short".into(),
             demonstration: Demonstration::Builtin(true),
             judge: "rule".into(),
+            partial_credit_beta: squad_f1_beta(),
         }
     }
 }
@@ -41,6 +52,9 @@ impl WikiSection {
         }
         if self.questions.trim().is_empty() {
             return Err("env.wiki.questions: empty".into());
+        }
+        if !(self.partial_credit_beta > 0.0 && self.partial_credit_beta <= 10.0) {
+            return Err(format!("env.wiki.partial_credit_beta: {} is outside (0, 10]", self.partial_credit_beta));
         }
         if matches!(&self.demonstration, Demonstration::File(p) if p.trim().is_empty()) {
             return Err("env.wiki.demonstration: empty: give true, false or a file of turns".into());
