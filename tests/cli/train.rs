@@ -424,3 +424,53 @@ fn bench_rl_reports_a_run_an_older_binary_played() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 steps' metrics"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `rollout.draw = "unsettled"`: the tiny random model answers nothing, so every group is 0 of 2 and
+/// settles its question at once (`settled_after = 1`); after the first round over the three questions a
+/// step draws a settled one only for about `settled_share` of the positions and passes over the others.
+/// Every group's outcome is in groups.jsonl, a resumed run passes over the same positions as a straight
+/// one, and with `settled_share = 0` the run stops saying every question is settled.
+#[test]
+fn unsettled_draw_passes_over_settled_questions_and_resumes_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
+    let unsettled = |name: &str, steps: usize, share: &str| {
+        let mut args = train_args(&model, &qs, &out, name, steps);
+        for set in ["rollout.draw=unsettled", "rollout.settled_after=1", &format!("rollout.settled_share={share}")] {
+            args.extend(["--set".to_string(), set.to_string()]);
+        }
+        args
+    };
+    run_ok(unsettled("straight", 5, "0.5"));
+    let straight = out.join("straight");
+    let m = metrics(&straight);
+    let passed: Vec<u64> = m.iter().map(|l| l["questions_passed_over"].as_u64().unwrap()).collect();
+    assert_eq!(passed[0], 0, "nothing is settled before the first groups: {passed:?}");
+    assert!(passed.iter().sum::<u64>() > 0, "no settled question was passed over: {passed:?}");
+    let seen: Vec<u64> = m.iter().map(|l| l["questions_seen"].as_u64().unwrap()).collect();
+    assert_eq!(seen[4], 10 + passed.iter().sum::<u64>(), "positions walked: groups drawn plus those passed over");
+    let groups = read_jsonl(&straight.join("groups.jsonl"));
+    assert_eq!(groups.iter().map(|l| l["step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+    for l in &groups {
+        let g = l["groups"].as_array().unwrap();
+        assert_eq!(g.len(), 2, "{l}");
+        assert!(g.iter().all(|g| g["of"] == 2 && g["correct"] == 0), "{l}");
+    }
+
+    // Two steps, then a resume to five: the same positions passed over, the same groups.
+    run_ok(unsettled("split", 2, "0.5"));
+    let mut resume = unsettled("split", 5, "0.5");
+    resume.extend(["--resume".to_string(), out.join("split").to_str().unwrap().to_string()]);
+    run_ok(resume);
+    assert_eq!(read_jsonl(&out.join("split").join("groups.jsonl")), groups);
+    assert_eq!(
+        metrics(&out.join("split")).iter().map(|l| l["questions_passed_over"].clone()).collect::<Vec<_>>(),
+        m.iter().map(|l| l["questions_passed_over"].clone()).collect::<Vec<_>>()
+    );
+
+    // Nothing drawn but settled questions, and none of them kept: a loud stop, not an endless walk.
+    let refused = agentrt().args(unsettled("stuck", 5, "0")).output().unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("every one of the 3 questions is settled"), "{stderr}");
+}

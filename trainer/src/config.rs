@@ -55,6 +55,20 @@ pub struct RolloutSection {
     /// the learner's) or f32 (the training forward's products). Configs saved before it sampled in f32.
     #[serde(default)]
     pub sampler_activations: agentrt_policy::DecodeActivations,
+    /// How the next questions are chosen: `order` (every one in the seeded order) or `unsettled` (passing
+    /// over questions whose last `settled_after` groups were each all right or all wrong, but for a share
+    /// `settled_share` of them): [`crate::draw`].
+    #[serde(default)]
+    pub draw: crate::draw::DrawRule,
+    /// Under `draw = "unsettled"`: the groups in a row, each all right or all wrong, that settle a question.
+    #[serde(default = "settled_after_default")]
+    pub settled_after: usize,
+    /// Under `draw = "unsettled"`: the share of settled questions drawn all the same, so nothing is forgotten.
+    #[serde(default = "settled_share_default")]
+    pub settled_share: f64,
+    /// An earlier run's `groups.jsonl` the questions' records start from (empty: this run's alone).
+    #[serde(default)]
+    pub draw_records: String,
     /// How every episode is played.
     #[serde(flatten)]
     pub episode: EpisodeSpec,
@@ -62,6 +76,14 @@ pub struct RolloutSection {
 
 fn exact_tokens_default() -> bool {
     true
+}
+
+fn settled_after_default() -> usize {
+    2
+}
+
+fn settled_share_default() -> f64 {
+    0.1
 }
 
 /// How advantages are computed from a group's rewards.
@@ -323,6 +345,15 @@ impl RunConfig for TrainConfig {
         let a = &self.algorithm;
         if r.batch_size == 0 {
             return bad("rollout.batch_size", "must be at least 1");
+        }
+        if r.settled_after == 0 {
+            return bad("rollout.settled_after", "must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&r.settled_share) {
+            return bad("rollout.settled_share", "must lie in [0, 1]");
+        }
+        if !r.draw_records.is_empty() && !std::path::Path::new(&r.draw_records).is_file() {
+            return bad("rollout.draw_records", &format!("{}: no such file (an earlier run's groups.jsonl)", r.draw_records));
         }
         if r.num_rollouts == 0 {
             return bad("rollout.num_rollouts", "must be at least 1");

@@ -1,7 +1,8 @@
 //! `agentrt train`: reinforcement learning of the policy's LoRA adapters on multi-turn tool use.
 //!
 //! The design in three parts:
-//! - **who plays**: each step takes the next questions of a seeded, resumable order, and the
+//! - **who plays**: each step takes the next questions of a seeded, resumable order (passing over the
+//!   settled ones on request: [`draw`]), and the
 //!   [`agentrt_rollout::EpisodeRunner`] plays `num_rollouts` episodes per question (the policy writes
 //!   programs, the WASM sandbox runs them, the judge scores the answer).
 //! - **who learns**: [`advantages`] turns rewards into advantages (REINFORCE, RLOO or GRPO, skipping groups
@@ -17,6 +18,7 @@
 
 pub mod advantages;
 pub mod config;
+pub mod draw;
 mod error;
 mod external;
 pub mod learner;

@@ -142,6 +142,10 @@ pub struct StepMetrics {
     /// The same over the first reply of each episode (in the find and scan recipes, the program).
     #[serde(default)]
     pub sampled_token_nll_first_reply: Option<f64>,
+    /// Positions of the question order passed over as settled this step (`rollout.draw = "unsettled"`);
+    /// 0 otherwise. The share of drawn groups that carried a signal is `groups_kept / groups_drawn`.
+    #[serde(default)]
+    pub questions_passed_over: usize,
     /// The same over the replies after a tool's output (there, the answer): with
     /// `rollout.temperature_after_tool`, the turn kind sampled on its own.
     #[serde(default)]
@@ -408,6 +412,7 @@ pub(crate) fn example() -> StepMetrics {
         sampled_token_nll: Some(0.75),
         sampled_token_nll_first_reply: Some(0.5),
         sampled_token_nll_after_tool: Some(1.0),
+        questions_passed_over: 3,
         read_more: 0.25,
         lr: 0.01,
         beta: 0.02,
@@ -467,7 +472,7 @@ mod tests {
 
     /// Every key of the line as the trainer has always written it (sorted); `reward_tests` and
     /// `reward_perfect` come on top from the code grader. A renamed field fails here.
-    const KEYS: [&str; 55] = [
+    const KEYS: [&str; 56] = [
         "accuracy",
         "answer_f1",
         "beta",
@@ -496,6 +501,7 @@ mod tests {
         "optimizer_steps",
         "program_replies",
         "programs_ok",
+        "questions_passed_over",
         "questions_seen",
         "read_more",
         "reward_f1",

@@ -74,6 +74,7 @@ pub fn plot_run(run: &Path, out: Option<&Path>) -> Result<PathBuf, TrainError> {
                 // Dynamic sampling drops exactly the all-equal groups; lines written before groups_equal
                 // was logged counted them as dropped either way.
                 step_curve(&steps, "equal rewards (no signal)", |m| m.groups_equal.max(m.groups_dropped) as f64),
+                step_curve(&steps, "questions passed over (settled)", |m| m.questions_passed_over as f64),
             ],
         ),
     ];

@@ -37,6 +37,8 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const TRANSCRIPTS: &str = "transcripts.jsonl";
 /// The three-mode routing evaluations, one JSON line each (every `routing.eval_routing_steps` steps).
 pub const ROUTING_EVAL: &str = "routing_eval.jsonl";
+/// Each step's groups and how many of their rollouts were right, one line a step ([`crate::draw`]).
+pub const GROUPS: &str = "groups.jsonl";
 /// The greedy evaluations on the held-out slice (`run.eval_steps`), one JSON object a line, step 0 first.
 pub const DEV_EVAL: &str = "dev_eval.jsonl";
 /// The training curves `agentrt plot` draws into the run directory.
@@ -48,7 +50,7 @@ pub const CONFIG: &str = "config.toml";
 pub const ENVIRONMENT: &str = "environment.json";
 const STATE: &str = "trainer_state.json";
 /// The logs a run appends to, one JSON line a record, each record's `step` saying which step wrote it.
-const LOGS: [&str; 4] = [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL];
+const LOGS: [&str; 5] = [METRICS, TRANSCRIPTS, ROUTING_EVAL, DEV_EVAL, GROUPS];
 /// The name of a checkpoint's directory before its step (`checkpoint-N`).
 const CHECKPOINT_PREFIX: &str = "checkpoint-";
 /// The name of a resume state's directory before its step (`resume-N`).

@@ -4,6 +4,7 @@
 use crate::advantages::advantages;
 use crate::config::LossAggregation;
 use crate::config::TrainConfig;
+use crate::draw::{keeps_settled, DrawRule, GroupOutcome, QuestionRecords, StepGroups};
 use crate::error::TrainError;
 use crate::external::{AdapterPublisher, ExternalSampler};
 use crate::learner::{model_tokens, Learner, LearnerConfig, LossScale, Sample, UpdateStats};
@@ -228,8 +229,18 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
         config.run.max_steps,
         run_loop.run.path.display()
     );
+    // The questions' records: an earlier run's groups (`rollout.draw_records`), then this run's own (a
+    // resumed run's, its lines past the saved step already dropped).
+    let mut records = QuestionRecords::default();
+    for path in [std::path::PathBuf::from(&config.rollout.draw_records), run_loop.run.path.join(crate::run_dir::GROUPS)] {
+        if !path.as_os_str().is_empty() {
+            let read = QuestionRecords::read(&path)?;
+            records.merge(read);
+        }
+    }
     let mut step = TrainStep {
         config: &config,
+        records,
         order: DataOrder::new(questions.len(), seed),
         questions,
         eval_questions,
@@ -272,6 +283,8 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 /// line, sample transcripts and the routing evaluation on theirs.
 struct TrainStep<'a> {
     config: &'a TrainConfig,
+    /// Each question's groups so far, which `rollout.draw = "unsettled"` reads.
+    records: QuestionRecords,
     questions: Vec<Question>,
     order: DataOrder,
     /// The questions of the routing evaluation (`routing.eval_routing_steps`).
@@ -296,6 +309,35 @@ struct TrainStep<'a> {
     /// Steps this invocation ran, and of those the ones that took an optimizer step.
     steps_run: usize,
     steps_updated: usize,
+}
+
+impl TrainStep<'_> {
+    /// The question at the next position of the seeded order, passing over settled ones under
+    /// `rollout.draw = "unsettled"` (counted in `passed_over`). An error when every question is settled
+    /// and `settled_share` is 0: nothing could be drawn.
+    fn next_question(&mut self, questions_seen: &mut usize, passed_over: &mut usize) -> Result<Question, TrainError> {
+        let r = &self.config.rollout;
+        let unsettled = r.draw == DrawRule::Unsettled;
+        if unsettled && r.settled_share == 0.0 && self.questions.iter().all(|q| self.records.settled(&q.id, r.settled_after)) {
+            return Err(TrainError::Run(format!(
+                "rollout.draw = \"unsettled\": every one of the {} questions is settled (its last {} groups all right or all wrong) and rollout.settled_share is 0: nothing left to draw",
+                self.questions.len(),
+                r.settled_after
+            )));
+        }
+        // Ends: an unsettled question comes within two epochs (each a permutation of all of them), and a
+        // settled one is kept for a share of the positions above 0.
+        loop {
+            let position = *questions_seen;
+            *questions_seen += 1;
+            let q = &self.questions[self.order.at(position)];
+            if unsettled && self.records.settled(&q.id, r.settled_after) && !keeps_settled(self.config.run.seed, position, r.settled_share) {
+                *passed_over += 1;
+                continue;
+            }
+            return Ok(q.clone());
+        }
+    }
 }
 
 impl RunStep for TrainStep<'_> {
@@ -333,13 +375,11 @@ impl RunStep for TrainStep<'_> {
             let cap = config.algorithm.max_draws * batch_size;
             loop {
                 let want = if dynamic { (batch_size - kept).min(cap - drawn_here) } else { batch_size };
-                let batch: Vec<Question> = (0..want)
-                    .flat_map(|i| {
-                        let q = self.questions[self.order.at(*questions_seen + i)].clone();
-                        std::iter::repeat_n(q, group)
-                    })
-                    .collect();
-                *questions_seen += want;
+                let mut batch: Vec<Question> = Vec::with_capacity(want * group);
+                while batch.len() < want * group {
+                    let q = self.next_question(questions_seen, &mut drawn.passed_over)?;
+                    batch.extend(std::iter::repeat_n(q, group));
+                }
                 drawn_here += want;
                 let seed = sample_seed(seed, step, micro + round * accumulation);
                 kept += drawn
@@ -351,6 +391,10 @@ impl RunStep for TrainStep<'_> {
                 }
             }
         }
+
+        // Every group's outcome, in the questions' records and in groups.jsonl (a resume reads it back).
+        self.records.add(&drawn.outcomes);
+        run.append(crate::run_dir::GROUPS, &StepGroups { step, groups: std::mem::take(&mut drawn.outcomes) })?;
 
         // The update: the kept groups in `mini_batches` parts, each one optimizer step, `update_epochs` times.
         tracing::debug!("step {step}: update");
@@ -490,6 +534,10 @@ struct Drawn {
     /// negative log-probs and how many, in the first reply and in the replies after a tool's output
     /// (`sampled_token_nll_first_reply`, `_after_tool`; together `sampled_token_nll`).
     sampled_nll: [(f64, usize); 2],
+    /// Each group drawn, with how many of its rollouts were right (`groups.jsonl`).
+    outcomes: Vec<GroupOutcome>,
+    /// Positions of the order passed over as settled (`rollout.draw = "unsettled"`).
+    passed_over: usize,
 }
 
 /// The mean negative log-prob over two (sum, tokens) tallies; `None` over no token.
@@ -514,6 +562,8 @@ impl Drawn {
             times: Default::default(),
             tokens: local.then(Default::default),
             sampled_nll: [(0.0, 0); 2],
+            outcomes: vec![],
+            passed_over: 0,
         }
     }
 
@@ -585,6 +635,8 @@ impl Drawn {
                 samples.push(Sample { ids: t.ids.clone(), model_mask: t.model_mask.clone(), advantage, routed, sampled_logprobs });
             }
             self.groups_drawn += 1;
+            let correct = episodes.iter().filter(|e| e.outcome == agentrt_rollout::EpisodeOutcome::Correct).count();
+            self.outcomes.push(GroupOutcome { id: episodes[0].question.id.clone(), correct, of: episodes.len() });
             if skip[0] {
                 // All equal: no gradient either way; dynamic sampling also drops it and draws another.
                 self.groups_equal += 1;
@@ -745,6 +797,7 @@ impl Drawn {
             sampled_token_nll: mean_nll(self.sampled_nll[0], self.sampled_nll[1]),
             sampled_token_nll_first_reply: mean_nll(self.sampled_nll[0], (0.0, 0)),
             sampled_token_nll_after_tool: mean_nll(self.sampled_nll[1], (0.0, 0)),
+            questions_passed_over: self.passed_over,
             read_more: m.read_more.map_or(0.0, |r| r.value),
             lr: config.algorithm.lr,
             beta: config.algorithm.beta,
