@@ -120,7 +120,8 @@ pub struct Metrics {
     pub avg_turns: f64,
     /// Tokens the model wrote per episode (0 for text-only policies).
     pub avg_model_tokens: f64,
-    /// The gold page among the first search_pages call's hits (episodes with a gold page and a search).
+    /// The gold page among the first search's hits (`search_pages`, or `search_passages`' pages; episodes with
+    /// a gold page and a search).
     pub search_hit_rate: Rate,
     /// Episodes with a gold page that made at least one successful search.
     pub searched: Rate,
@@ -185,7 +186,7 @@ impl Metrics {
             *v /= nf;
         }
         let with_gold: Vec<&Episode> = episodes.iter().filter(|e| e.question.page.is_some()).collect();
-        let searched: Vec<(&Episode, &[String])> = with_gold.iter().filter_map(|e| e.first_search_hits().map(|h| (*e, h))).collect();
+        let searched: Vec<(&Episode, Vec<String>)> = with_gold.iter().filter_map(|e| e.first_search_hits().map(|h| (*e, h))).collect();
         let ranks: Vec<usize> = searched.iter().filter_map(|(e, hits)| hits.iter().position(|p| Some(p) == e.question.page.as_ref()).map(|i| i + 1)).collect();
         let replies: Vec<_> = episodes.iter().flat_map(|e| &e.turns).collect();
         let program_turns = replies.iter().filter(|t| t.action != TurnAction::Answer).count();
@@ -363,6 +364,30 @@ mod tests {
         let mixed = [episode(&[Program, Answer]), episode(&[Other]), episode(&[Answer]), episode(&[Program, Program, Program])];
         let m = Metrics::from_episodes(&mixed);
         assert_eq!((m.program_replies.successes, m.program_replies.total), (4, 5));
+    }
+
+    /// A search by passages counts as a search: its hits are the passages' pages, each at the rank of its
+    /// best passage, so the gold page's rank is where its first passage came.
+    #[test]
+    fn the_first_search_may_be_by_passages_and_ranks_their_pages() {
+        let with_search = |tool: &str, ids: &[&str]| {
+            let mut e = episode("q", &[TurnAction::Program, TurnAction::Answer], EpisodeOutcome::WrongAnswer);
+            e.question.page = Some("paris".into());
+            e.turns[0].tool_calls.push(agentrt_rollout::ToolCallRecord {
+                tool: tool.into(),
+                args: serde_json::json!({}),
+                error: None,
+                returned_ids: ids.iter().map(|s| s.to_string()).collect(),
+                micros: 1,
+            });
+            e
+        };
+        let passages = with_search("search_passages", &["oxygen:intro", "oxygen:history", "paris:intro", "ulysses_(novel):plot"]);
+        assert_eq!(passages.first_search_hits().unwrap(), ["oxygen", "paris", "ulysses_(novel)"]);
+        let m = Metrics::from_episodes(&[passages, with_search("search_pages", &["paris", "oxygen"]), with_search("read_section", &["paris:intro"])]);
+        assert_eq!((m.searched.successes, m.searched.total), (2, 3));
+        assert_eq!((m.search_hit_rate.successes, m.search_hit_rate.total), (2, 2));
+        assert_eq!(m.mean_gold_rank, Some(1.5));
     }
 
     #[test]

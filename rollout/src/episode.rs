@@ -129,9 +129,22 @@ impl Episode {
         self.final_answer.as_deref().map_or(0.0, |answer| agentrt_judge::best_f1(answer, &self.question.answers))
     }
 
-    /// The page ids the first search_pages call returned, in rank order.
-    pub fn first_search_hits(&self) -> Option<&[String]> {
-        self.tool_calls().find(|c| c.tool == "search_pages" && c.error.is_none()).map(|c| c.returned_ids.as_slice())
+    /// The page ids the first search returned, in rank order: a `search_pages` call's hits, or the pages of
+    /// a `search_passages` call's passages in the order of each page's best one (a passage's id is its
+    /// section's, `{page_id}:{slug}`).
+    pub fn first_search_hits(&self) -> Option<Vec<String>> {
+        let call = self.tool_calls().find(|c| (c.tool == "search_pages" || c.tool == "search_passages") && c.error.is_none())?;
+        if call.tool == "search_pages" {
+            return Some(call.returned_ids.clone());
+        }
+        let mut pages: Vec<String> = Vec::new();
+        for id in &call.returned_ids {
+            let page = id.rsplit_once(':').map_or(id.as_str(), |(page, _)| page);
+            if !pages.iter().any(|p| p == page) {
+                pages.push(page.to_string());
+            }
+        }
+        Some(pages)
     }
 }
 
