@@ -66,8 +66,7 @@ pub fn exact_match_score(prediction: &str, ground_truth: &str) -> bool {
 /// The best [`f1_score`] of a reply's answer (the inside of its `<answer>`, when tagged) against any of the
 /// gold `answers` (0 when there are none): the partial credit of a near miss.
 pub fn best_f1(response: &str, answers: &[String]) -> f64 {
-    let answer = extract_answer(response);
-    answers.iter().map(|gold| f1_score(answer, gold)).fold(0.0, f64::max)
+    best_f_beta(response, answers, 1.0)
 }
 
 /// The best [`f_beta_score`] of a reply's answer against any of the gold `answers` (0 when there are none):
@@ -88,10 +87,11 @@ pub fn f_beta_score(prediction: &str, ground_truth: &str, beta: f64) -> f64 {
     (1.0 + b2) * precision * recall / (b2 * precision + recall)
 }
 
-/// SQuAD's `f1_score`: token-level F1 between the normalized strings (0 when no token is shared).
+/// SQuAD's `f1_score`: token-level F1 between the normalized strings (0 when no token is shared). At
+/// beta 1, [`f_beta_score`]'s arithmetic is SQuAD's `2·p·r / (p + r)` operation for operation (`1 + 1`
+/// and `1·p` are exact), so the bits are the same.
 pub fn f1_score(prediction: &str, ground_truth: &str) -> f64 {
-    let Some((precision, recall)) = token_overlap(prediction, ground_truth) else { return 0.0 };
-    2.0 * precision * recall / (precision + recall)
+    f_beta_score(prediction, ground_truth, 1.0)
 }
 
 /// The token precision and recall of `prediction` against `ground_truth`, normalized as SQuAD does;

@@ -58,11 +58,7 @@ impl Grader for JudgeGrader {
                     reward: v.reward,
                     correct,
                     components: vec![("judge".into(), v.reward)],
-                    partial_credit: Some(if self.partial_credit_beta == 1.0 {
-                        agentrt_judge::best_f1(a, &q.answers)
-                    } else {
-                        agentrt_judge::best_f_beta(a, &q.answers, self.partial_credit_beta)
-                    }),
+                    partial_credit: Some(agentrt_judge::best_f_beta(a, &q.answers, self.partial_credit_beta)),
                     well_formed: true,
                     verdict: Some(v),
                     tests: None,
