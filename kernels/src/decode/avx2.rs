@@ -82,7 +82,7 @@ unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut
 /// 7.5 (a 400 MB matrix, AVX2 EPYC), where the memory delivers 10-12.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q8_one_row<const F: u8>(x: &Q8Rows, row: &[u8]) -> f32 {
+unsafe fn q8_one_row<const F: u8>(x: &Q8Rows, row: &[u8]) -> f32 {
     let format = BlockFormat::from_id(F);
     let (bb, subs) = (format.block_bytes(), format.block_weights() / BLOCK);
     let n = row.len() / bb * subs;

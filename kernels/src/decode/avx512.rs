@@ -54,34 +54,11 @@ unsafe fn unpack<const F: u8>(block: *const u8, s: usize) -> [__m512; 2] {
 /// ([`super::MAX_ROWS`]) in one pass over the weights.
 const VNNI_GROUP: usize = 16;
 
-/// `by_rows!(rows, f::<_, F>(args))` calls `f::<rows, F>(args)` for `rows` from 1 to [`VNNI_GROUP`].
-macro_rules! by_rows {
-    ($rows:expr, $f:ident::<_, $format:ident>($($arg:expr),* $(,)?)) => {
-        match $rows {
-            16 => $f::<16, $format>($($arg),*),
-            15 => $f::<15, $format>($($arg),*),
-            14 => $f::<14, $format>($($arg),*),
-            13 => $f::<13, $format>($($arg),*),
-            12 => $f::<12, $format>($($arg),*),
-            11 => $f::<11, $format>($($arg),*),
-            10 => $f::<10, $format>($($arg),*),
-            9 => $f::<9, $format>($($arg),*),
-            8 => $f::<8, $format>($($arg),*),
-            7 => $f::<7, $format>($($arg),*),
-            6 => $f::<6, $format>($($arg),*),
-            5 => $f::<5, $format>($($arg),*),
-            4 => $f::<4, $format>($($arg),*),
-            3 => $f::<3, $format>($($arg),*),
-            2 => $f::<2, $format>($($arg),*),
-            _ => $f::<1, $format>($($arg),*),
-        }
-    };
-}
-
-/// The 8-bit products with VNNI: two sub-blocks of a weight row a step, one `vpdpbusd` per input row
-/// for their 64 weights (AVX2 needs `maddubs`, `madd` and their sign fixes per 32), the input rows in one
-/// group of up to 16 sharing each unpacked pair. A row alone (a decoding step of one sequence) runs
-/// AVX2's [`super::avx2::q8_one_row`], which reads the memory as fast as one thread can.
+/// The 8-bit products with VNNI, for two input rows or more: two sub-blocks of a weight row a step, one
+/// `vpdpbusd` per input row for their 64 weights (AVX2 needs `maddubs`, `madd` and their sign fixes per
+/// 32), the input rows in one group of up to 16 sharing each unpacked pair. A row alone (a decoding step
+/// of one sequence) is AVX2's (`super::rows_blocks_q8` sends it there), whose one-row loop reads the
+/// memory as fast as one thread can.
 ///
 /// The arithmetic is the AVX2 path's, bit for bit: `vpdpbusd`'s lanes are `madd(maddubs(..))`'s (the sums
 /// of four consecutive byte products, exact in both), a register's low eight lanes are AVX2's even
@@ -100,15 +77,9 @@ pub(super) unsafe fn rows_blocks_q8(format: BlockFormat, x: &Q8Rows, rows: &[u8]
 unsafe fn rows_blocks_q8_of<const F: u8>(x: &Q8Rows, rows: &[u8], out_rows: &mut [f32]) {
     let format = BlockFormat::from_id(F);
     let m = x.m;
-    if m == 1 {
-        for (o, row) in out_rows.iter_mut().zip(rows.chunks(format.row_bytes(x.k))) {
-            *o = avx2::q8_one_row::<F>(x, row);
-        }
-        return;
-    }
     for (o, row) in out_rows.chunks_mut(m).zip(rows.chunks(format.row_bytes(x.k))) {
         for b0 in (0..m).step_by(VNNI_GROUP) {
-            by_rows!((m - b0).min(VNNI_GROUP), q8_group::<_, F>(x, row, o, b0));
+            by_group_size!(up_to_16: (m - b0).min(VNNI_GROUP), q8_group::<_, F>(x, row, o, b0));
         }
     }
 }

@@ -22,10 +22,24 @@ mod generic;
 const GROUP: usize = 8;
 
 /// `by_group_size!(rows, f::<_, F>(args))` calls `f::<rows, F>(args)` for `rows` from 1 to [`GROUP`]: one
-/// instance of `f` per group size, so that a group's accumulators are an array of registers. (Defined
-/// before the modules that use it, which see it by textual scope.)
+/// instance of `f` per group size, so that a group's accumulators are an array of registers;
+/// `by_group_size!(up_to_16: rows, ..)` goes on to 16 (AVX-512's 32 registers). (Defined before the
+/// modules that use it, which see it by textual scope.)
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_group_size {
+    (up_to_16: $rows:expr, $f:ident::<_ $(, $generic:ident)*>($($arg:expr),* $(,)?)) => {
+        match $rows {
+            16 => $f::<16 $(, $generic)*>($($arg),*),
+            15 => $f::<15 $(, $generic)*>($($arg),*),
+            14 => $f::<14 $(, $generic)*>($($arg),*),
+            13 => $f::<13 $(, $generic)*>($($arg),*),
+            12 => $f::<12 $(, $generic)*>($($arg),*),
+            11 => $f::<11 $(, $generic)*>($($arg),*),
+            10 => $f::<10 $(, $generic)*>($($arg),*),
+            9 => $f::<9 $(, $generic)*>($($arg),*),
+            rows => by_group_size!(rows, $f::<_ $(, $generic)*>($($arg),*)),
+        }
+    };
     ($rows:expr, $f:ident::<_ $(, $generic:ident)*>($($arg:expr),* $(,)?)) => {
         match $rows {
             8 => $f::<8 $(, $generic)*>($($arg),*),
@@ -304,7 +318,7 @@ pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &
     check_block_rows("rows_blocks_q8", format, rows, out_rows, m, k);
     match path {
         #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx512 if crate::path::has_feature("avx512vnni") => {
+        KernelPath::Avx512 if m > 1 && crate::path::has_feature("avx512vnni") => {
             assert_supported(path);
             // SAFETY: the CPU has the path's features (checked) and VNNI.
             unsafe { avx512::rows_blocks_q8(format, x, rows, out_rows) }
