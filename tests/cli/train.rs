@@ -436,13 +436,17 @@ fn unsettled_draw_passes_over_settled_questions_and_resumes_alike() {
     let (model, qs, out) = (tiny_model(dir.path()), questions(dir.path()), dir.path().join("runs"));
     let unsettled = |name: &str, steps: usize, share: &str| {
         let mut args = train_args(&model, &qs, &out, name, steps);
-        for set in ["rollout.draw=unsettled", "rollout.settled_after=1", &format!("rollout.settled_share={share}")] {
+        // The answer turn's own temperature, a key the defaults leave out, rides along through the resume.
+        let sets = ["rollout.draw=unsettled", "rollout.settled_after=1", &format!("rollout.settled_share={share}"), "rollout.temperature_after_tool=1.5"];
+        for set in sets {
             args.extend(["--set".to_string(), set.to_string()]);
         }
         args
     };
     run_ok(unsettled("straight", 5, "0.5"));
     let straight = out.join("straight");
+    let saved = std::fs::read_to_string(straight.join("config.toml")).unwrap();
+    assert!(saved.contains("temperature_after_tool = 1.5"), "{saved}");
     let m = metrics(&straight);
     let passed: Vec<u64> = m.iter().map(|l| l["questions_passed_over"].as_u64().unwrap()).collect();
     assert_eq!(passed[0], 0, "nothing is settled before the first groups: {passed:?}");

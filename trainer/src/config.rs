@@ -287,6 +287,8 @@ impl RunConfig for TrainConfig {
         "routing.eval_routing_steps",
         "run.eval_steps",
     ];
+    // Unset: every reply samples at `rollout.temperature`.
+    const OPTIONAL_KEYS: &'static [&'static str] = &["rollout.temperature_after_tool"];
     // Where the wiki's and the code environment's keys were before each environment had its section.
     const MOVED_KEYS: &'static [(&'static str, &'static str)] = &[
         ("data.questions", "env.wiki.questions"),
@@ -507,6 +509,26 @@ mod tests {
         assert_layered_error(None, &["rollout.batch_size=two"], "--set rollout.batch_size=two: invalid type");
         std::fs::write(&p, "[algorithm]\nlr = 0.001\n").unwrap();
         assert_eq!(TrainConfig::from_layers(Some(&p), &[]).unwrap().algorithm.lr, 0.001);
+    }
+
+    #[test]
+    fn an_optional_key_the_defaults_leave_out_can_be_given_by_file_and_by_set() {
+        let after_tool = |c: &TrainConfig| c.rollout.episode.temperature_after_tool;
+        assert_eq!(after_tool(&TrainConfig::from_layers(None, &[]).unwrap()), None);
+        let set = TrainConfig::from_layers(None, &["rollout.temperature_after_tool=1.1".into()]).unwrap();
+        assert_eq!(after_tool(&set), Some(1.1));
+        // An integer is a temperature too, and a saved config reads back with the key it was given.
+        assert_eq!(after_tool(&TrainConfig::from_layers(None, &["rollout.temperature_after_tool=1".into()]).unwrap()), Some(1.0));
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, set.to_toml()).unwrap();
+        assert_eq!(after_tool(&TrainConfig::read(&p).unwrap()), Some(1.1));
+        std::fs::write(&p, "[rollout]\ntemperature = 0.8\ntemperature_after_tool = 1.2\n").unwrap();
+        assert_eq!(after_tool(&TrainConfig::from_layers(Some(&p), &[]).unwrap()), Some(1.2));
+        // Its type and range are still checked, where it was written.
+        assert_layered_error(None, &["rollout.temperature_after_tool=hot"], "--set rollout.temperature_after_tool=hot: invalid type");
+        assert_file_error("[rollout]\ntemperature_after_tool = \"hot\"\n", "2: rollout.temperature_after_tool: invalid type");
+        assert_layered_error(None, &["rollout.temperature_after_tool=3"], "temperature_after_tool");
     }
 
     #[test]

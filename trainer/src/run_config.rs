@@ -25,6 +25,9 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     /// Keys that moved, `(where it was, where it is)`, both as dotted paths: files and `--set`s that use the
     /// old place are read as the new one (a warning says so).
     const MOVED_KEYS: &'static [(&'static str, &'static str)] = &[];
+    /// Keys the defaults leave out because unset is their default (an `Option` the config skips when
+    /// saving), as dotted paths: files and `--set`s may still give them.
+    const OPTIONAL_KEYS: &'static [&'static str] = &[];
 
     /// `run.output_dir` (where run directories go) and `run.run_name` (empty: derived).
     fn run_section(&self) -> (&str, &str);
@@ -67,7 +70,7 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     /// same again with them laid over the defaults ([`RunConfig::warm_start_layer`]); then checked.
     fn from_layers(file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
         let defaults = parse_table(Self::DEFAULTS, Self::DEFAULTS_NAME)?;
-        let mut config: Self = layered(defaults.clone(), Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS)?;
+        let mut config: Self = layered(defaults.clone(), Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS, Self::OPTIONAL_KEYS)?;
         config.resolve()?;
         if let Some(layer) = config.warm_start_layer()? {
             let mut base = defaults;
@@ -79,7 +82,7 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
                 }
                 put(&mut base, &path, value);
             }
-            config = layered(base, Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS)?;
+            config = layered(base, Self::DEFAULTS_NAME, file, overrides, Self::MOVED_KEYS, Self::OPTIONAL_KEYS)?;
             config.resolve()?;
         }
         config.validate().map_err(|e| located(e, file, overrides))?;
@@ -94,7 +97,7 @@ pub trait RunConfig: Sized + Serialize + serde::de::DeserializeOwned + PartialEq
     fn resumed(saved: &Path, started: bool, file: Option<&Path>, overrides: &[String]) -> Result<Self, TrainError> {
         let table = saved_table::<Self>(saved)?;
         let old: Self = typed(&table).map_err(|e| TrainError::Config(format!("{}: {e}", saved.display())))?;
-        let mut new: Self = layered(table, &saved.display().to_string(), file, overrides, Self::MOVED_KEYS)?;
+        let mut new: Self = layered(table, &saved.display().to_string(), file, overrides, Self::MOVED_KEYS, Self::OPTIONAL_KEYS)?;
         new.resolve()?;
         if started {
             check_resumable(&old, &new, Self::CHANGEABLE_ON_RESUME)?;
@@ -143,6 +146,7 @@ fn layered<T: serde::de::DeserializeOwned>(
     file: Option<&Path>,
     overrides: &[String],
     moved: &[(&str, &str)],
+    optional: &[&str],
 ) -> Result<T, TrainError> {
     if let Err(e) = typed::<T>(&value) {
         return Err(TrainError::Config(format!("{what}: {}", type_error(&e))));
@@ -154,7 +158,7 @@ fn layered<T: serde::de::DeserializeOwned>(
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::Config(format!("{origin}: {e}")))?;
         let mut user = parse_table(&text, &origin)?;
         relocate(&mut user, moved, &origin)?;
-        merge(&mut value, user, &origin, &text, |section, key, value| {
+        merge(&mut value, user, &origin, &text, optional, |section, key, value| {
             typed::<T>(value).map(drop).map_err(|e| {
                 let line = key_line(&text, section, key).map(|l| format!(":{l}")).unwrap_or_default();
                 TrainError::Config(format!("{origin}{line}: {section}.{key}: {}", type_error(&e)))
@@ -162,7 +166,7 @@ fn layered<T: serde::de::DeserializeOwned>(
         })?;
     }
     for o in overrides {
-        set(&mut value, &moved_assignment(o, moved))?;
+        set(&mut value, &moved_assignment(o, moved), optional)?;
         typed::<T>(&value).map_err(|e| TrainError::Config(format!("--set {o}: {}", type_error(&e))))?;
     }
     typed(&value).map_err(|e| TrainError::Config(format!("{e}")))
@@ -402,6 +406,7 @@ fn merge(
     user: toml::Table,
     origin: &str,
     text: &str,
+    optional: &[&str],
     mut check: impl FnMut(&str, &str, &toml::Table) -> Result<(), TrainError>,
 ) -> Result<(), TrainError> {
     for (section, v) in user {
@@ -419,7 +424,7 @@ fn merge(
             let hint = did_you_mean(&section, base.iter().filter(|(_, v)| v.is_table()).map(|(s, _)| s.as_str()));
             return Err(TrainError::Config(format!("{origin}{at}: unknown section [{section}]{hint}")));
         }
-        merge_section(base, &section, v, origin, text, &mut check)?;
+        merge_section(base, &section, v, origin, text, optional, &mut check)?;
     }
     Ok(())
 }
@@ -431,16 +436,21 @@ fn merge_section(
     user: toml::Table,
     origin: &str,
     text: &str,
+    optional: &[&str],
     check: &mut impl FnMut(&str, &str, &toml::Table) -> Result<(), TrainError>,
 ) -> Result<(), TrainError> {
     for (key, value) in user {
         let path = format!("{section}.{key}");
         let existing = get(base, section).and_then(toml::Value::as_table).expect("merge_section runs on sections of base").get(&key).map(toml::Value::is_table);
         match (existing, value) {
-            (Some(true), toml::Value::Table(inner)) => merge_section(base, &path, inner, origin, text, check)?,
+            (Some(true), toml::Value::Table(inner)) => merge_section(base, &path, inner, origin, text, optional, check)?,
             (Some(true), _) => {
                 let at = key_line(text, section, &key).map(|l| format!(":{l}")).unwrap_or_default();
                 return Err(TrainError::Config(format!("{origin}{at}: `{path}` must be a [section]")));
+            }
+            (None, value) if !value.is_table() && optional.contains(&path.as_str()) => {
+                put(base, &path, value);
+                check(section, &key, base)?;
             }
             (None, value) => {
                 let target = get(base, section).and_then(toml::Value::as_table).expect("merge_section runs on sections of base");
@@ -459,7 +469,7 @@ fn merge_section(
 }
 
 /// Applies one `--set section.key=value` (sections may nest: `env.wiki.judge=rule:0.5`) to `base`.
-pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
+pub fn set(base: &mut toml::Table, assignment: &str, optional: &[&str]) -> Result<(), TrainError> {
     let (path, raw) = assignment.split_once('=').ok_or_else(|| TrainError::Config(format!("`{assignment}`: expected section.key=value")))?;
     let path = path.trim();
     let Some((section, key)) = path.rsplit_once('.') else {
@@ -484,9 +494,12 @@ pub fn set(base: &mut toml::Table, assignment: &str) -> Result<(), TrainError> {
         table = table.get(part).and_then(|t| t.as_table()).ok_or_else(|| TrainError::Config(format!("`{assignment}`: unknown section [{walked}]{choices}")))?;
     }
     let keys = did_you_mean(key, table.iter().filter(|(_, v)| !v.is_table()).map(|(k, _)| k.as_str()));
+    // An optional key that is unset yet takes the value as parsed (its type is checked as the config reads it).
+    let unset = toml::Value::Table(toml::Table::new());
     let old = match table.get(key) {
         Some(toml::Value::Table(_)) => return Err(TrainError::Config(format!("`{assignment}`: [{path}] is a section: set one of its keys"))),
         Some(old) => old,
+        None if optional.contains(&path) => &unset,
         None => return Err(TrainError::Config(format!("`{assignment}`: unknown key {path}{keys}"))),
     };
     let raw = raw.trim();

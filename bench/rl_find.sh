@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# RL from the find SFT start (models/qwen2.5-coder-0.5b-wiki-find-sft), the loop of the issue "RL that
+# adds": groups drawn where the answer can still be won (`rollout.draw = "unsettled"` over a pool of
+# train questions whose gold the find program prints), the answer turn sampled hotter than the program turn
+# (`rollout.temperature_after_tool`), and partial credit by token F0.5 (`env.wiki.partial_credit_beta`),
+# the verdict still the main term. The held-out slice is the fast check's: printed train questions RL never
+# draws (bench/rl_pool.py's `heldback` split), greedy, every RL_EVAL_STEPS steps from step 0.
+#
+# The run lives in the cache (WORK) and outlives a checkout: run this again and it resumes from its last
+# checkpoint (the run directory's own resume) up to RL_STEPS.
+#
+# Env: WORK=$AGENTRT_CACHE/runs/campaign/qwen-find-rl  AGENTRT=target/release/agentrt (copied into WORK once,
+#      so a rebuild does not change a running campaign)   RL_STEPS=200  RL_LR=5e-5  RL_EVAL_STEPS=6
+#      POOL=400 HELDBACK=150 (bench/rl_pool.py)  SYNTH= the find synthesis the SFT start learnt from
+#      (its kept question ids are the printed ones)  EXTRA= more `--set key=value` words
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
+WORK=${WORK:-$CACHE/runs/campaign/qwen-find-rl}
+SYNTH=${SYNTH:-$CACHE/runs/campaign/qwen-find/synth.jsonl}
+RL_STEPS=${RL_STEPS:-200}
+RL_LR=${RL_LR:-5e-5}
+RL_EVAL_STEPS=${RL_EVAL_STEPS:-6}
+START=models/qwen2.5-coder-0.5b-wiki-find-sft
+mkdir -p "$WORK"
+if [ ! -x "$WORK/agentrt" ]; then
+  cp "${AGENTRT:-target/release/agentrt}" "$WORK/agentrt.tmp" && mv "$WORK/agentrt.tmp" "$WORK/agentrt"
+  git rev-parse HEAD > "$WORK/agentrt.commit"
+fi
+[ -f "$WORK/questions.jsonl" ] || python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" \
+  --pool "${POOL:-400}" --heldback "${HELDBACK:-150}"
+HELDBACK_N=$(grep -c '"split": "heldback"' "$WORK/questions.jsonl")
+if [ -e "$WORK/rl/config.toml" ]; then
+  exec "$WORK/agentrt" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress
+fi
+# shellcheck disable=SC2086
+exec "$WORK/agentrt" train --config bench/learning_rl.toml --init-adapter "$START" --lr "$RL_LR" --max-steps "$RL_STEPS" \
+  --set "env.wiki.questions=$WORK/questions.jsonl" --set env.wiki.split=rlpool \
+  --set run.eval_split=heldback --set run.eval_skip=0 --set "run.eval_questions=$HELDBACK_N" --set "run.eval_steps=$RL_EVAL_STEPS" \
+  --set rollout.draw=unsettled --set rollout.temperature_after_tool=1.1 \
+  --set env.wiki.partial_credit_beta=0.5 --set algorithm.f1_weight=0.3 \
+  --set run.save_steps=2 ${EXTRA:-} \
+  --output-dir "$WORK" --run-name rl --no-progress

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""The questions file RL from the find SFT start draws from (issue "RL that adds").
+
+Only train questions whose gold answer the find program prints can be won by any answer, so the pool is
+drawn from those: the question ids `agentrt trajectories synth --style find` kept (its judge accepted the
+answer as printed). Two disjoint splits, both from train articles, neither from dev:
+
+  rlpool    the questions RL draws groups from (small enough that a question comes round again, so the
+            unsettled draw's records can pass over the settled ones)
+  heldback  the fast check's slice (`run.eval_split`): greedy accuracy on printed questions RL never
+            trains on must rise within the first hours of steps
+
+Usage: bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl [--pool 400] [--heldback 150] [--seed 75]
+The output is written whole to OUT.jsonl.tmp and renamed, so an interrupted run leaves nothing half-written.
+"""
+import argparse, json, os, random, sys
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument("synth"); p.add_argument("questions"); p.add_argument("out")
+p.add_argument("--pool", type=int, default=400); p.add_argument("--heldback", type=int, default=150)
+p.add_argument("--seed", type=int, default=75)
+a = p.parse_args()
+
+printed = set()
+for n, line in enumerate(open(a.synth), 1):
+    if line.strip():
+        try:
+            printed.add(json.loads(line)["question_id"])
+        except (ValueError, KeyError) as e:
+            sys.exit(f"{a.synth}:{n}: not a synthesised trajectory with a question_id: {e}")
+rows = {}
+for n, line in enumerate(open(a.questions), 1):
+    if line.strip():
+        q = json.loads(line)
+        if q.get("split") == "train" and q["id"] in printed:
+            rows[q["id"]] = q
+missing = printed - rows.keys()
+if missing:
+    sys.exit(f"{len(missing)} synthesised question ids are not train questions of {a.questions} (e.g. {sorted(missing)[0]})")
+ids = sorted(rows)
+random.Random(a.seed).shuffle(ids)
+if a.pool + a.heldback > len(ids):
+    sys.exit(f"--pool {a.pool} + --heldback {a.heldback} > the {len(ids)} printed train questions")
+tmp = a.out + ".tmp"
+with open(tmp, "w") as f:
+    for split, chosen in [("rlpool", ids[: a.pool]), ("heldback", ids[a.pool : a.pool + a.heldback])]:
+        for i in sorted(chosen):
+            f.write(json.dumps({**rows[i], "split": split}) + "\n")
+os.replace(tmp, a.out)
+print(f"{a.out}: {a.pool} rlpool + {a.heldback} heldback of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)
