@@ -7,6 +7,7 @@
 //! `1e-5 · Σ|x·w|` (the tests hold it there), far below what a sampled token's log-probability can show.
 
 use super::generic::{by_format, q4k_scale_min, BlockFormat, Q8Rows, BLOCK};
+use super::panels::{PanelKind, Panels, BLOCK_CODES, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
 use super::GROUP;
 use std::arch::x86_64::*;
 
@@ -277,4 +278,77 @@ unsafe fn q6k_scales_i16(block: *const u8, s: usize) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn f16_le(p: *const u8) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(u16::from_le_bytes(*(p as *const [u8; 2])) as i32)))
+}
+
+/// The product of weight panels (`super::panels`, whose documentation gives the arithmetic) with
+/// `maddubs`: half a panel (8 weight rows) a register, each four-byte group of the codes multiplied into an
+/// input row's four bytes as `|code| · ±x` (at most 128 · 127, so a pair's `i16` sum never saturates)
+/// and summed to `i32`, exact; then the reference's conversion, scale product and fused adds lane by
+/// lane. A half panel's blocks stay in L1 across the input rows.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; sizes as `super::panels_q8` checks them.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+    match p.kind() {
+        PanelKind::Plain => panels_of::<PLAIN>(p, first, x, out_rows),
+        PanelKind::Offsets => panels_of::<OFFSETS>(p, first, x, out_rows),
+        PanelKind::SubScales => panels_of::<SUB_SCALES>(p, first, x, out_rows),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn panels_of<const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+    let (sub_scales, offsets_too) = (KIND == SUB_SCALES, KIND == OFFSETS);
+    let (m, blocks) = (x.m, p.blocks());
+    let ones = _mm256_set1_epi16(1);
+    let load_i32 = |at: *const i32| _mm256_loadu_si256(at as *const __m256i);
+    for (g, out) in out_rows.chunks_exact_mut(PANEL_ROWS * m).enumerate() {
+        for half in 0..2 {
+            let lanes = half * 8;
+            for r in 0..m {
+                let mut acc = _mm256_setzero_ps();
+                for b in 0..blocks {
+                    let unit = (first + g) * blocks + b;
+                    let cp = p.codes.as_ptr().add(unit * BLOCK_CODES + lanes * 4);
+                    let xp = x.q.as_ptr().add((r * blocks + b) * BLOCK) as *const i32;
+                    // Group `j` (inputs 4j .. 4j + 4) of the 8 rows, summed to one i32 a row.
+                    let group = |j: usize| {
+                        let codes = _mm256_loadu_si256(cp.add(j * 4 * PANEL_ROWS) as *const __m256i);
+                        let four = _mm256_set1_epi32(xp.add(j).read_unaligned());
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(codes), _mm256_sign_epi8(four, codes)), ones)
+                    };
+                    let sum = if sub_scales {
+                        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+                        for j in 0..4 {
+                            lo = _mm256_add_epi32(lo, group(j));
+                            hi = _mm256_add_epi32(hi, group(4 + j));
+                        }
+                        let sc = p.sub_scales.as_ptr().add(unit * 2 * PANEL_ROWS + lanes);
+                        _mm256_add_epi32(_mm256_mullo_epi32(lo, load_i32(sc)), _mm256_mullo_epi32(hi, load_i32(sc.add(PANEL_ROWS))))
+                    } else {
+                        let mut sum = _mm256_setzero_si256();
+                        for j in 0..8 {
+                            sum = _mm256_add_epi32(sum, group(j));
+                        }
+                        sum
+                    };
+                    let scale = _mm256_mul_ps(
+                        _mm256_loadu_ps(p.scales.as_ptr().add(unit * PANEL_ROWS + lanes)),
+                        _mm256_set1_ps(*x.scale.get_unchecked(r * blocks + b)),
+                    );
+                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc);
+                    if offsets_too {
+                        let offsets = _mm256_loadu_ps(p.offsets.as_ptr().add(unit * PANEL_ROWS + lanes));
+                        acc = _mm256_fmadd_ps(offsets, _mm256_set1_ps(*x.scaled_sum_by_run.get_unchecked(b * m + r)), acc);
+                    }
+                }
+                let mut v = [0f32; 8];
+                _mm256_storeu_ps(v.as_mut_ptr(), acc);
+                for (j, v) in v.into_iter().enumerate() {
+                    out[(lanes + j) * m + r] = v;
+                }
+            }
+        }
+    }
 }

@@ -14,6 +14,7 @@
 
 use super::avx2;
 use super::generic::{by_format, BlockFormat, Q8Rows, BLOCK};
+use super::panels::{PanelKind, Panels, BLOCK_CODES, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
 use super::GROUP;
 use std::arch::x86_64::*;
 
@@ -154,5 +155,82 @@ unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut 
     for (b, a) in acc.iter().enumerate() {
         let (even, odd) = (_mm512_castps512_ps256(*a), _mm512_extractf32x8_ps::<1>(*a));
         o[b0 + b] = avx2::sum_lanes(_mm256_add_ps(even, odd)) + (by_row[0][b] + by_row[1][b]);
+    }
+}
+
+/// The product of weight panels (`super::panels`, whose documentation gives the arithmetic), with VNNI:
+/// per block, eight `vpdpbusd`s of an input row's four bytes (plus 128, broadcast) against the panel's
+/// eight code registers sum the block exactly for all 16 weight rows (less the codes' `128 · Σ`), then one
+/// conversion, scale product and fused add for the 16, the input rows' accumulators in registers across
+/// the blocks.
+///
+/// # Safety
+/// The CPU must have this path's features and AVX-512 VNNI; sizes as `super::panels_q8` checks them, and
+/// `x_plus_128` is `x.q` plus 128.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, x_plus_128: &[u8], out_rows: &mut [f32]) {
+    match p.kind() {
+        PanelKind::Plain => by_group_size!(up_to_16: x.m, panels_of::<_, PLAIN>(p, first, x, x_plus_128, out_rows)),
+        PanelKind::Offsets => by_group_size!(up_to_16: x.m, panels_of::<_, OFFSETS>(p, first, x, x_plus_128, out_rows)),
+        PanelKind::SubScales => by_group_size!(up_to_16: x.m, panels_of::<_, SUB_SCALES>(p, first, x, x_plus_128, out_rows)),
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, x_plus_128: &[u8], out_rows: &mut [f32]) {
+    let (sub_scales, offsets_too) = (KIND == SUB_SCALES, KIND == OFFSETS);
+    let blocks = p.blocks();
+    let zero = _mm512_setzero_si512();
+    let load_i32 = |at: *const i32| _mm512_loadu_si512(at as *const __m512i);
+    for (g, out) in out_rows.chunks_exact_mut(PANEL_ROWS * M).enumerate() {
+        let mut acc = [_mm512_setzero_ps(); M];
+        for b in 0..blocks {
+            let unit = (first + g) * blocks + b;
+            let cp = p.codes.as_ptr().add(unit * BLOCK_CODES);
+            let codes: [__m512i; 8] = std::array::from_fn(|j| _mm512_loadu_si512(cp.add(j * 64) as *const __m512i));
+            let bias = p.biases.as_ptr().add(unit * 2 * PANEL_ROWS);
+            let (bias_lo, bias_hi) = (load_i32(bias), load_i32(bias.add(PANEL_ROWS)));
+            let (sc_lo, sc_hi) = if sub_scales {
+                let sc = p.sub_scales.as_ptr().add(unit * 2 * PANEL_ROWS);
+                (load_i32(sc), load_i32(sc.add(PANEL_ROWS)))
+            } else {
+                (zero, zero)
+            };
+            let scales = _mm512_loadu_ps(p.scales.as_ptr().add(unit * PANEL_ROWS));
+            let offsets = if offsets_too { _mm512_loadu_ps(p.offsets.as_ptr().add(unit * PANEL_ROWS)) } else { _mm512_setzero_ps() };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let xp = x_plus_128.as_ptr().add((r * blocks + b) * BLOCK) as *const i32;
+                let four = |j: usize| _mm512_set1_epi32(xp.add(j).read_unaligned());
+                let sum = if sub_scales {
+                    let (mut lo, mut hi) = (_mm512_sub_epi32(zero, bias_lo), _mm512_sub_epi32(zero, bias_hi));
+                    for j in 0..4 {
+                        lo = _mm512_dpbusd_epi32(lo, four(j), codes[j]);
+                        hi = _mm512_dpbusd_epi32(hi, four(4 + j), codes[4 + j]);
+                    }
+                    _mm512_add_epi32(_mm512_mullo_epi32(lo, sc_lo), _mm512_mullo_epi32(hi, sc_hi))
+                } else {
+                    let mut sum = _mm512_sub_epi32(zero, _mm512_add_epi32(bias_lo, bias_hi));
+                    for (j, c) in codes.iter().enumerate() {
+                        sum = _mm512_dpbusd_epi32(sum, four(j), *c);
+                    }
+                    sum
+                };
+                let scale = _mm512_mul_ps(scales, _mm512_set1_ps(*x.scale.get_unchecked(r * blocks + b)));
+                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, *acc);
+                if offsets_too {
+                    *acc = _mm512_fmadd_ps(offsets, _mm512_set1_ps(*x.scaled_sum_by_run.get_unchecked(b * M + r)), *acc);
+                }
+            }
+        }
+        // Lane `j` of row `r`'s accumulator is weight row `j`'s output for it: `out[j][r]`.
+        let mut lanes = [[0f32; PANEL_ROWS]; M];
+        for (lanes, acc) in lanes.iter_mut().zip(&acc) {
+            _mm512_storeu_ps(lanes.as_mut_ptr(), *acc);
+        }
+        for (j, out) in out.chunks_exact_mut(M).enumerate() {
+            for (o, lanes) in out.iter_mut().zip(&lanes) {
+                *o = lanes[j];
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@
 //! block kernel at 0.58x the AVX2 path on AVX-512) and agree to rounding: within `1e-5 · Σ|x·w|`.
 
 mod generic;
+mod panels;
 
 /// Input rows whose accumulators share one pass over the weights in the intrinsics paths: as many as
 /// stay in registers beside a weight chunk (or an unpacked block) reused across them.
@@ -199,6 +200,7 @@ mod avx2;
 mod avx512;
 
 pub use generic::{unpack_block, unpack_sub, BlockFormat, Q8Rows, BLOCK};
+pub use panels::{Panels, PANEL_ROWS};
 
 use crate::path::KernelPath;
 
@@ -333,6 +335,46 @@ pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &
     }
 }
 
+/// As [`rows_blocks_q8`], for weights repacked as [`Panels`]: the products of the panels from `first`
+/// (`out_rows.len() / (PANEL_ROWS · x.m)` of them), `out_rows[j][b]` for their weight rows `j` and input
+/// rows `b`, in the arithmetic the panels' module documents: every block summed exactly in integers for 16
+/// weight rows at once, then one rounding per block and output, so every path gives the same bits and a
+/// row's product does not depend on the rows beside it (AVX-512 with VNNI: `vpdpbusd`; AVX2 and AVX-512
+/// without it: `maddubs`; else the plain reference).
+///
+/// # Panics
+/// When the sizes disagree, `x.m` is 0 or exceeds [`MAX_ROWS`], or `path` cannot run on this CPU.
+pub fn panels_q8(path: KernelPath, panels: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+    let (m, k) = (x.m, x.k);
+    assert!(
+        (1..=MAX_ROWS).contains(&m) && k == panels.cols() && x.q.len() == m * k && x.scale.len() == m * k / BLOCK && x.scaled_sum_by_run.len() == x.scale.len(),
+        "decode panels_q8: quantised input of {m} rows of {k} for panels of {} inputs (1 to {MAX_ROWS} rows)",
+        panels.cols()
+    );
+    assert!(
+        out_rows.len().is_multiple_of(PANEL_ROWS * m) && (first + out_rows.len() / (PANEL_ROWS * m)) * PANEL_ROWS <= panels.rows(),
+        "decode panels_q8: {} outputs of {m} rows from panel {first} exceed the {} weight rows",
+        out_rows.len(),
+        panels.rows()
+    );
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 if crate::path::has_feature("avx512vnni") => {
+            assert_supported(path);
+            let x_plus_128: Vec<u8> = x.q.iter().map(|&q| q as u8 ^ 0x80).collect();
+            // SAFETY: the CPU has the path's features (checked) and VNNI; `x_plus_128` is `x.q` plus 128.
+            unsafe { avx512::panels_q8(panels, first, x, &x_plus_128, out_rows) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 | KernelPath::Avx2 => {
+            assert_supported(path);
+            // SAFETY: the CPU has the features (checked; the AVX-512 path needs AVX2, FMA and F16C too).
+            unsafe { avx2::panels_q8(panels, first, x, out_rows) }
+        }
+        _ => panels::panels_q8(panels, first, x, out_rows),
+    }
+}
+
 /// Panics unless `m` is at most [`MAX_ROWS`] and `rows` is whole rows of `k` weights in `format` with `m`
 /// outputs each in `out_rows`; `op` names the caller.
 fn check_block_rows(op: &str, format: BlockFormat, rows: &[u8], out_rows: &[f32], m: usize, k: usize) {
@@ -459,6 +501,54 @@ mod tests {
             unpack_block(format, block, out);
         }
         (packed, w)
+    }
+
+    /// Panels: the reference is the product of the loader's weights and the quantised inputs; every path
+    /// gives its bits, for any number of input rows, from any first panel, and a row alone the bits it
+    /// gets among others.
+    #[test]
+    fn panels_give_the_references_bits_on_every_path_for_every_row_alike() {
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+        for format in BlockFormat::ALL {
+            for k in [format.block_weights(), 3 * format.block_weights()] {
+                let n = 3 * PANEL_ROWS;
+                let (packed, w) = block_rows(format, n, k, 29);
+                let panels = Panels::new(format, &packed, n, k);
+                assert_eq!((panels.format(), panels.rows(), panels.cols()), (format, n, k));
+                for m in [1, 2, 7, 16] {
+                    let xq = Q8Rows::quantize(&values(m * k, 40 + m as u64), m, k);
+                    // The inputs as the products see them: each code times its block's scale.
+                    let x: Vec<f32> = xq.q.iter().enumerate().map(|(i, &q)| q as f32 * xq.scale[i / BLOCK]).collect();
+                    let abs = |v: &[f32]| v.iter().map(|a| a.abs()).collect::<Vec<f32>>();
+                    let (want, magnitude) = (definition(&x, &w, m, k), definition(&abs(&x), &abs(&w), m, k));
+                    let mut reference = vec![0f32; n * m];
+                    panels_q8(KernelPath::Generic, &panels, 0, &xq, &mut reference);
+                    for ((got, want), magnitude) in reference.iter().zip(&want).zip(&magnitude) {
+                        assert!((*got as f64 - want).abs() <= 1e-5 * magnitude + 1e-9, "{format:?}, {m} rows of {k}: {got} against {want}");
+                    }
+                    for path in KernelPath::supported() {
+                        let mut got = vec![0f32; n * m];
+                        panels_q8(path, &panels, 0, &xq, &mut got);
+                        assert_eq!(bits(&got), bits(&reference), "{format:?} on {path}, {m} rows of {k}");
+                        // The last two panels alone.
+                        let mut tail = vec![0f32; 2 * PANEL_ROWS * m];
+                        panels_q8(path, &panels, 1, &xq, &mut tail);
+                        assert_eq!(bits(&tail), bits(&reference[PANEL_ROWS * m..]), "{format:?} on {path} from panel 1");
+                        // The last input row alone.
+                        let alone = Q8Rows::quantize(&x_row(&values(m * k, 40 + m as u64), m - 1, k), 1, k);
+                        let mut one = vec![0f32; n];
+                        panels_q8(path, &panels, 0, &alone, &mut one);
+                        let among: Vec<f32> = (0..n).map(|j| reference[j * m + m - 1]).collect();
+                        assert_eq!(bits(&one), bits(&among), "{format:?} on {path}: a row alone and among {m}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Row `r` of the `m × k` input `x`.
+    fn x_row(x: &[f32], r: usize, k: usize) -> Vec<f32> {
+        x[r * k..][..k].to_vec()
     }
 
     /// Every format: the reference is the product of the unpacked weights, and every path agrees with it.

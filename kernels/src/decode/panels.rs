@@ -1,0 +1,195 @@
+//! GGUF weight rows repacked for the 8-bit products: panels of [`PANEL_ROWS`] weight rows in which one
+//! 512-bit register holds the same four inputs of all 16 rows, and the plain reference of their product.
+//!
+//! Why: on the GGUF blocks a register's lanes belong to one weight row, so every integer dot product of
+//! 64 weights is followed, for every input row, by a conversion, a scale product and a fused add in
+//! floats; on a Xeon whose 512-bit arithmetic issues on one port that bounds the product at ~16
+//! multiply-adds an operation (bench/decode_results.md, "Where the time of Qwen's prompt goes"). In a
+//! panel, eight `vpdpbusd`s sum a block of 32 inputs for 16 weight rows exactly, and one conversion,
+//! product and add finish the block for all 16 (`kernels/examples/repacked_rows.rs`: 4.9-5.4x at 16 rows,
+//! 1.24-1.34x at one).
+//!
+//! The arithmetic, the same bits on every path and for any number of input rows: for each output (weight
+//! row `j`, input row `r`) and each block `b` of 32 inputs in order, the integer sum of the codes times
+//! the quantised inputs, exact in `i32` (Q6_K: each half's sum times its 8-bit scale, added, also exact),
+//! then `acc = fma(sum as f32, scale[j][b] · x_scale[r][b], acc)`, and where the format has an offset
+//! `acc = fma(offset[j][b], x_scaled_sum[r][b], acc)`. The sums being exact, no lane order or register
+//! width shows in the result, so the AVX2 kernel (`maddubs` on the codes' magnitudes) and the AVX-512
+//! one (`vpdpbusd` on the inputs plus 128) give the reference's bits, and a row alone the bits it gets
+//! among others.
+
+use super::generic::{unpack_sub_i8, BlockFormat, Q8Rows, BLOCK};
+use crate::half::f16_le_to_f32;
+
+/// Weight rows a panel holds: the lanes of a 512-bit register of `i32` sums.
+pub const PANEL_ROWS: usize = 16;
+
+/// Bytes of one panel block's codes: 32 inputs of 16 rows.
+pub(super) const BLOCK_CODES: usize = PANEL_ROWS * BLOCK;
+
+/// What a panel block holds beside its codes and scales: the kernels are built once for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PanelKind {
+    /// `scale · code` (Q4_0, Q5_0 and Q8_0, their offsets folded into signed codes).
+    Plain,
+    /// `scale · code + offset` (Q4_1, Q4_K).
+    Offsets,
+    /// `scale · sub_scale · code`, a sub-scale per 16 codes (Q6_K).
+    SubScales,
+}
+
+/// [`PanelKind`] as the intrinsics kernels' const parameter.
+#[cfg(target_arch = "x86_64")]
+pub(super) const PLAIN: u8 = 0;
+/// See [`PLAIN`].
+#[cfg(target_arch = "x86_64")]
+pub(super) const OFFSETS: u8 = 1;
+/// See [`PLAIN`].
+#[cfg(target_arch = "x86_64")]
+pub(super) const SUB_SCALES: u8 = 2;
+
+/// Weight rows of one GGUF format as panels (see the module's documentation). Rows are a multiple of
+/// [`PANEL_ROWS`]; the values are the loader's: `scale · code + offset` per block of 32 (Q6_K: the
+/// super-block's scale times each 16 codes' own 8-bit scale).
+#[derive(Debug, Clone)]
+pub struct Panels {
+    format: BlockFormat,
+    rows: usize,
+    cols: usize,
+    /// Per panel and block: eight groups of four inputs, each the 16 rows' four codes in row order.
+    pub(super) codes: Vec<i8>,
+    /// Per panel and block: `128 · Σ codes` of each row's first 16 inputs, then of its last 16 (the
+    /// AVX-512 kernel meets the inputs as `x + 128`, unsigned, and takes these off).
+    pub(super) biases: Vec<i32>,
+    /// Q6_K only, per panel and block: each row's 8-bit scale of its first 16 inputs, then of its last 16.
+    pub(super) sub_scales: Vec<i32>,
+    /// Per panel and block: each row's scale.
+    pub(super) scales: Vec<f32>,
+    /// Formats with an offset only, per panel and block: each row's offset.
+    pub(super) offsets: Vec<f32>,
+}
+
+impl Panels {
+    /// The `rows × cols` weights held as GGUF blocks of `format` (`rows` a multiple of [`PANEL_ROWS`],
+    /// `cols` of the format's block), repacked.
+    ///
+    /// # Panics
+    /// When the sizes disagree.
+    pub fn new(format: BlockFormat, blocks: &[u8], rows: usize, cols: usize) -> Panels {
+        let row_bytes = format.row_bytes(cols);
+        assert!(
+            rows.is_multiple_of(PANEL_ROWS) && cols.is_multiple_of(format.block_weights()) && blocks.len() == rows * row_bytes,
+            "Panels: {} bytes are not {rows} rows (a multiple of {PANEL_ROWS}) of {cols} {format:?} weights",
+            blocks.len()
+        );
+        let per_row = cols / BLOCK;
+        let (units, q6k) = (rows / PANEL_ROWS * per_row, format == BlockFormat::Q6K);
+        let mut p = Panels {
+            format,
+            rows,
+            cols,
+            codes: vec![0; units * BLOCK_CODES],
+            biases: vec![0; units * 2 * PANEL_ROWS],
+            sub_scales: if q6k { vec![0; units * 2 * PANEL_ROWS] } else { Vec::new() },
+            scales: vec![0.0; units * PANEL_ROWS],
+            offsets: if format.has_offset() { vec![0.0; units * PANEL_ROWS] } else { Vec::new() },
+        };
+        let subs = format.block_weights() / BLOCK;
+        for (row, bytes) in blocks.chunks_exact(row_bytes).enumerate() {
+            let (panel, lane) = (row / PANEL_ROWS, row % PANEL_ROWS);
+            for b in 0..per_row {
+                let block = &bytes[b / subs * format.block_bytes()..][..format.block_bytes()];
+                let (q, [s0, s1], offset) = unpack_sub_i8(format, block, b % subs);
+                let unit = panel * per_row + b;
+                for (i, &c) in q.iter().enumerate() {
+                    p.codes[unit * BLOCK_CODES + (i / 4) * 4 * PANEL_ROWS + lane * 4 + i % 4] = c;
+                }
+                for half in 0..2 {
+                    p.biases[(unit * 2 + half) * PANEL_ROWS + lane] = 128 * q[half * 16..][..16].iter().map(|&c| c as i32).sum::<i32>();
+                }
+                if q6k {
+                    // The super-block's scale apart from each half's integer one (`unpack_sub_i8` gives
+                    // their products), so that the halves add up exactly before any rounding.
+                    let (half, quarter) = ((b % subs) / 4, (b % subs) % 4);
+                    for i in 0..2 {
+                        p.sub_scales[(unit * 2 + i) * PANEL_ROWS + lane] = block[192 + 8 * half + 2 * quarter + i] as i8 as i32;
+                    }
+                    p.scales[unit * PANEL_ROWS + lane] = f16_le_to_f32(&block[208..210]);
+                } else {
+                    assert_eq!(s0.to_bits(), s1.to_bits(), "{format:?}: a block of 32 with two scales");
+                    p.scales[unit * PANEL_ROWS + lane] = s0;
+                }
+                if format.has_offset() {
+                    p.offsets[unit * PANEL_ROWS + lane] = offset;
+                }
+            }
+        }
+        p
+    }
+
+    /// The GGUF format the panels came from.
+    pub fn format(&self) -> BlockFormat {
+        self.format
+    }
+
+    /// Weight rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Inputs per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// What its blocks hold beside codes and scales.
+    pub(super) fn kind(&self) -> PanelKind {
+        match (self.sub_scales.is_empty(), self.offsets.is_empty()) {
+            (false, _) => PanelKind::SubScales,
+            (true, false) => PanelKind::Offsets,
+            (true, true) => PanelKind::Plain,
+        }
+    }
+
+    /// Blocks of 32 inputs a row.
+    pub(super) fn blocks(&self) -> usize {
+        self.cols / BLOCK
+    }
+
+    /// Bytes the panels take.
+    pub fn bytes(&self) -> usize {
+        self.codes.len() + 4 * (self.biases.len() + self.sub_scales.len() + self.scales.len() + self.offsets.len())
+    }
+}
+
+/// The reference product (see [`super::panels_q8`]): panels `first .. first + out_rows.len() / (16 · m)`.
+pub(super) fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+    let (m, blocks) = (x.m, p.blocks());
+    let (q6k, offsets) = (p.kind() == PanelKind::SubScales, p.kind() == PanelKind::Offsets);
+    for (g, out) in out_rows.chunks_exact_mut(PANEL_ROWS * m).enumerate() {
+        for lane in 0..PANEL_ROWS {
+            for r in 0..m {
+                let mut acc = 0f32;
+                for b in 0..blocks {
+                    let unit = (first + g) * blocks + b;
+                    let xq = &x.q[(r * blocks + b) * BLOCK..][..BLOCK];
+                    let mut halves = [0i32; 2];
+                    for (i, &xv) in xq.iter().enumerate() {
+                        halves[i / 16] += p.codes[unit * BLOCK_CODES + (i / 4) * 4 * PANEL_ROWS + lane * 4 + i % 4] as i32 * xv as i32;
+                    }
+                    let sum = if q6k {
+                        halves[0] * p.sub_scales[unit * 2 * PANEL_ROWS + lane] + halves[1] * p.sub_scales[(unit * 2 + 1) * PANEL_ROWS + lane]
+                    } else {
+                        halves[0] + halves[1]
+                    };
+                    let scale = p.scales[unit * PANEL_ROWS + lane] * x.scale[r * blocks + b];
+                    acc = (sum as f32).mul_add(scale, acc);
+                    if offsets {
+                        acc = p.offsets[unit * PANEL_ROWS + lane].mul_add(x.scaled_sum_by_run[b * m + r], acc);
+                    }
+                }
+                out[lane * m + r] = acc;
+            }
+        }
+    }
+}
