@@ -12,31 +12,33 @@ use rayon::prelude::*;
 
 /// Input rows up to which the streaming kernel is used; above it the gemm's packing pays for itself.
 pub use agentrt_kernels::decode::MAX_ROWS;
+use agentrt_kernels::decode::PANEL_ROWS;
 
 /// Weight rows per parallel task at most: a task's blocks stay in cache across its input rows.
 const TASK_ROWS: usize = 64;
 
 /// Weight rows per task for `n` rows: [`TASK_ROWS`], or fewer so that each thread gets about eight
 /// tasks. A decoding step's small matrices (SmolLM2-135M's keys and values: 192 rows, three tasks of
-/// 64) left one of two threads idle for a third of the product.
+/// 64) left one of two threads idle for a third of the product. Always whole weight panels
+/// ([`PANEL_ROWS`]), so a task of a repacked matrix starts and ends on a panel.
 fn task_rows(n: usize) -> usize {
-    (n / (8 * rayon::current_num_threads())).clamp(4, TASK_ROWS)
+    (n / (8 * rayon::current_num_threads())).clamp(PANEL_ROWS, TASK_ROWS) / PANEL_ROWS * PANEL_ROWS
 }
 
 /// The frame of both decode kernels: the `n` weight rows (`per_row` items each, f32 or block bytes) are
-/// split into tasks of [`task_rows`] rows; `task(weight_rows, out_rows)` writes one output row of `m` per
-/// weight row into a transposed `(n×m)` buffer (one contiguous block per task), which lands in `out`
-/// `(m×n)` at the end (one input row: the two layouts are one).
-pub(super) fn by_weight_rows<T: Sync>(weights: &[T], per_row: usize, (m, n): (usize, usize), out: &mut [f32], task: impl Fn(&[T], &mut [f32]) + Sync) {
+/// split into tasks of [`task_rows`] rows; `task(first_row, weight_rows, out_rows)` writes one output row
+/// of `m` per weight row (`first_row` the task's first) into a transposed `(n×m)` buffer (one contiguous
+/// block per task), which lands in `out` `(m×n)` at the end (one input row: the two layouts are one).
+pub(super) fn by_weight_rows<T: Sync>(weights: &[T], per_row: usize, (m, n): (usize, usize), out: &mut [f32], task: impl Fn(usize, &[T], &mut [f32]) + Sync) {
     assert_eq!(weights.len(), n * per_row, "weights do not hold {n} rows of {per_row}");
-    by_weight_rows_of(&[(weights, per_row)], m, &mut [out], |_, wc, oc| task(wc, oc));
+    by_weight_rows_of(&[(weights, per_row)], m, &mut [out], |_, first, wc, oc| task(first, wc, oc));
 }
 
 /// [`by_weight_rows`] for several matrices multiplied into the same `m` input rows (a layer's queries,
-/// keys and values), all their tasks in one parallel section: `task(i, weight_rows, out_rows)` for
-/// matrix `i`, whose `(m × rows)` product lands in `outs[i]`. One section instead of three saves two of
+/// keys and values), all their tasks in one parallel section: `task(i, first_row, weight_rows, out_rows)`
+/// for matrix `i`, whose `(m × rows)` product lands in `outs[i]`. One section instead of three saves two of
 /// the threads' meetings a layer, and the small matrices' tasks fill the gaps of the large ones.
-pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs: &mut [&mut [f32]], task: impl Fn(usize, &[T], &mut [f32]) + Sync) {
+pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs: &mut [&mut [f32]], task: impl Fn(usize, usize, &[T], &mut [f32]) + Sync) {
     assert_eq!(mats.len(), outs.len(), "{} matrices and {} outputs", mats.len(), outs.len());
     let ns: Vec<usize> = mats
         .iter()
@@ -55,9 +57,9 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
             if m == 1 { outs.iter_mut().map(|o| &mut **o).collect() } else { transposed.iter_mut().map(Vec::as_mut_slice).collect() };
         let mut tasks = Vec::new();
         for (i, (&(w, per_row), target)) in mats.iter().zip(targets).enumerate() {
-            tasks.extend(w.chunks(rows * per_row).zip(target.chunks_mut(rows * m)).map(|(wc, oc)| (i, wc, oc)));
+            tasks.extend(w.chunks(rows * per_row).zip(target.chunks_mut(rows * m)).enumerate().map(|(t, (wc, oc))| (i, t * rows, wc, oc)));
         }
-        tasks.into_par_iter().for_each(|(i, wc, oc)| task(i, wc, oc));
+        tasks.into_par_iter().for_each(|(i, first, wc, oc)| task(i, first, wc, oc));
     }
     for ((out, t), &n) in outs.iter_mut().zip(&transposed).zip(&ns) {
         for (j, r) in t.chunks(m).enumerate() {
@@ -69,7 +71,7 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
 }
 
 /// [`by_weight_rows`] for any number of input rows `m`: inside each task of weight rows the inputs go
-/// through in runs of at most [`MAX_ROWS`] (`run((start, rows), weight_rows, out)` writes the task's
+/// through in runs of at most [`MAX_ROWS`] (`run((start, rows), first_row, weight_rows, out)` writes the task's
 /// `(task rows × rows)` transposed product of run `start..start + rows`), so a task's weights are read from
 /// memory once and serve every run from the cache (a run after run over the whole matrix read
 /// Qwen2.5-Coder-0.5B's 400 MB of blocks 32 times for a 512-token prompt), in one parallel section, and
@@ -79,19 +81,19 @@ pub(super) fn by_weight_rows_in_runs<T: Sync>(
     per_row: usize,
     (m, n): (usize, usize),
     out: &mut [f32],
-    run: impl Fn((usize, usize), &[T], &mut [f32]) + Sync,
+    run: impl Fn((usize, usize), usize, &[T], &mut [f32]) + Sync,
 ) {
     if m <= MAX_ROWS {
-        return by_weight_rows(weights, per_row, (m, n), out, |wc, oc| run((0, m), wc, oc));
+        return by_weight_rows(weights, per_row, (m, n), out, |first, wc, oc| run((0, m), first, wc, oc));
     }
     let runs: Vec<(usize, usize)> = (0..m).step_by(MAX_ROWS).map(|s| (s, MAX_ROWS.min(m - s))).collect();
-    by_weight_rows(weights, per_row, (m, n), out, |wc, oc| {
+    by_weight_rows(weights, per_row, (m, n), out, |first, wc, oc| {
         // The task's output is one row of `m` per weight row; a run writes its `r` columns of them.
         let task_rows = wc.len() / per_row;
         let mut scratch = vec![0f32; task_rows * MAX_ROWS];
         for &(s, r) in &runs {
             let scratch = &mut scratch[..task_rows * r];
-            run((s, r), wc, scratch);
+            run((s, r), first, wc, scratch);
             for (o, v) in oc.chunks_exact_mut(m).zip(scratch.chunks_exact(r)) {
                 o[s..s + r].copy_from_slice(v);
             }
@@ -105,7 +107,7 @@ pub(super) fn by_weight_rows_in_runs<T: Sync>(
 pub fn streamed_a_bt(x: &[f32], w: &[f32], out: &mut [f32], m: usize, n: usize, k: usize) {
     assert_eq!(x.len(), m * k, "input is not {m}x{k}");
     let path = agentrt_kernels::selected();
-    by_weight_rows_in_runs(w, k, (m, n), out, |(s, r), wc, oc| agentrt_kernels::decode::rows_f32(path, &x[s * k..(s + r) * k], wc, oc, r, k));
+    by_weight_rows_in_runs(w, k, (m, n), out, |(s, r), _, wc, oc| agentrt_kernels::decode::rows_f32(path, &x[s * k..(s + r) * k], wc, oc, r, k));
 }
 
 /// How sampling's products and attention treat the rows of a step.
