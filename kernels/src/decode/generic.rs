@@ -228,6 +228,9 @@ pub struct Q8Rows {
     pub m: usize,
     /// Values per row (a multiple of 32).
     pub k: usize,
+    /// `q + 128` as unsigned bytes, made once on the first ask (`Q8Rows::q_plus_128`).
+    #[cfg(target_arch = "x86_64")]
+    q_plus_128: std::sync::OnceLock<Vec<u8>>,
 }
 
 /// 1.5 · 2²³: adding and subtracting it rounds an f32 of magnitude below 2²² to the nearest integer, ties
@@ -240,7 +243,15 @@ impl Q8Rows {
     pub fn quantize(x: &[f32], m: usize, k: usize) -> Q8Rows {
         assert!(k.is_multiple_of(BLOCK) && x.len() == m * k, "Q8Rows: {} values are not {m} rows of {k} (a multiple of {BLOCK})", x.len());
         let runs = k / BLOCK;
-        let mut rows = Q8Rows { q: vec![0; m * k], scale: Vec::with_capacity(m * runs), scaled_sum_by_run: vec![0.0; m * runs], m, k };
+        let mut rows = Q8Rows {
+            q: vec![0; m * k],
+            scale: Vec::with_capacity(m * runs),
+            scaled_sum_by_run: vec![0.0; m * runs],
+            m,
+            k,
+            #[cfg(target_arch = "x86_64")]
+            q_plus_128: Default::default(),
+        };
         for (i, (xs, qs)) in x.chunks_exact(BLOCK).zip(rows.q.chunks_exact_mut(BLOCK)).enumerate() {
             let amax = xs.iter().fold(0f32, |a, v| a.max(v.abs()));
             let d = amax / 127.0;
@@ -254,6 +265,13 @@ impl Q8Rows {
             rows.scaled_sum_by_run[(i % runs) * m + i / runs] = d * sum as f32;
         }
         rows
+    }
+
+    /// The values plus 128, as unsigned bytes (the AVX-512 panels kernel's `vpdpbusd` operand), made once
+    /// and shared by every task of every product of these rows.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn q_plus_128(&self) -> &[u8] {
+        self.q_plus_128.get_or_init(|| self.q.iter().map(|&q| q as u8 ^ 0x80).collect())
     }
 }
 

@@ -361,9 +361,8 @@ pub fn panels_q8(path: KernelPath, panels: &Panels, first: usize, x: &Q8Rows, ou
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 if crate::path::has_feature("avx512vnni") => {
             assert_supported(path);
-            let x_plus_128: Vec<u8> = x.q.iter().map(|&q| q as u8 ^ 0x80).collect();
-            // SAFETY: the CPU has the path's features (checked) and VNNI; `x_plus_128` is `x.q` plus 128.
-            unsafe { avx512::panels_q8(panels, first, x, &x_plus_128, out_rows) }
+            // SAFETY: the CPU has the path's features (checked) and VNNI; `q_plus_128` is `x.q` plus 128.
+            unsafe { avx512::panels_q8(panels, first, x, x.q_plus_128(), out_rows) }
         }
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx512 | KernelPath::Avx2 => {
