@@ -12,7 +12,7 @@
 # Env: WORK=$AGENTRT_CACHE/runs/campaign/qwen-find-rl  AGENTRT=target/release/agentrt (copied into WORK once,
 #      so a rebuild does not change a running campaign)   RL_STEPS=200  RL_LR=5e-5  RL_EVAL_STEPS=6
 #      POOL=400 HELDBACK=150 (bench/rl_pool.py)  SYNTH= the find synthesis the SFT start learnt from
-#      (its kept question ids are the printed ones)  EXTRA= more `--set key=value` words
+#      (its kept question ids are the printed ones; without it, the splits of question_ids.json)  EXTRA= more `--set key=value` words
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
@@ -27,8 +27,16 @@ if [ ! -x "$WORK/agentrt" ]; then
   cp "${AGENTRT:-target/release/agentrt}" "$WORK/agentrt.tmp" && mv "$WORK/agentrt.tmp" "$WORK/agentrt"
   git rev-parse HEAD > "$WORK/agentrt.commit"
 fi
-[ -f "$WORK/questions.jsonl" ] || python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" \
-  --pool "${POOL:-400}" --heldback "${HELDBACK:-150}"
+# The splits: drawn from the synthesis where the cache still holds it, else the ones this campaign's
+# evidence names (bench/learning/campaign/qwen-find-rl/question_ids.json), so a new machine plays the same.
+IDS=bench/learning/campaign/qwen-find-rl/question_ids.json
+if [ ! -f "$WORK/questions.jsonl" ]; then
+  if [ -f "$SYNTH" ]; then
+    python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --pool "${POOL:-400}" --heldback "${HELDBACK:-150}"
+  else
+    python3 bench/rl_pool.py --ids "$IDS" data/wiki/questions.jsonl "$WORK/questions.jsonl"
+  fi
+fi
 HELDBACK_N=$(grep -c '"split": "heldback"' "$WORK/questions.jsonl")
 if [ -e "$WORK/rl/config.toml" ]; then
   exec "$WORK/agentrt" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress

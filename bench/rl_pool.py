@@ -11,15 +11,48 @@ answer as printed). Two disjoint splits, both from train articles, neither from 
             trains on must rise within the first hours of steps
 
 Usage: bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl [--pool 400] [--heldback 150] [--seed 75]
+       bench/rl_pool.py --ids IDS.json QUESTIONS.jsonl OUT.jsonl
+The second form writes the very splits a campaign's evidence names (its question_ids.json: {"rlpool": [ids],
+"heldback": [ids]}), for a machine whose cache no longer holds the synthesis the pool was drawn from.
 The output is written whole to OUT.jsonl.tmp and renamed, so an interrupted run leaves nothing half-written.
 """
 import argparse, json, os, random, sys
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-p.add_argument("synth"); p.add_argument("questions"); p.add_argument("out")
+p.add_argument("synth", nargs="?"); p.add_argument("questions"); p.add_argument("out")
+p.add_argument("--ids", help="a campaign's question_ids.json: write its splits instead of drawing them")
 p.add_argument("--pool", type=int, default=400); p.add_argument("--heldback", type=int, default=150)
 p.add_argument("--seed", type=int, default=75)
 a = p.parse_args()
+if (a.synth is None) == (a.ids is None):
+    sys.exit("give either SYNTH.jsonl (draw the splits) or --ids IDS.json (write a campaign's splits), not both")
+
+
+def write(rows, splits):
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        for split, chosen in splits:
+            for i in sorted(chosen):
+                f.write(json.dumps({**rows[i], "split": split}) + "\n")
+    os.replace(tmp, a.out)
+
+
+if a.ids:
+    splits = json.load(open(a.ids))
+    if sorted(splits) != ["heldback", "rlpool"] or set(splits["rlpool"]) & set(splits["heldback"]):
+        sys.exit(f"{a.ids}: expected two disjoint lists, rlpool and heldback; got keys {sorted(splits)}")
+    rows = {}
+    for n, line in enumerate(open(a.questions), 1):
+        if line.strip():
+            q = json.loads(line)
+            rows[q["id"]] = q
+    for split, ids in splits.items():
+        wrong = [i for i in ids if i not in rows or rows[i].get("split") != "train"]
+        if wrong:
+            sys.exit(f"{a.ids}: {len(wrong)} {split} ids are not train questions of {a.questions} (e.g. {wrong[0]})")
+    write(rows, [("rlpool", splits["rlpool"]), ("heldback", splits["heldback"])])
+    print(f"{a.out}: {len(splits['rlpool'])} rlpool + {len(splits['heldback'])} heldback, as {a.ids} names them", file=sys.stderr)
+    sys.exit(0)
 
 printed = set()
 for n, line in enumerate(open(a.synth), 1):
@@ -41,10 +74,5 @@ ids = sorted(rows)
 random.Random(a.seed).shuffle(ids)
 if a.pool + a.heldback > len(ids):
     sys.exit(f"--pool {a.pool} + --heldback {a.heldback} > the {len(ids)} printed train questions")
-tmp = a.out + ".tmp"
-with open(tmp, "w") as f:
-    for split, chosen in [("rlpool", ids[: a.pool]), ("heldback", ids[a.pool : a.pool + a.heldback])]:
-        for i in sorted(chosen):
-            f.write(json.dumps({**rows[i], "split": split}) + "\n")
-os.replace(tmp, a.out)
+write(rows, [("rlpool", ids[: a.pool]), ("heldback", ids[a.pool : a.pool + a.heldback])])
 print(f"{a.out}: {a.pool} rlpool + {a.heldback} heldback of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)

@@ -5,6 +5,9 @@
 #
 # Usage: bench/decode/setup_llamacpp.sh            (native flags: what this CPU has)
 #        LLAMA_NATIVE=OFF bench/decode/setup_llamacpp.sh   (a portable build; see bench/decode/README.md)
+#        LLAMA_AMX=OFF bench/decode/setup_llamacpp.sh      (native, but without ggml's AMX kernels, which
+#                                                           -march=native turns on where the CPU has AMX;
+#                                                           say so beside every number measured with it)
 # Writes bench/decode/llama.cpp-build/bin/{llama-bench,llama-batched-bench}; ~10 minutes on 2 cores.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -22,9 +25,11 @@ if [ ! -d "$src" ]; then
   rm -rf "$tmp"
 fi
 export PATH="$venv/bin:$PATH"
+no_amx=""
+[ "${LLAMA_AMX:-ON}" = OFF ] && no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 cmake -S "$src/vendor/llama.cpp" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE="${LLAMA_NATIVE:-ON}" -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
-  -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
+  -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_C_FLAGS="$no_amx" -DCMAKE_CXX_FLAGS="$no_amx" >/dev/null
 cmake --build "$build" -j "${JOBS:-2}" --target llama-bench llama-batched-bench llama-server
 "$build/bin/llama-bench" --help >/dev/null
 echo "llama.cpp tools (llama-cpp-python $version's vendored sources): $build/bin"

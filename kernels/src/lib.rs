@@ -31,15 +31,18 @@ pub mod test_data;
 pub use path::{selected, KernelPath};
 
 /// One line for logs and benchmarks: the CPU, its features, and the kernels that run, e.g.
-/// `cpu: AMD EPYC (x86_64); features: avx2 fma f16c ...; kernels: avx2 (int8 avx2-maddubs)`.
+/// `cpu: AMD EPYC (x86_64); features: avx2 fma f16c ...; kernels: avx2 (int8 avx2-maddubs; panels
+/// avx2-maddubs)`, or on a Xeon with AMX `... (int8 amx; panels avx512-vnni, amx from 4 rows)`.
 pub fn describe() -> String {
     let path = path::selected();
     let forced = std::env::var(path::KERNELS_ENV).ok().filter(|v| !v.trim().is_empty() && v.trim() != "auto");
+    let (one, many) = (decode::PanelKernel::for_rows(path, 1), decode::PanelKernel::for_rows(path, decode::MAX_ROWS));
     format!(
-        "{}; kernels: {}{} (int8 {})",
+        "{}; kernels: {}{} (int8 {}; panels {})",
         path::cpu_line(),
         path,
         if forced.is_some() { format!(", forced by {}", path::KERNELS_ENV) } else { String::new() },
-        int8::Int8Kernel::for_path(path).name()
+        int8::Int8Kernel::for_path(path).name(),
+        if one == many { one.name().to_string() } else { format!("{}, {} from {} rows", one.name(), many.name(), decode::AMX_FROM_ROWS) }
     )
 }

@@ -6,6 +6,10 @@ use std::sync::OnceLock;
 /// The environment variable that forces a path (`generic`, `avx2`, `avx512`, `neon`, or `auto`).
 pub const KERNELS_ENV: &str = "AGENTRT_KERNELS";
 
+/// Set (to anything) to keep the AVX-512 path off AMX's tiles on a CPU that has them: its kernels then run
+/// on VNNI (the same bits; the tiles are only faster).
+pub const NO_AMX_ENV: &str = "AGENTRT_NO_AMX";
+
 /// The widest instruction set the kernels may use. Ordered from narrowest to widest within an
 /// architecture, so `path >= KernelPath::Avx2` reads "AVX2 or wider".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -143,6 +147,27 @@ pub fn has_feature(feature: &str) -> bool {
         let _ = feature;
         false
     }
+}
+
+/// True when this CPU has AMX-TILE and AMX-INT8, Linux lets the process use the tile data (asked once,
+/// `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`: Linux 5.16 and later grant it on request, for the
+/// whole process) and [`NO_AMX_ENV`] is not set. A refusal is not an error: the AVX-512 kernels run on VNNI.
+pub fn amx_usable() -> bool {
+    static USABLE: OnceLock<bool> = OnceLock::new();
+    *USABLE.get_or_init(|| {
+        if std::env::var_os(NO_AMX_ENV).is_some() || !(has_feature("amx-tile") && has_feature("amx-int8")) {
+            return false;
+        }
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+            const XFEATURE_XTILEDATA: libc::c_long = 18;
+            // SAFETY: a plain syscall with integer arguments.
+            unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 }
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        false
+    })
 }
 
 /// The SIMD features of this CPU that matter to the kernels, as found at run time.

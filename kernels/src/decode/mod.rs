@@ -194,6 +194,8 @@ macro_rules! f32_row_kernels {
         }
     };
 }
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -335,16 +337,90 @@ pub fn rows_blocks_q8(path: KernelPath, format: BlockFormat, x: &Q8Rows, rows: &
     }
 }
 
+/// Input rows from which the AVX-512 path multiplies panels on AMX tiles where they are usable: below it
+/// the tile products' fixed cost (a tile load of the codes and a store of the sums per block, whatever
+/// the rows) outweighs the float work they save (measured by `kernels/examples/repacked_rows.rs`).
+pub const AMX_FROM_ROWS: usize = 4;
+
+/// The kernel a panels product runs on. All give the same bits (module `panels`), so which one a row
+/// count takes is a matter of speed alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PanelKernel {
+    /// The plain reference (`panels.rs`): the definition the others are held to.
+    Reference,
+    /// AVX2's `vpmaddubsw` on the codes' magnitudes (the AVX2 path, and AVX-512 without VNNI).
+    Maddubs,
+    /// AVX-512 VNNI's `vpdpbusd`, eight per block and input row.
+    Vnni,
+    /// AMX's `tdpbusd`, one per block for up to 16 input rows (`amx.rs`).
+    Amx,
+}
+
+impl PanelKernel {
+    /// The kernel `path` runs `m` input rows on: AMX tiles from [`AMX_FROM_ROWS`] rows where usable
+    /// ([`crate::path::amx_usable`]), else VNNI where present, else `maddubs`; the reference off x86-64.
+    pub fn for_rows(path: KernelPath, m: usize) -> PanelKernel {
+        match path {
+            KernelPath::Avx512 if m >= AMX_FROM_ROWS && crate::path::amx_usable() => PanelKernel::Amx,
+            KernelPath::Avx512 if crate::path::has_feature("avx512vnni") => PanelKernel::Vnni,
+            KernelPath::Avx512 | KernelPath::Avx2 => PanelKernel::Maddubs,
+            KernelPath::Generic | KernelPath::Neon => PanelKernel::Reference,
+        }
+    }
+
+    /// Every kernel this machine can run (what the tests compare).
+    pub fn supported() -> Vec<PanelKernel> {
+        let mut kernels = vec![PanelKernel::Reference];
+        for path in KernelPath::supported() {
+            for m in [1, MAX_ROWS] {
+                let kernel = PanelKernel::for_rows(path, m);
+                if !kernels.contains(&kernel) {
+                    kernels.push(kernel);
+                }
+            }
+        }
+        kernels
+    }
+
+    /// The name logs and tests print.
+    pub fn name(self) -> &'static str {
+        match self {
+            PanelKernel::Reference => "reference",
+            PanelKernel::Maddubs => "avx2-maddubs",
+            PanelKernel::Vnni => "avx512-vnni",
+            PanelKernel::Amx => "amx",
+        }
+    }
+
+    /// True when this CPU runs the kernel.
+    fn runs_here(self) -> bool {
+        match self {
+            PanelKernel::Reference => true,
+            PanelKernel::Maddubs => KernelPath::Avx2.is_supported(),
+            PanelKernel::Vnni => KernelPath::Avx512.is_supported() && crate::path::has_feature("avx512vnni"),
+            PanelKernel::Amx => KernelPath::Avx512.is_supported() && crate::path::amx_usable(),
+        }
+    }
+}
+
 /// As [`rows_blocks_q8`], for weights repacked as [`Panels`]: the products of the panels from `first`
 /// (`out_rows.len() / (PANEL_ROWS · x.m)` of them), `out_rows[j][b]` for their weight rows `j` and input
 /// rows `b`, in the arithmetic the panels' module documents: every block summed exactly in integers for 16
-/// weight rows at once, then one rounding per block and output, so every path gives the same bits and a
-/// row's product does not depend on the rows beside it (AVX-512 with VNNI: `vpdpbusd`; AVX2 and AVX-512
-/// without it: `maddubs`; else the plain reference).
+/// weight rows at once, then one rounding per block and output, so every kernel gives the same bits and a
+/// row's product does not depend on the rows beside it. The kernel is [`PanelKernel::for_rows`]'s.
 ///
 /// # Panics
 /// When the sizes disagree, `x.m` is 0 or exceeds [`MAX_ROWS`], or `path` cannot run on this CPU.
 pub fn panels_q8(path: KernelPath, panels: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+    assert!(path.is_supported(), "decode: the {path} path on a CPU without it");
+    panels_q8_on(PanelKernel::for_rows(path, x.m), panels, first, x, out_rows)
+}
+
+/// [`panels_q8`] on a named kernel (tests and benchmarks compare them).
+///
+/// # Panics
+/// As [`panels_q8`], and when this CPU cannot run `kernel`.
+pub fn panels_q8_on(kernel: PanelKernel, panels: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
     let (m, k) = (x.m, x.k);
     assert!(
         (1..=MAX_ROWS).contains(&m) && k == panels.cols() && x.q.len() == m * k && x.scale.len() == m * k / BLOCK && x.scaled_sum_by_run.len() == x.scale.len(),
@@ -357,20 +433,21 @@ pub fn panels_q8(path: KernelPath, panels: &Panels, first: usize, x: &Q8Rows, ou
         out_rows.len(),
         panels.rows()
     );
-    match path {
+    assert!(kernel.runs_here(), "decode panels_q8: the {} kernel on a CPU that cannot run it", kernel.name());
+    match kernel {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: the CPU has the AVX-512 path's features and AMX is usable (checked); `q_plus_128` is `x.q`
+        // plus 128.
+        PanelKernel::Amx => unsafe { amx::panels_q8(panels, first, x, x.q_plus_128(), out_rows) },
         #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx512 if crate::path::has_feature("avx512vnni") => {
-            assert_supported(path);
-            // SAFETY: the CPU has the path's features (checked) and VNNI; `q_plus_128` is `x.q` plus 128.
-            unsafe { avx512::panels_q8(panels, first, x, x.q_plus_128(), out_rows) }
-        }
+        // SAFETY: the CPU has the path's features and VNNI (checked); `q_plus_128` is `x.q` plus 128.
+        PanelKernel::Vnni => unsafe { avx512::panels_q8(panels, first, x, x.q_plus_128(), out_rows) },
         #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx512 | KernelPath::Avx2 => {
-            assert_supported(path);
-            // SAFETY: the CPU has the features (checked; the AVX-512 path needs AVX2, FMA and F16C too).
-            unsafe { avx2::panels_q8(panels, first, x, out_rows) }
-        }
-        _ => panels::panels_q8(panels, first, x, out_rows),
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked).
+        PanelKernel::Maddubs => unsafe { avx2::panels_q8(panels, first, x, out_rows) },
+        PanelKernel::Reference => panels::panels_q8(panels, first, x, out_rows),
+        #[allow(unreachable_patterns)]
+        other => panic!("decode panels_q8: the {} kernel is not built for {}", other.name(), std::env::consts::ARCH),
     }
 }
 
@@ -508,13 +585,14 @@ mod tests {
     #[test]
     fn panels_give_the_references_bits_on_every_path_for_every_row_alike() {
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+        eprintln!("panel kernels on this machine: {:?}", PanelKernel::supported());
         for format in BlockFormat::ALL {
             for k in [format.block_weights(), 3 * format.block_weights()] {
                 let n = 3 * PANEL_ROWS;
                 let (packed, w) = block_rows(format, n, k, 29);
                 let panels = Panels::new(format, &packed, n, k);
                 assert_eq!((panels.format(), panels.rows(), panels.cols()), (format, n, k));
-                for m in [1, 2, 7, 16] {
+                for m in [1, 2, 4, 7, 13, 16] {
                     let xq = Q8Rows::quantize(&values(m * k, 40 + m as u64), m, k);
                     // The inputs as the products see them: each code times its block's scale.
                     let x: Vec<f32> = xq.q.iter().enumerate().map(|(i, &q)| q as f32 * xq.scale[i / BLOCK]).collect();
@@ -529,16 +607,22 @@ mod tests {
                         let mut got = vec![0f32; n * m];
                         panels_q8(path, &panels, 0, &xq, &mut got);
                         assert_eq!(bits(&got), bits(&reference), "{format:?} on {path}, {m} rows of {k}");
+                    }
+                    for kernel in PanelKernel::supported() {
+                        let name = kernel.name();
+                        let mut got = vec![0f32; n * m];
+                        panels_q8_on(kernel, &panels, 0, &xq, &mut got);
+                        assert_eq!(bits(&got), bits(&reference), "{format:?} on {name}, {m} rows of {k}");
                         // The last two panels alone.
                         let mut tail = vec![0f32; 2 * PANEL_ROWS * m];
-                        panels_q8(path, &panels, 1, &xq, &mut tail);
-                        assert_eq!(bits(&tail), bits(&reference[PANEL_ROWS * m..]), "{format:?} on {path} from panel 1");
+                        panels_q8_on(kernel, &panels, 1, &xq, &mut tail);
+                        assert_eq!(bits(&tail), bits(&reference[PANEL_ROWS * m..]), "{format:?} on {name} from panel 1");
                         // The last input row alone.
                         let alone = Q8Rows::quantize(&x_row(&values(m * k, 40 + m as u64), m - 1, k), 1, k);
                         let mut one = vec![0f32; n];
-                        panels_q8(path, &panels, 0, &alone, &mut one);
+                        panels_q8_on(kernel, &panels, 0, &alone, &mut one);
                         let among: Vec<f32> = (0..n).map(|j| reference[j * m + m - 1]).collect();
-                        assert_eq!(bits(&one), bits(&among), "{format:?} on {path}: a row alone and among {m}");
+                        assert_eq!(bits(&one), bits(&among), "{format:?} on {name}: a row alone and among {m}");
                     }
                 }
             }

@@ -10,27 +10,6 @@
 
 use super::BLOCK_OUT as LANES;
 use std::arch::asm;
-use std::sync::OnceLock;
-
-/// True when the CPU has AMX-TILE and AMX-INT8 and Linux lets this process use the tile data
-/// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, asked once).
-pub(super) fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        if std::env::var_os("AGENTRT_NO_AMX").is_some() {
-            return false;
-        }
-        if std::arch::x86_64::__cpuid(0).eax < 7 {
-            return false;
-        }
-        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-        let (tile, int8) = (edx & (1 << 24) != 0, edx & (1 << 25) != 0);
-        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-        const XFEATURE_XTILEDATA: libc::c_long = 18;
-        // SAFETY: a plain syscall with integer arguments.
-        tile && int8 && unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) } == 0
-    })
-}
 
 /// The 64-byte tile configuration `ldtilecfg` reads.
 #[repr(C, align(64))]
@@ -69,7 +48,7 @@ macro_rules! store_sums {
 /// Same contract as the reference (`generic::signed_sums`), for `in_dim` a multiple of 64.
 ///
 /// # Safety
-/// AMX must be [`available`]; `sums` as the reference requires.
+/// AMX must be usable ([`crate::path::amx_usable`]); `sums` as the reference requires.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn signed_sums(
     x: &[u8],

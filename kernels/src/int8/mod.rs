@@ -56,13 +56,13 @@ pub enum Int8Kernel {
 
 impl Int8Kernel {
     /// The kernel a path runs: within AVX-512, AMX where the CPU and Linux allow it (not with
-    /// `AGENTRT_NO_AMX` set), else VNNI where present, else the AVX2 kernel.
+    /// [`crate::path::NO_AMX_ENV`] set), else VNNI where present, else the AVX2 kernel.
     pub fn for_path(path: KernelPath) -> Int8Kernel {
         match path {
             KernelPath::Generic => Int8Kernel::Generic,
             KernelPath::Avx2 => Int8Kernel::Avx2,
             KernelPath::Neon => Int8Kernel::Neon,
-            KernelPath::Avx512 if amx_available() => Int8Kernel::Amx,
+            KernelPath::Avx512 if crate::path::amx_usable() => Int8Kernel::Amx,
             KernelPath::Avx512 if has_feature("avx512vnni") => Int8Kernel::Avx512Vnni,
             KernelPath::Avx512 => Int8Kernel::Avx2,
         }
@@ -94,14 +94,6 @@ impl Int8Kernel {
             Int8Kernel::Neon => "neon-smull",
         }
     }
-}
-
-/// True when the CPU has AMX-TILE and AMX-INT8 and Linux lets this process use the tile data.
-pub fn amx_available() -> bool {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    return amx::available();
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    false
 }
 
 /// A weight matrix `out_dim × in_dim` of int8 values in the kernels' layout, with what the unsigned
