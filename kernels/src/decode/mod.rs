@@ -352,7 +352,7 @@ pub enum PanelKernel {
     Maddubs,
     /// AVX-512 VNNI's `vpdpbusd`, eight per block and input row.
     Vnni,
-    /// AMX's `tdpbusd`, one per block for up to 16 input rows (`amx.rs`).
+    /// AMX's `tdpbssd`, one per block for up to 16 input rows (`amx.rs`).
     Amx,
 }
 
@@ -436,9 +436,8 @@ pub fn panels_q8_on(kernel: PanelKernel, panels: &Panels, first: usize, x: &Q8Ro
     assert!(kernel.runs_here(), "decode panels_q8: the {} kernel on a CPU that cannot run it", kernel.name());
     match kernel {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        // SAFETY: the CPU has the AVX-512 path's features and AMX is usable (checked); `q_plus_128` is `x.q`
-        // plus 128.
-        PanelKernel::Amx => unsafe { amx::panels_q8(panels, first, x, x.q_plus_128(), out_rows) },
+        // SAFETY: the CPU has the AVX-512 path's features and AMX is usable (checked).
+        PanelKernel::Amx => unsafe { amx::panels_q8(panels, first, x, out_rows) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has the path's features and VNNI (checked); `q_plus_128` is `x.q` plus 128.
         PanelKernel::Vnni => unsafe { avx512::panels_q8(panels, first, x, x.q_plus_128(), out_rows) },

@@ -37,7 +37,9 @@ pub(super) fn by_weight_rows<T: Sync>(weights: &[T], per_row: usize, (m, n): (us
 /// [`by_weight_rows`] for several matrices multiplied into the same `m` input rows (a layer's queries,
 /// keys and values), all their tasks in one parallel section: `task(i, first_row, weight_rows, out_rows)`
 /// for matrix `i`, whose `(m × rows)` product lands in `outs[i]`. One section instead of three saves two of
-/// the threads' meetings a layer, and the small matrices' tasks fill the gaps of the large ones.
+/// the threads' meetings a layer, and the small matrices' tasks fill the gaps of the large ones. A task
+/// lands its own transposed product in its columns of the output while it is in cache (one input row:
+/// the two layouts are one, and the task writes the output itself).
 pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs: &mut [&mut [f32]], task: impl Fn(usize, usize, &[T], &mut [f32]) + Sync) {
     assert_eq!(mats.len(), outs.len(), "{} matrices and {} outputs", mats.len(), outs.len());
     let ns: Vec<usize> = mats
@@ -51,23 +53,29 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
         })
         .collect();
     let rows = task_rows(ns.iter().sum());
-    let mut transposed: Vec<Vec<f32>> = if m == 1 { Vec::new() } else { ns.iter().map(|&n| vec![0f32; n * m]).collect() };
-    {
-        let targets: Vec<&mut [f32]> =
-            if m == 1 { outs.iter_mut().map(|o| &mut **o).collect() } else { transposed.iter_mut().map(Vec::as_mut_slice).collect() };
-        let mut tasks = Vec::new();
-        for (i, (&(w, per_row), target)) in mats.iter().zip(targets).enumerate() {
-            tasks.extend(w.chunks(rows * per_row).zip(target.chunks_mut(rows * m)).enumerate().map(|(t, (wc, oc))| (i, t * rows, wc, oc)));
-        }
-        tasks.into_par_iter().for_each(|(i, first, wc, oc)| task(i, first, wc, oc));
+    let targets: Vec<super::Shared> = outs.iter_mut().map(|o| super::Shared(o.as_mut_ptr())).collect();
+    let mut tasks = Vec::new();
+    for (i, &(w, per_row)) in mats.iter().enumerate() {
+        tasks.extend(w.chunks(rows * per_row).enumerate().map(|(t, wc)| (i, t * rows, wc)));
     }
-    for ((out, t), &n) in outs.iter_mut().zip(&transposed).zip(&ns) {
-        for (j, r) in t.chunks(m).enumerate() {
-            for (b, &v) in r.iter().enumerate() {
-                out[b * n + j] = v;
+    tasks.into_par_iter().for_each(|(i, first, wc)| {
+        let (task_rows, n, dst) = (wc.len() / mats[i].1, ns[i], targets[i]);
+        if m == 1 {
+            // SAFETY: this task alone writes outputs `first .. first + task_rows` of matrix `i`'s output
+            // of `n` values, inside the buffer.
+            return task(i, first, wc, unsafe { std::slice::from_raw_parts_mut(dst.at(first), task_rows) });
+        }
+        let mut transposed = vec![0f32; task_rows * m];
+        task(i, first, wc, &mut transposed);
+        for b in 0..m {
+            // SAFETY: this task alone writes columns `first .. first + task_rows` of matrix `i`'s (m × n)
+            // output, here of row `b < m`, inside the buffer.
+            let row = unsafe { std::slice::from_raw_parts_mut(dst.at(b * n + first), task_rows) };
+            for (o, v) in row.iter_mut().zip(transposed.chunks_exact(m)) {
+                *o = v[b];
             }
         }
-    }
+    });
 }
 
 /// [`by_weight_rows`] for any number of input rows `m`: inside each task of weight rows the inputs go
@@ -75,7 +83,9 @@ pub(super) fn by_weight_rows_of<T: Sync>(mats: &[(&[T], usize)], m: usize, outs:
 /// `(task rows × rows)` transposed product of run `start..start + rows`), so a task's weights are read from
 /// memory once and serve every run from the cache (a run after run over the whole matrix read
 /// Qwen2.5-Coder-0.5B's 400 MB of blocks 32 times for a 512-token prompt), in one parallel section, and
-/// every input row meets the very kernel a decoding step's row does.
+/// every input row meets the very kernel a decoding step's row does. Each task lands its runs in `out`'s
+/// columns itself, from the run's product still in cache: landing the whole transposed product after the
+/// parallel section, on one thread, was a fifth of a 512-token prompt's time once AMX tiles ran the products.
 pub(super) fn by_weight_rows_in_runs<T: Sync>(
     weights: &[T],
     per_row: usize,
@@ -86,16 +96,24 @@ pub(super) fn by_weight_rows_in_runs<T: Sync>(
     if m <= MAX_ROWS {
         return by_weight_rows(weights, per_row, (m, n), out, |first, wc, oc| run((0, m), first, wc, oc));
     }
+    assert!(per_row > 0 && weights.len() == n * per_row, "weights of {} items are not {n} rows of {per_row}", weights.len());
+    assert_eq!(out.len(), m * n, "output is not {m}x{n}");
     let runs: Vec<(usize, usize)> = (0..m).step_by(MAX_ROWS).map(|s| (s, MAX_ROWS.min(m - s))).collect();
-    by_weight_rows(weights, per_row, (m, n), out, |first, wc, oc| {
-        // The task's output is one row of `m` per weight row; a run writes its `r` columns of them.
-        let task_rows = wc.len() / per_row;
+    let rows = task_rows(n);
+    let dst = super::Shared(out.as_mut_ptr());
+    weights.par_chunks(rows * per_row).enumerate().for_each(|(t, wc)| {
+        let (first, task_rows) = (t * rows, wc.len() / per_row);
         let mut scratch = vec![0f32; task_rows * MAX_ROWS];
         for &(s, r) in &runs {
             let scratch = &mut scratch[..task_rows * r];
             run((s, r), first, wc, scratch);
-            for (o, v) in oc.chunks_exact_mut(m).zip(scratch.chunks_exact(r)) {
-                o[s..s + r].copy_from_slice(v);
+            for b in 0..r {
+                // SAFETY: task `t` alone writes columns `first .. first + task_rows` of the (m × n) output,
+                // here of row `s + b < m`, inside the buffer.
+                let row = unsafe { std::slice::from_raw_parts_mut(dst.at((s + b) * n + first), task_rows) };
+                for (o, v) in row.iter_mut().zip(scratch.chunks_exact(r)) {
+                    *o = v[b];
+                }
             }
         }
     });

@@ -175,7 +175,7 @@ impl PackedRows {
         let (path, format) = (agentrt_kernels::selected(), self.format);
         let quantized: Vec<Q8Rows> = match activations {
             DecodeActivations::F32 => Vec::new(),
-            DecodeActivations::Int8 => x.chunks(MAX_ROWS * k).map(|run| Q8Rows::quantize(run, run.len() / k, k)).collect(),
+            DecodeActivations::Int8 => x.par_chunks(MAX_ROWS * k).map(|run| Q8Rows::quantize(run, run.len() / k, k)).collect(),
         };
         let panels = match activations {
             DecodeActivations::F32 => None,
