@@ -13,6 +13,7 @@
 #      so a rebuild does not change a running campaign)   RL_STEPS=200  RL_LR=5e-5  RL_EVAL_STEPS=6
 #      POOL=400 HELDBACK=150 (bench/rl_pool.py)  SYNTH= the find synthesis the SFT start learnt from
 #      (its kept question ids are the printed ones; without it, the splits of question_ids.json)  EXTRA= more `--set key=value` words
+#      RESUME_EXTRA= `--set` words a resume may take (how often it logs, evaluates and saves)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
@@ -39,7 +40,8 @@ if [ ! -f "$WORK/questions.jsonl" ]; then
 fi
 HELDBACK_N=$(grep -c '"split": "heldback"' "$WORK/questions.jsonl")
 if [ -e "$WORK/rl/config.toml" ]; then
-  exec "$WORK/agentrt" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress
+  # shellcheck disable=SC2086
+  exec "$WORK/agentrt" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress ${RESUME_EXTRA:-}
 fi
 # shellcheck disable=SC2086
 exec "$WORK/agentrt" train --config bench/learning_rl.toml --init-adapter "$START" --lr "$RL_LR" --max-steps "$RL_STEPS" \
