@@ -253,6 +253,9 @@ pub struct RunSection {
     /// --num-samples N` with N up to this reports).
     #[serde(default = "default_eval_skip")]
     pub eval_skip: usize,
+    /// What the slice decodes with: f32 (as `agentrt eval`) or int8 (as the sampler, faster).
+    #[serde(default)]
+    pub eval_activations: agentrt_policy::DecodeActivations,
 }
 
 fn default_eval_questions() -> usize {
@@ -286,6 +289,7 @@ impl RunConfig for TrainConfig {
         "run.run_name",
         "routing.eval_routing_steps",
         "run.eval_steps",
+        "run.eval_activations",
     ];
     // Unset: every reply samples at `rollout.temperature`.
     const OPTIONAL_KEYS: &'static [&'static str] = &["rollout.temperature_after_tool"];
@@ -663,6 +667,20 @@ mod tests {
     }
 
     #[test]
+    fn the_held_out_slice_decodes_in_f32_unless_told_int8_and_other_words_are_refused() {
+        assert_eq!(TrainConfig::default().run.eval_activations, agentrt_policy::DecodeActivations::F32);
+        let int8 = TrainConfig::from_layers(None, &["run.eval_activations=int8".into()]).unwrap();
+        assert_eq!(int8.run.eval_activations, agentrt_policy::DecodeActivations::Int8);
+        let e = TrainConfig::from_layers(None, &["run.eval_activations=f16".into()]).unwrap_err().to_string();
+        assert!(e.contains("eval_activations") && e.contains("f16"), "{e}");
+        // A config saved before the key existed reads as f32, as it was played.
+        let older = TrainConfig::default().to_toml().replace("eval_activations = \"f32\"\n", "");
+        assert!(!older.contains("eval_activations"));
+        let read: TrainConfig = toml::from_str(&older).unwrap();
+        assert_eq!(read.run.eval_activations, agentrt_policy::DecodeActivations::F32);
+    }
+
+    #[test]
     fn a_resumed_run_keeps_its_saved_config_and_may_change_only_its_length_and_cadences() {
         let saved = TrainConfig::from_layers(None, &["algorithm.lr=3e-5".into(), "run.max_steps=10".into()]).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -672,6 +690,9 @@ mod tests {
         assert_eq!(same, saved, "a key not given keeps its saved value, not the default's");
         let longer = TrainConfig::resumed(&p, true, None, &["run.max_steps=30".into(), "run.save_steps=2".into(), "algorithm.lr=3e-5".into()]).unwrap();
         assert_eq!((longer.run.max_steps, longer.run.save_steps, longer.algorithm.lr), (30, 2, 3e-5));
+        // How the held-out slice is decoded is the evaluation's, not the training's: a resume may change it.
+        let int8 = TrainConfig::resumed(&p, true, None, &["run.eval_activations=int8".into()]).unwrap();
+        assert_eq!((saved.run.eval_activations, int8.run.eval_activations), (agentrt_policy::DecodeActivations::F32, agentrt_policy::DecodeActivations::Int8));
 
         let e = TrainConfig::resumed(&p, true, None, &["algorithm.lr=1e-3".into(), "rollout.num_rollouts=8".into()]).unwrap_err().to_string();
         assert!(

@@ -345,7 +345,8 @@ impl RunStep for TrainStep<'_> {
 
     async fn begin(&mut self, learner: &mut Learner, run: &RunDir) -> Result<(), TrainError> {
         if !self.dev_slice.is_empty() && self.fresh {
-            let dev = dev_eval(&mut learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?.line(0);
+            let activations = self.config.run.eval_activations;
+            let dev = dev_eval(&mut learner.policy, &self.runner, &self.dev_slice, &self.sampling, activations).await?.line(0);
             run.append(DEV_EVAL, &dev)?;
             tracing::info!("held-out slice before training: {}", serde_json::to_value(&dev).expect("held-out lines serialise"));
         }
@@ -447,7 +448,7 @@ impl RunStep for TrainStep<'_> {
             tracing::warn!("step {step}: {}", no_update(&line, config));
         }
         if !self.dev_slice.is_empty() && (step.is_multiple_of(config.run.eval_steps) || step == config.run.max_steps) {
-            let dev = dev_eval(&mut learner.policy, &self.runner, &self.dev_slice, &self.sampling).await?;
+            let dev = dev_eval(&mut learner.policy, &self.runner, &self.dev_slice, &self.sampling, config.run.eval_activations).await?;
             run.append(DEV_EVAL, &dev.line(step))?;
             line.dev_accuracy = Some(dev.metrics.accuracy.value);
             line.dev_answer_f1 = Some(dev.metrics.answer_f1.value);
@@ -716,16 +717,23 @@ impl DevEval {
     }
 }
 
-/// Greedy episodes on the held-out slice with the adapters as they are.
-async fn dev_eval(policy: &mut Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
-    let activations = std::mem::replace(&mut policy.decoder.decode_activations, agentrt_policy::DecodeActivations::F32);
-    let played = dev_eval_f32(policy, runner, questions, sampling).await;
-    policy.decoder.decode_activations = activations;
+/// Greedy episodes on the held-out slice with the adapters as they are, decoded with `activations`
+/// (`run.eval_activations`).
+async fn dev_eval(
+    policy: &mut Policy,
+    runner: &EpisodeRunner,
+    questions: &[Question],
+    sampling: &SamplingParams,
+    activations: agentrt_policy::DecodeActivations,
+) -> Result<DevEval, TrainError> {
+    let sampler = std::mem::replace(&mut policy.decoder.decode_activations, activations);
+    let played = dev_eval_as_set(policy, runner, questions, sampling).await;
+    policy.decoder.decode_activations = sampler;
     played
 }
 
-/// [`dev_eval`] once the policy decodes as `agentrt eval` does.
-async fn dev_eval_f32(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
+/// [`dev_eval`] once the policy decodes as the slice asks.
+async fn dev_eval_as_set(policy: &Policy, runner: &EpisodeRunner, questions: &[Question], sampling: &SamplingParams) -> Result<DevEval, TrainError> {
     let started = Instant::now();
     let local = LocalPolicy::new(policy, SamplingParams { temperature: 0.0, ..sampling.clone() }, 0);
     let batch = runner.run(&local, questions).await?;

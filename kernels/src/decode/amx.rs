@@ -123,7 +123,7 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
     // finish set `s` from memory, so neither waits for the other.
     let fill = |s: usize| {
         let o = operands(s);
-        if s % 2 == 0 {
+        if s.is_multiple_of(2) {
             sum_tile!("tmm0", "tmm4", "tmm6", o.x[0], k, o.w[0]);
             if o.tiles > 1 {
                 sum_tile!("tmm1", "tmm5", "tmm7", o.x[1], k, o.w[1]);
@@ -140,7 +140,7 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
     for s in 0..sets {
         let tiles = operands(s).tiles;
         let buffer = &mut sums[s % 2];
-        if s % 2 == 0 {
+        if s.is_multiple_of(2) {
             store_tile!("tmm0", buffer.0[0].as_mut_ptr());
             if tiles > 1 {
                 store_tile!("tmm1", buffer.0[1].as_mut_ptr());
