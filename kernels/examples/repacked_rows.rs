@@ -43,7 +43,7 @@ fn main() {
         // Small f16 scales at the start of each block (and Q6_K's at its end), other bytes varied.
         let blocks: Vec<u8> = (0..format.row_bytes(k) * n).map(|i| if i % bb < 4 || i % bb >= bb - 2 { 0x20 } else { (i * 13) as u8 }).collect();
         let panels = Panels::new(format, &blocks, n, k);
-        for m in [1usize, 2, 4, 8, 16] {
+        for m in [1usize, 2, 4, 8, 12, 16] {
             let x: Vec<f32> = (0..m * k).map(|i| ((i % 13) as f32 - 6.0) * 0.1).collect();
             let q8 = Q8Rows::quantize(&x, m, k);
             let gmacs = |t: f64| (m * n * k) as f64 / t / 1e9;

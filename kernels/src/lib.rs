@@ -32,7 +32,7 @@ pub use path::{selected, KernelPath};
 
 /// One line for logs and benchmarks: the CPU, its features, and the kernels that run, e.g.
 /// `cpu: AMD EPYC (x86_64); features: avx2 fma f16c ...; kernels: avx2 (int8 avx2-maddubs; panels
-/// avx2-maddubs)`, or on a Xeon with AMX `... (int8 amx; panels avx512-vnni, amx from 4 rows)`.
+/// avx2-maddubs)`, or on a Xeon with AMX `... (int8 amx; panels avx512-vnni, amx from 12 rows)`.
 pub fn describe() -> String {
     let path = path::selected();
     let forced = std::env::var(path::KERNELS_ENV).ok().filter(|v| !v.trim().is_empty() && v.trim() != "auto");

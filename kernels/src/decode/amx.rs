@@ -16,8 +16,12 @@
 //! this one. Rust has no stable AMX intrinsics: the instructions are `asm!`, the tile registers named in
 //! the templates, and nothing else in the program uses them.
 
+use super::avx512::panel_codes;
+use super::generic::BlockFormat;
 use super::generic::{Q8Rows, BLOCK};
-use super::panels::{PanelKind, Panels, BLOCK_CODES, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
+use super::panels::{
+    by_panel_format, CodeStore, Panels, BLOCK_CODES, BYTES, NIBBLES, NIBBLES_FIFTH_BIT, NIBBLES_LESS_8, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES,
+};
 use std::arch::asm;
 use std::arch::x86_64::*;
 
@@ -77,12 +81,12 @@ macro_rules! store_tile {
 /// sizes as `super::panels_q8` checks them.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
-    match p.kind() {
-        PanelKind::Plain => by_group_size!(up_to_16: x.m, panels_of::<_, PLAIN>(p, first, x, out_rows)),
-        PanelKind::Offsets => by_group_size!(up_to_16: x.m, panels_of::<_, OFFSETS>(p, first, x, out_rows)),
-        PanelKind::SubScales => by_group_size!(up_to_16: x.m, panels_of::<_, SUB_SCALES>(p, first, x, out_rows)),
-    }
+    by_panel_format!(p, x.m, panels_of(p, first, x, out_rows))
 }
+
+/// One set's codes widened to a byte each, a block a tile (the nibble formats: `tdpbssd` reads bytes).
+#[repr(C, align(64))]
+struct Codes([[u8; BLOCK_CODES]; SET_TILES]);
 
 /// Where the tiles of one set read: the activations and the codes of each of its tiles.
 struct SetOperands {
@@ -92,7 +96,7 @@ struct SetOperands {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+unsafe fn panels_of<const M: usize, const KIND: u8, const STORE: u8>(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
     let (sub_scales, offsets_too) = (KIND == SUB_SCALES, KIND == OFFSETS);
     let (blocks, k) = (p.blocks(), x.k);
     let panels = out_rows.len() / (PANEL_ROWS * M);
@@ -103,16 +107,28 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
     let sets_per_panel = blocks.div_ceil(set_blocks);
     let config = TileConfig::new(M, inputs);
     asm!("ldtilecfg [{0}]", in(reg) config.0.as_ptr(), options(nostack, readonly));
+    // Nibbles are widened to a byte a code in a buffer of the set's (the tile loads from memory); codes
+    // kept as bytes are loaded where they lie.
+    let widened = CodeStore::from_id(STORE) != CodeStore::Bytes;
+    let mut codes = [Codes([[0; BLOCK_CODES]; SET_TILES]), Codes([[0; BLOCK_CODES]; SET_TILES])];
     // Set `s` (over all the call's panels, in order): panel `s / sets_per_panel`, blocks from
     // `(s % sets_per_panel) · set_blocks`.
-    let operands = |s: usize| {
+    let mut operands = |s: usize| {
         let (g, b0) = (s / sets_per_panel, (s % sets_per_panel) * set_blocks);
         let n = (blocks - b0).min(set_blocks);
         let unit = (first + g) * blocks + b0;
         let mut o = SetOperands { x: [std::ptr::null(); SET_TILES], w: [std::ptr::null(); SET_TILES], tiles: n * per_block };
         for t in 0..o.tiles {
             o.x[t] = x.q.as_ptr().add((b0 + t / per_block) * BLOCK + (t % per_block) * inputs);
-            o.w[t] = p.codes.as_ptr().add((unit + t / per_block) * BLOCK_CODES + (t % per_block) * inputs * PANEL_ROWS);
+            o.w[t] = if widened {
+                let buffer = &mut codes[s % 2].0[t];
+                for (g, c) in panel_codes::<STORE>(p, unit + t).iter().enumerate() {
+                    _mm512_storeu_si512(buffer.as_mut_ptr().add(g * 4 * PANEL_ROWS) as *mut __m512i, *c);
+                }
+                buffer.as_ptr() as *const i8
+            } else {
+                p.codes.as_ptr().add((unit + t / per_block) * BLOCK_CODES + (t % per_block) * inputs * PANEL_ROWS) as *const i8
+            };
         }
         o
     };
@@ -121,7 +137,8 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
     let sets = panels * sets_per_panel;
     // Two sets of sum tiles in turn (tmm0-1, tmm2-3): the tile unit computes set `s + 1` while the floats
     // finish set `s` from memory, so neither waits for the other.
-    let fill = |s: usize| {
+    let tiles_of = |s: usize| (blocks - (s % sets_per_panel) * set_blocks).min(set_blocks) * per_block;
+    let mut fill = |s: usize| {
         let o = operands(s);
         if s.is_multiple_of(2) {
             sum_tile!("tmm0", "tmm4", "tmm6", o.x[0], k, o.w[0]);
@@ -138,7 +155,7 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
     let mut acc = [_mm512_setzero_ps(); M];
     fill(0);
     for s in 0..sets {
-        let tiles = operands(s).tiles;
+        let tiles = tiles_of(s);
         let buffer = &mut sums[s % 2];
         if s.is_multiple_of(2) {
             store_tile!("tmm0", buffer.0[0].as_mut_ptr());

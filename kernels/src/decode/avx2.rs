@@ -7,7 +7,7 @@
 //! `1e-5 · Σ|x·w|` (the tests hold it there), far below what a sampled token's log-probability can show.
 
 use super::generic::{by_format, q4k_scale_min, BlockFormat, Q8Rows, BLOCK};
-use super::panels::{PanelKind, Panels, BLOCK_CODES, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
+use super::panels::{CodeStore, Panels, BYTES, NIBBLES, NIBBLES_FIFTH_BIT, NIBBLES_LESS_8, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
 use super::GROUP;
 use std::arch::x86_64::*;
 
@@ -290,15 +290,46 @@ pub(super) unsafe fn f16_le(p: *const u8) -> f32 {
 /// The CPU must have AVX2, FMA and F16C; sizes as `super::panels_q8` checks them.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
-    match p.kind() {
-        PanelKind::Plain => panels_of::<PLAIN>(p, first, x, out_rows),
-        PanelKind::Offsets => panels_of::<OFFSETS>(p, first, x, out_rows),
-        PanelKind::SubScales => panels_of::<SUB_SCALES>(p, first, x, out_rows),
+    match p.format() {
+        BlockFormat::Q8_0 => panels_of::<PLAIN, BYTES>(p, first, x, out_rows),
+        BlockFormat::Q4_0 => panels_of::<PLAIN, NIBBLES_LESS_8>(p, first, x, out_rows),
+        BlockFormat::Q5_0 => panels_of::<PLAIN, NIBBLES_FIFTH_BIT>(p, first, x, out_rows),
+        BlockFormat::Q4_1 | BlockFormat::Q4K => panels_of::<OFFSETS, NIBBLES>(p, first, x, out_rows),
+        BlockFormat::Q6K => panels_of::<SUB_SCALES, BYTES>(p, first, x, out_rows),
+    }
+}
+
+/// Group `g` (inputs `4g .. 4g + 4`) of half a panel block, the 8 weight rows from `lanes`, as signed
+/// codes: as the panels keep them, or widened from a nibble (less 8 for Q4_0; Q5_0's fifth bits spread
+/// from the group's mask to bytes by a shuffle and a compare, and 16 taken off where they are clear).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn half_panel_group<const STORE: u8>(p: &Panels, unit: usize, lanes: usize, g: usize) -> __m256i {
+    let store = CodeStore::from_id(STORE);
+    let cp = p.codes.as_ptr().add(unit * store.block_bytes() + lanes * 4);
+    if store == CodeStore::Bytes {
+        return _mm256_loadu_si256(cp.add(g * 4 * PANEL_ROWS) as *const __m256i);
+    }
+    let v = _mm256_loadu_si256(cp.add((g % 4) * 4 * PANEL_ROWS) as *const __m256i);
+    let v = if g >= 4 { _mm256_srli_epi16::<4>(v) } else { v };
+    let c = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+    match store {
+        CodeStore::NibblesLess8 => _mm256_sub_epi8(c, _mm256_set1_epi8(8)),
+        CodeStore::NibblesFifthBit => {
+            // Byte `i` of the half is bit `i` of its 32 mask bits: mask byte `i / 8`, bit `i % 8`.
+            let bits = (*p.minus_16.as_ptr().add(unit * 8 + g) >> (lanes * 4)) as u32;
+            let by_byte = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), by_byte);
+            let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+            let clear = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+            _mm256_sub_epi8(c, _mm256_and_si256(clear, _mm256_set1_epi8(16)))
+        }
+        CodeStore::Bytes | CodeStore::Nibbles => c,
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn panels_of<const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
+unsafe fn panels_of<const KIND: u8, const STORE: u8>(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
     let (sub_scales, offsets_too) = (KIND == SUB_SCALES, KIND == OFFSETS);
     let (m, blocks) = (x.m, p.blocks());
     let ones = _mm256_set1_epi16(1);
@@ -306,17 +337,20 @@ unsafe fn panels_of<const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, out_ro
     for (g, out) in out_rows.chunks_exact_mut(PANEL_ROWS * m).enumerate() {
         for half in 0..2 {
             let lanes = half * 8;
-            for r in 0..m {
-                let mut acc = _mm256_setzero_ps();
-                for b in 0..blocks {
-                    let unit = (first + g) * blocks + b;
-                    let cp = p.codes.as_ptr().add(unit * BLOCK_CODES + lanes * 4);
+            let mut acc = [_mm256_setzero_ps(); super::MAX_ROWS];
+            for b in 0..blocks {
+                let unit = (first + g) * blocks + b;
+                // The half block's codes widened once for every input row, with their magnitudes.
+                let codes: [__m256i; 8] = std::array::from_fn(|j| half_panel_group::<STORE>(p, unit, lanes, j));
+                let magnitudes: [__m256i; 8] = std::array::from_fn(|j| _mm256_abs_epi8(codes[j]));
+                let weight_scales = _mm256_loadu_ps(p.scales.as_ptr().add(unit * PANEL_ROWS + lanes));
+                let offsets = if offsets_too { _mm256_loadu_ps(p.offsets.as_ptr().add(unit * PANEL_ROWS + lanes)) } else { _mm256_setzero_ps() };
+                for (r, acc) in acc[..m].iter_mut().enumerate() {
                     let xp = x.q.as_ptr().add((r * blocks + b) * BLOCK) as *const i32;
                     // Group `j` (inputs 4j .. 4j + 4) of the 8 rows, summed to one i32 a row.
                     let group = |j: usize| {
-                        let codes = _mm256_loadu_si256(cp.add(j * 4 * PANEL_ROWS) as *const __m256i);
                         let four = _mm256_set1_epi32(xp.add(j).read_unaligned());
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(codes), _mm256_sign_epi8(four, codes)), ones)
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(magnitudes[j], _mm256_sign_epi8(four, codes[j])), ones)
                     };
                     let sum = if sub_scales {
                         let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
@@ -333,18 +367,16 @@ unsafe fn panels_of<const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, out_ro
                         }
                         sum
                     };
-                    let scale = _mm256_mul_ps(
-                        _mm256_loadu_ps(p.scales.as_ptr().add(unit * PANEL_ROWS + lanes)),
-                        _mm256_set1_ps(*x.scale.get_unchecked(r * blocks + b)),
-                    );
-                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc);
+                    let scale = _mm256_mul_ps(weight_scales, _mm256_set1_ps(*x.scale.get_unchecked(r * blocks + b)));
+                    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, *acc);
                     if offsets_too {
-                        let offsets = _mm256_loadu_ps(p.offsets.as_ptr().add(unit * PANEL_ROWS + lanes));
-                        acc = _mm256_fmadd_ps(offsets, _mm256_set1_ps(*x.scaled_sum_by_run.get_unchecked(b * m + r)), acc);
+                        *acc = _mm256_fmadd_ps(offsets, _mm256_set1_ps(*x.scaled_sum_by_run.get_unchecked(b * m + r)), *acc);
                     }
                 }
+            }
+            for (r, acc) in acc[..m].iter().enumerate() {
                 let mut v = [0f32; 8];
-                _mm256_storeu_ps(v.as_mut_ptr(), acc);
+                _mm256_storeu_ps(v.as_mut_ptr(), *acc);
                 for (j, v) in v.into_iter().enumerate() {
                     out[(lanes + j) * m + r] = v;
                 }

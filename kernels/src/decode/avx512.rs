@@ -14,7 +14,7 @@
 
 use super::avx2;
 use super::generic::{by_format, BlockFormat, Q8Rows, BLOCK};
-use super::panels::{PanelKind, Panels, BLOCK_CODES, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
+use super::panels::{by_panel_format, CodeStore, Panels, BYTES, NIBBLES, NIBBLES_FIFTH_BIT, NIBBLES_LESS_8, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
 use super::GROUP;
 use std::arch::x86_64::*;
 
@@ -158,26 +158,58 @@ unsafe fn q8_group<const G: usize, const F: u8>(x: &Q8Rows, row: &[u8], o: &mut 
     }
 }
 
+/// Panel block `unit`'s eight code registers, signed (register `g`: the 16 weight rows' codes of inputs
+/// `4g .. 4g + 4`), as the panels keep them (`STORE`) or widened from their nibbles: the low and high
+/// nibbles of four registers, less 8 (Q4_0), or with Q5_0's fifth bits (16 taken off where a mask bit says
+/// the bit is clear). Shared by the VNNI kernel and the AMX one, whose right-hand tiles they are.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+pub(super) unsafe fn panel_codes<const STORE: u8>(p: &Panels, unit: usize) -> [__m512i; 8] {
+    let store = CodeStore::from_id(STORE);
+    let cp = p.codes.as_ptr().add(unit * store.block_bytes());
+    if store == CodeStore::Bytes {
+        return std::array::from_fn(|g| _mm512_loadu_si512(cp.add(g * 4 * PANEL_ROWS) as *const __m512i));
+    }
+    let low = _mm512_set1_epi8(0x0F);
+    let mut codes = [_mm512_setzero_si512(); 8];
+    for j in 0..4 {
+        let v = _mm512_loadu_si512(cp.add(j * 4 * PANEL_ROWS) as *const __m512i);
+        codes[j] = _mm512_and_si512(v, low);
+        codes[j + 4] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), low);
+    }
+    match store {
+        CodeStore::NibblesLess8 => {
+            for c in &mut codes {
+                *c = _mm512_sub_epi8(*c, _mm512_set1_epi8(8));
+            }
+        }
+        CodeStore::NibblesFifthBit => {
+            let masks = p.minus_16.as_ptr().add(unit * 8);
+            for (g, c) in codes.iter_mut().enumerate() {
+                *c = _mm512_mask_sub_epi8(*c, *masks.add(g), *c, _mm512_set1_epi8(16));
+            }
+        }
+        CodeStore::Bytes | CodeStore::Nibbles => {}
+    }
+    codes
+}
+
 /// The product of weight panels (`super::panels`, whose documentation gives the arithmetic), with VNNI:
 /// per block, eight `vpdpbusd`s of an input row's four bytes (plus 128, broadcast) against the panel's
-/// eight code registers sum the block exactly for all 16 weight rows (less the codes' `128 · Σ`), then one
-/// conversion, scale product and fused add for the 16, the input rows' accumulators in registers across
-/// the blocks.
+/// eight code registers (widened once for all the input rows, [`panel_codes`]) sum the block exactly for
+/// all 16 weight rows (less the codes' `128 · Σ`), then one conversion, scale product and fused add for
+/// the 16, the input rows' accumulators in registers across the blocks.
 ///
 /// # Safety
 /// The CPU must have this path's features and AVX-512 VNNI; sizes as `super::panels_q8` checks them, and
 /// `x_plus_128` is `x.q` plus 128.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, x_plus_128: &[u8], out_rows: &mut [f32]) {
-    match p.kind() {
-        PanelKind::Plain => by_group_size!(up_to_16: x.m, panels_of::<_, PLAIN>(p, first, x, x_plus_128, out_rows)),
-        PanelKind::Offsets => by_group_size!(up_to_16: x.m, panels_of::<_, OFFSETS>(p, first, x, x_plus_128, out_rows)),
-        PanelKind::SubScales => by_group_size!(up_to_16: x.m, panels_of::<_, SUB_SCALES>(p, first, x, x_plus_128, out_rows)),
-    }
+    by_panel_format!(p, x.m, panels_of(p, first, x, x_plus_128, out_rows))
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x: &Q8Rows, x_plus_128: &[u8], out_rows: &mut [f32]) {
+unsafe fn panels_of<const M: usize, const KIND: u8, const STORE: u8>(p: &Panels, first: usize, x: &Q8Rows, x_plus_128: &[u8], out_rows: &mut [f32]) {
     let (sub_scales, offsets_too) = (KIND == SUB_SCALES, KIND == OFFSETS);
     let blocks = p.blocks();
     let zero = _mm512_setzero_si512();
@@ -186,15 +218,12 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
         let mut acc = [_mm512_setzero_ps(); M];
         for b in 0..blocks {
             let unit = (first + g) * blocks + b;
-            let cp = p.codes.as_ptr().add(unit * BLOCK_CODES);
-            let codes: [__m512i; 8] = std::array::from_fn(|j| _mm512_loadu_si512(cp.add(j * 64) as *const __m512i));
-            let bias = p.biases.as_ptr().add(unit * 2 * PANEL_ROWS);
-            let (bias_lo, bias_hi) = (load_i32(bias), load_i32(bias.add(PANEL_ROWS)));
-            let (sc_lo, sc_hi) = if sub_scales {
-                let sc = p.sub_scales.as_ptr().add(unit * 2 * PANEL_ROWS);
-                (load_i32(sc), load_i32(sc.add(PANEL_ROWS)))
+            let codes = panel_codes::<STORE>(p, unit);
+            let (bias_lo, bias_hi, sc_lo, sc_hi) = if sub_scales {
+                let (bias, sc) = (p.biases.as_ptr().add(unit * 2 * PANEL_ROWS), p.sub_scales.as_ptr().add(unit * 2 * PANEL_ROWS));
+                (load_i32(bias), load_i32(bias.add(PANEL_ROWS)), load_i32(sc), load_i32(sc.add(PANEL_ROWS)))
             } else {
-                (zero, zero)
+                (load_i32(p.biases.as_ptr().add(unit * PANEL_ROWS)), zero, zero, zero)
             };
             let scales = _mm512_loadu_ps(p.scales.as_ptr().add(unit * PANEL_ROWS));
             let offsets = if offsets_too { _mm512_loadu_ps(p.offsets.as_ptr().add(unit * PANEL_ROWS)) } else { _mm512_setzero_ps() };
@@ -209,7 +238,7 @@ unsafe fn panels_of<const M: usize, const KIND: u8>(p: &Panels, first: usize, x:
                     }
                     _mm512_add_epi32(_mm512_mullo_epi32(lo, sc_lo), _mm512_mullo_epi32(hi, sc_hi))
                 } else {
-                    let mut sum = _mm512_sub_epi32(zero, _mm512_add_epi32(bias_lo, bias_hi));
+                    let mut sum = _mm512_sub_epi32(zero, bias_lo);
                     for (j, c) in codes.iter().enumerate() {
                         sum = _mm512_dpbusd_epi32(sum, four(j), *c);
                     }

@@ -17,6 +17,13 @@
 //! width shows in the result, so the AVX2 kernel (`maddubs` on the codes' magnitudes) and the AVX-512
 //! one (`vpdpbusd` on the inputs plus 128) give the reference's bits, and a row alone the bits it gets
 //! among others.
+//!
+//! The codes of the 4- and 5-bit formats (Q4_0, Q4_1, Q4_K, Q5_0) are kept as nibbles, two groups of four
+//! inputs in one register's bytes (inputs `4j + t` low, `16 + 4j + t` high, the pairing of the GGUF blocks
+//! themselves), and Q5_0's fifth bits as one 64-bit mask a group, so that a panel reads no more bytes
+//! than a few above its blocks (Q5_0: 0.875 bytes a weight against the blocks' 0.69; a byte a code was
+//! 1.375, and a decoding step of one sequence is bound by reading them). The kernels widen them in
+//! registers; Q8_0 and Q6_K keep a byte a code.
 
 use super::generic::{unpack_sub_i8, BlockFormat, Q8Rows, BLOCK};
 use crate::half::f16_le_to_f32;
@@ -24,8 +31,67 @@ use crate::half::f16_le_to_f32;
 /// Weight rows a panel holds: the lanes of a 512-bit register of `i32` sums.
 pub const PANEL_ROWS: usize = 16;
 
-/// Bytes of one panel block's codes: 32 inputs of 16 rows.
+/// Bytes of one panel block's codes at a byte a code: 32 inputs of 16 rows, eight groups of four inputs.
 pub(super) const BLOCK_CODES: usize = PANEL_ROWS * BLOCK;
+
+/// Bytes of one panel block's codes as nibbles: four registers, each two groups.
+pub(super) const BLOCK_NIBBLES: usize = BLOCK_CODES / 2;
+
+/// How a panel block's codes are kept, and how a kernel makes the signed code of each: the kernels are
+/// built once for each (their const parameter: [`BYTES`] and the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CodeStore {
+    /// A signed byte a code (Q8_0, Q6_K).
+    Bytes,
+    /// Nibbles, the code itself (Q4_1, Q4_K: unsigned codes beside an offset).
+    Nibbles,
+    /// Nibbles less 8 (Q4_0).
+    NibblesLess8,
+    /// Nibbles with a fifth bit, less 16 (Q5_0): where the bit is clear the code is the nibble less 16,
+    /// so the masks mark those.
+    NibblesFifthBit,
+}
+
+impl CodeStore {
+    /// The store of a format's codes.
+    pub(super) fn of(format: BlockFormat) -> CodeStore {
+        match format {
+            BlockFormat::Q8_0 | BlockFormat::Q6K => CodeStore::Bytes,
+            BlockFormat::Q4_1 | BlockFormat::Q4K => CodeStore::Nibbles,
+            BlockFormat::Q4_0 => CodeStore::NibblesLess8,
+            BlockFormat::Q5_0 => CodeStore::NibblesFifthBit,
+        }
+    }
+
+    /// The store an id names (the kernels' const parameter).
+    #[cfg(target_arch = "x86_64")]
+    pub(super) const fn from_id(id: u8) -> CodeStore {
+        match id {
+            0 => CodeStore::Bytes,
+            1 => CodeStore::Nibbles,
+            2 => CodeStore::NibblesLess8,
+            _ => CodeStore::NibblesFifthBit,
+        }
+    }
+
+    /// What is added to a nibble (and its fifth bit times 16) to make the signed code.
+    fn base(self) -> i32 {
+        match self {
+            CodeStore::Bytes | CodeStore::Nibbles => 0,
+            CodeStore::NibblesLess8 => -8,
+            CodeStore::NibblesFifthBit => -16,
+        }
+    }
+
+    /// Bytes of one panel block's codes.
+    pub(super) fn block_bytes(self) -> usize {
+        if self == CodeStore::Bytes {
+            BLOCK_CODES
+        } else {
+            BLOCK_NIBBLES
+        }
+    }
+}
 
 /// What a panel block holds beside its codes and scales: the kernels are built once for each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +114,36 @@ pub(super) const OFFSETS: u8 = 1;
 #[cfg(target_arch = "x86_64")]
 pub(super) const SUB_SCALES: u8 = 2;
 
+/// [`CodeStore`] as the intrinsics kernels' const parameter.
+#[cfg(target_arch = "x86_64")]
+pub(super) const BYTES: u8 = CodeStore::Bytes as u8;
+/// See [`BYTES`].
+#[cfg(target_arch = "x86_64")]
+pub(super) const NIBBLES: u8 = CodeStore::Nibbles as u8;
+/// See [`BYTES`].
+#[cfg(target_arch = "x86_64")]
+pub(super) const NIBBLES_LESS_8: u8 = CodeStore::NibblesLess8 as u8;
+/// See [`BYTES`].
+#[cfg(target_arch = "x86_64")]
+pub(super) const NIBBLES_FIFTH_BIT: u8 = CodeStore::NibblesFifthBit as u8;
+
+/// `by_panel_format!(p, m, f(args))` calls `f::<M, KIND, STORE>(args)` for the panels' kind and code store
+/// and `m` input rows from 1 to 16 (`by_group_size!`'s `up_to_16`): one instance a format and row count.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_panel_format {
+    ($p:expr, $m:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        match $p.format() {
+            BlockFormat::Q8_0 => by_group_size!(up_to_16: $m, $f::<_, PLAIN, BYTES>($($arg),*)),
+            BlockFormat::Q4_0 => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_LESS_8>($($arg),*)),
+            BlockFormat::Q5_0 => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_FIFTH_BIT>($($arg),*)),
+            BlockFormat::Q4_1 | BlockFormat::Q4K => by_group_size!(up_to_16: $m, $f::<_, OFFSETS, NIBBLES>($($arg),*)),
+            BlockFormat::Q6K => by_group_size!(up_to_16: $m, $f::<_, SUB_SCALES, BYTES>($($arg),*)),
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+pub(super) use by_panel_format;
+
 /// Weight rows of one GGUF format as panels (see the module's documentation). Rows are a multiple of
 /// [`PANEL_ROWS`]; the values are the loader's: `scale · code + offset` per block of 32 (Q6_K: the
 /// super-block's scale times each 16 codes' own 8-bit scale).
@@ -56,10 +152,17 @@ pub struct Panels {
     format: BlockFormat,
     rows: usize,
     cols: usize,
-    /// Per panel and block: eight groups of four inputs, each the 16 rows' four codes in row order.
-    pub(super) codes: Vec<i8>,
-    /// Per panel and block: `128 · Σ codes` of each row's first 16 inputs, then of its last 16 (the
-    /// AVX-512 kernel meets the inputs as `x + 128`, unsigned, and takes these off).
+    /// How the codes are kept.
+    pub(super) store: CodeStore,
+    /// Per panel and block ([`CodeStore::block_bytes`]): a byte a code, eight groups of four inputs, each
+    /// the 16 rows' four codes in row order (byte `64 g + 4 · row + t`: input `4g + t`); or nibbles, four
+    /// registers of 64 bytes whose low nibbles are groups 0-3 and high ones groups 4-7.
+    pub(super) codes: Vec<u8>,
+    /// Q5_0 only, per panel and block: for each of the eight groups, bit `4 · row + t` set where the code's
+    /// fifth bit is clear (its code is the nibble less 16).
+    pub(super) minus_16: Vec<u64>,
+    /// Per panel and block: `128 · Σ codes` of each row (Q6_K: of its first 16 inputs, then of its last
+    /// 16), which the AVX-512 kernel takes off: it meets the inputs as `x + 128`, unsigned.
     pub(super) biases: Vec<i32>,
     /// Q6_K only, per panel and block: each row's 8-bit scale of its first 16 inputs, then of its last 16.
     pub(super) sub_scales: Vec<i32>,
@@ -83,13 +186,16 @@ impl Panels {
             blocks.len()
         );
         let per_row = cols / BLOCK;
-        let (units, q6k) = (rows / PANEL_ROWS * per_row, format == BlockFormat::Q6K);
+        let (units, q6k, store) = (rows / PANEL_ROWS * per_row, format == BlockFormat::Q6K, CodeStore::of(format));
+        let halves = if q6k { 2 } else { 1 };
         let mut p = Panels {
             format,
             rows,
             cols,
-            codes: vec![0; units * BLOCK_CODES],
-            biases: vec![0; units * 2 * PANEL_ROWS],
+            store,
+            codes: vec![0; units * store.block_bytes()],
+            minus_16: if store == CodeStore::NibblesFifthBit { vec![0; units * 8] } else { Vec::new() },
+            biases: vec![0; units * halves * PANEL_ROWS],
             sub_scales: if q6k { vec![0; units * 2 * PANEL_ROWS] } else { Vec::new() },
             scales: vec![0.0; units * PANEL_ROWS],
             offsets: if format.has_offset() { vec![0.0; units * PANEL_ROWS] } else { Vec::new() },
@@ -101,11 +207,24 @@ impl Panels {
                 let block = &bytes[b / subs * format.block_bytes()..][..format.block_bytes()];
                 let (q, [s0, s1], offset) = unpack_sub_i8(format, block, b % subs);
                 let unit = panel * per_row + b;
+                let codes = &mut p.codes[unit * store.block_bytes()..][..store.block_bytes()];
                 for (i, &c) in q.iter().enumerate() {
-                    p.codes[unit * BLOCK_CODES + (i / 4) * 4 * PANEL_ROWS + lane * 4 + i % 4] = c;
+                    let (group, t) = (i / 4, i % 4);
+                    if store == CodeStore::Bytes {
+                        codes[group * 4 * PANEL_ROWS + lane * 4 + t] = c as u8;
+                        continue;
+                    }
+                    let stored = c as i32 - store.base();
+                    assert!((0..32).contains(&stored) && (stored < 16 || store == CodeStore::NibblesFifthBit), "{format:?}: code {c} does not fit its store");
+                    let at = (group % 4) * 4 * PANEL_ROWS + lane * 4 + t;
+                    codes[at] |= ((stored & 15) as u8) << (4 * (group / 4));
+                    if store == CodeStore::NibblesFifthBit && stored < 16 {
+                        p.minus_16[unit * 8 + group] |= 1 << (lane * 4 + t);
+                    }
                 }
-                for half in 0..2 {
-                    p.biases[(unit * 2 + half) * PANEL_ROWS + lane] = 128 * q[half * 16..][..16].iter().map(|&c| c as i32).sum::<i32>();
+                for half in 0..halves {
+                    let part = &q[half * (BLOCK / halves)..][..BLOCK / halves];
+                    p.biases[(unit * halves + half) * PANEL_ROWS + lane] = 128 * part.iter().map(|&c| c as i32).sum::<i32>();
                 }
                 if q6k {
                     // The super-block's scale apart from each half's integer one (`unpack_sub_i8` gives
@@ -125,6 +244,19 @@ impl Panels {
             }
         }
         p
+    }
+
+    /// The signed code of weight row `lane` of panel block `unit` for its input `i` (the reference's, and
+    /// the tests'; the kernels widen whole registers).
+    pub(super) fn code(&self, unit: usize, lane: usize, i: usize) -> i8 {
+        let (group, t) = (i / 4, i % 4);
+        let codes = &self.codes[unit * self.store.block_bytes()..][..self.store.block_bytes()];
+        if self.store == CodeStore::Bytes {
+            return codes[group * 4 * PANEL_ROWS + lane * 4 + t] as i8;
+        }
+        let nibble = (codes[(group % 4) * 4 * PANEL_ROWS + lane * 4 + t] >> (4 * (group / 4))) & 15;
+        let fifth = self.store == CodeStore::NibblesFifthBit && self.minus_16[unit * 8 + group] >> (lane * 4 + t) & 1 == 0;
+        (nibble as i32 + if fifth { 16 } else { 0 } + self.store.base()) as i8
     }
 
     /// The GGUF format the panels came from.
@@ -158,7 +290,7 @@ impl Panels {
 
     /// Bytes the panels take.
     pub fn bytes(&self) -> usize {
-        self.codes.len() + 4 * (self.biases.len() + self.sub_scales.len() + self.scales.len() + self.offsets.len())
+        self.codes.len() + 8 * self.minus_16.len() + 4 * (self.biases.len() + self.sub_scales.len() + self.scales.len() + self.offsets.len())
     }
 }
 
@@ -175,7 +307,7 @@ pub(super) fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f3
                     let xq = &x.q[(r * blocks + b) * BLOCK..][..BLOCK];
                     let mut halves = [0i32; 2];
                     for (i, &xv) in xq.iter().enumerate() {
-                        halves[i / 16] += p.codes[unit * BLOCK_CODES + (i / 4) * 4 * PANEL_ROWS + lane * 4 + i % 4] as i32 * xv as i32;
+                        halves[i / 16] += p.code(unit, lane, i) as i32 * xv as i32;
                     }
                     let sum = if q6k {
                         halves[0] * p.sub_scales[unit * 2 * PANEL_ROWS + lane] + halves[1] * p.sub_scales[(unit * 2 + 1) * PANEL_ROWS + lane]
