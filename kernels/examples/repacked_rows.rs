@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release -p agentrt-kernels --example repacked_rows`
 
-use agentrt_kernels::decode::{self, BlockFormat, PanelKernel, Panels, Q8Rows};
+use agentrt_kernels::decode::{self, BlockFormat, PanelCodes, PanelKernel, Panels, Q8Rows};
 use agentrt_kernels::KernelPath;
 use std::time::Instant;
 
@@ -35,14 +35,15 @@ fn main() {
     let kernels: Vec<PanelKernel> = PanelKernel::supported().into_iter().filter(|&p| p != PanelKernel::Reference).collect();
     print!("{:<6} {:>4}  {:>8}", "format", "rows", "blocks");
     for kernel in &kernels {
-        print!("  {:>13}", kernel.name());
+        print!("  {:>13}  {:>13}", kernel.name(), format!("{} bytes", kernel.name()));
     }
     println!("   (GMAC/s, one thread; blocks: rows_blocks_q8 on {path}; largest difference to the blocks, relative)");
     for format in [BlockFormat::Q5_0, BlockFormat::Q8_0, BlockFormat::Q4K, BlockFormat::Q6K] {
         let bb = format.block_bytes();
         // Small f16 scales at the start of each block (and Q6_K's at its end), other bytes varied.
         let blocks: Vec<u8> = (0..format.row_bytes(k) * n).map(|i| if i % bb < 4 || i % bb >= bb - 2 { 0x20 } else { (i * 13) as u8 }).collect();
-        let panels = Panels::new(format, &blocks, n, k);
+        // The 4- and 5-bit formats' codes as nibbles (the AVX-512 kernels' panels) and as bytes (AVX2's).
+        let panels = [PanelCodes::Nibbles, PanelCodes::Bytes].map(|codes| Panels::new(format, &blocks, n, k, codes));
         for m in [1usize, 2, 4, 8, 12, 16] {
             let x: Vec<f32> = (0..m * k).map(|i| ((i % 13) as f32 - 6.0) * 0.1).collect();
             let q8 = Q8Rows::quantize(&x, m, k);
@@ -51,9 +52,11 @@ fn main() {
             print!("{:<6} {m:>4}  {:>8.1}", format!("{format:?}"), gmacs(time(|| decode::rows_blocks_q8(path, format, &q8, &blocks, &mut today))));
             let mut worst = 0f32;
             for &kernel in &kernels {
-                let mut repacked = vec![0f32; n * m];
-                print!("  {:>13.1}", gmacs(time(|| decode::panels_q8_on(kernel, &panels, 0, &q8, &mut repacked))));
-                worst = today.iter().zip(&repacked).map(|(a, b)| (a - b).abs() / a.abs().max(1.0)).fold(worst, f32::max);
+                for panels in &panels {
+                    let mut repacked = vec![0f32; n * m];
+                    print!("  {:>13.1}", gmacs(time(|| decode::panels_q8_on(kernel, panels, 0, &q8, &mut repacked))));
+                    worst = today.iter().zip(&repacked).map(|(a, b)| (a - b).abs() / a.abs().max(1.0)).fold(worst, f32::max);
+                }
             }
             println!("   {worst:.1e}");
         }

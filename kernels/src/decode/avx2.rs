@@ -290,12 +290,14 @@ pub(super) unsafe fn f16_le(p: *const u8) -> f32 {
 /// The CPU must have AVX2, FMA and F16C; sizes as `super::panels_q8` checks them.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
-    match p.format() {
-        BlockFormat::Q8_0 => panels_of::<PLAIN, BYTES>(p, first, x, out_rows),
-        BlockFormat::Q4_0 => panels_of::<PLAIN, NIBBLES_LESS_8>(p, first, x, out_rows),
-        BlockFormat::Q5_0 => panels_of::<PLAIN, NIBBLES_FIFTH_BIT>(p, first, x, out_rows),
-        BlockFormat::Q4_1 | BlockFormat::Q4K => panels_of::<OFFSETS, NIBBLES>(p, first, x, out_rows),
-        BlockFormat::Q6K => panels_of::<SUB_SCALES, BYTES>(p, first, x, out_rows),
+    match (p.format(), p.store) {
+        (BlockFormat::Q8_0 | BlockFormat::Q4_0 | BlockFormat::Q5_0, CodeStore::Bytes) => panels_of::<PLAIN, BYTES>(p, first, x, out_rows),
+        (BlockFormat::Q4_0, _) => panels_of::<PLAIN, NIBBLES_LESS_8>(p, first, x, out_rows),
+        (BlockFormat::Q5_0, _) => panels_of::<PLAIN, NIBBLES_FIFTH_BIT>(p, first, x, out_rows),
+        (BlockFormat::Q4_1 | BlockFormat::Q4K, CodeStore::Bytes) => panels_of::<OFFSETS, BYTES>(p, first, x, out_rows),
+        (BlockFormat::Q4_1 | BlockFormat::Q4K, _) => panels_of::<OFFSETS, NIBBLES>(p, first, x, out_rows),
+        (BlockFormat::Q6K, _) => panels_of::<SUB_SCALES, BYTES>(p, first, x, out_rows),
+        (BlockFormat::Q8_0, _) => unreachable!("Q8_0 panels keep a byte a code"),
     }
 }
 

@@ -214,16 +214,18 @@ unsafe fn panels_of<const M: usize, const KIND: u8, const STORE: u8>(p: &Panels,
     let blocks = p.blocks();
     let zero = _mm512_setzero_si512();
     let load_i32 = |at: *const i32| _mm512_loadu_si512(at as *const __m512i);
+    // 128 · Σ codes of 16 rows, from their 16-bit sums.
+    let load_bias = |at: *const i16| _mm512_slli_epi32::<7>(_mm512_cvtepi16_epi32(_mm256_loadu_si256(at as *const __m256i)));
     for (g, out) in out_rows.chunks_exact_mut(PANEL_ROWS * M).enumerate() {
         let mut acc = [_mm512_setzero_ps(); M];
         for b in 0..blocks {
             let unit = (first + g) * blocks + b;
             let codes = panel_codes::<STORE>(p, unit);
             let (bias_lo, bias_hi, sc_lo, sc_hi) = if sub_scales {
-                let (bias, sc) = (p.biases.as_ptr().add(unit * 2 * PANEL_ROWS), p.sub_scales.as_ptr().add(unit * 2 * PANEL_ROWS));
-                (load_i32(bias), load_i32(bias.add(PANEL_ROWS)), load_i32(sc), load_i32(sc.add(PANEL_ROWS)))
+                let (sums, sc) = (p.code_sums.as_ptr().add(unit * 2 * PANEL_ROWS), p.sub_scales.as_ptr().add(unit * 2 * PANEL_ROWS));
+                (load_bias(sums), load_bias(sums.add(PANEL_ROWS)), load_i32(sc), load_i32(sc.add(PANEL_ROWS)))
             } else {
-                (load_i32(p.biases.as_ptr().add(unit * PANEL_ROWS)), zero, zero, zero)
+                (load_bias(p.code_sums.as_ptr().add(unit * PANEL_ROWS)), zero, zero, zero)
             };
             let scales = _mm512_loadu_ps(p.scales.as_ptr().add(unit * PANEL_ROWS));
             let offsets = if offsets_too { _mm512_loadu_ps(p.offsets.as_ptr().add(unit * PANEL_ROWS)) } else { _mm512_setzero_ps() };

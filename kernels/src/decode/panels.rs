@@ -20,10 +20,11 @@
 //!
 //! The codes of the 4- and 5-bit formats (Q4_0, Q4_1, Q4_K, Q5_0) are kept as nibbles, two groups of four
 //! inputs in one register's bytes (inputs `4j + t` low, `16 + 4j + t` high, the pairing of the GGUF blocks
-//! themselves), and Q5_0's fifth bits as one 64-bit mask a group, so that a panel reads no more bytes
-//! than a few above its blocks (Q5_0: 0.875 bytes a weight against the blocks' 0.69; a byte a code was
-//! 1.375, and a decoding step of one sequence is bound by reading them). The kernels widen them in
-//! registers; Q8_0 and Q6_K keep a byte a code.
+//! themselves), Q5_0's fifth bits as one 64-bit mask a group and each row's code sums in 16 bits, so that
+//! a panel reads a few bytes above its blocks (Q5_0: 0.81 bytes a weight against the blocks' 0.69; 1.31 at
+//! a byte a code), and a decoding step of one sequence is bound by reading them. The kernels widen them in
+//! registers; Q8_0 and Q6_K keep a byte a code. Where widening costs more than the bytes save (Q5_0's
+//! fifth bits on AVX2, [`PanelCodes`]), a format's codes can be kept as bytes; the bits are the same.
 
 use super::generic::{unpack_sub_i8, BlockFormat, Q8Rows, BLOCK};
 use crate::half::f16_le_to_f32;
@@ -36,6 +37,20 @@ pub(super) const BLOCK_CODES: usize = PANEL_ROWS * BLOCK;
 
 /// Bytes of one panel block's codes as nibbles: four registers, each two groups.
 pub(super) const BLOCK_NIBBLES: usize = BLOCK_CODES / 2;
+
+/// How the 4- and 5-bit formats' codes are kept in [`Panels`] (Q8_0's and Q6_K's are bytes either way).
+/// On one thread of a Zen 4 (`kernels/examples/repacked_rows.rs`, a matrix in its L3), AVX2 multiplies a
+/// row with Q5_0's codes at 16.7 GMAC/s as nibbles against 33.3 as bytes, Q4_K's at 33.2 against 28.7;
+/// decoding, which reads a model from memory, gains more from the bytes saved (bench/decode_results.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanelCodes {
+    /// A byte a code: no widening in the kernels, 1.31 bytes a weight read for Q5_0 (what the AVX2 path
+    /// keeps Q5_0's codes as: spreading its fifth bits takes AVX2 four operations a register).
+    Bytes,
+    /// Nibbles (and Q5_0's fifth bits as masks), widened in registers: about a GGUF block's bytes read
+    /// (Qwen2.5-Coder-0.5B at batch 1 on a Zen 4, AVX-512: 34.3 -> 40.8 tok/s against bytes).
+    Nibbles,
+}
 
 /// How a panel block's codes are kept, and how a kernel makes the signed code of each: the kernels are
 /// built once for each (their const parameter: [`BYTES`] and the others).
@@ -54,8 +69,9 @@ pub(super) enum CodeStore {
 
 impl CodeStore {
     /// The store of a format's codes.
-    pub(super) fn of(format: BlockFormat) -> CodeStore {
+    pub(super) fn of(format: BlockFormat, codes: PanelCodes) -> CodeStore {
         match format {
+            _ if codes == PanelCodes::Bytes => CodeStore::Bytes,
             BlockFormat::Q8_0 | BlockFormat::Q6K => CodeStore::Bytes,
             BlockFormat::Q4_1 | BlockFormat::Q4K => CodeStore::Nibbles,
             BlockFormat::Q4_0 => CodeStore::NibblesLess8,
@@ -132,12 +148,14 @@ pub(super) const NIBBLES_FIFTH_BIT: u8 = CodeStore::NibblesFifthBit as u8;
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_panel_format {
     ($p:expr, $m:expr, $f:ident($($arg:expr),* $(,)?)) => {
-        match $p.format() {
-            BlockFormat::Q8_0 => by_group_size!(up_to_16: $m, $f::<_, PLAIN, BYTES>($($arg),*)),
-            BlockFormat::Q4_0 => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_LESS_8>($($arg),*)),
-            BlockFormat::Q5_0 => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_FIFTH_BIT>($($arg),*)),
-            BlockFormat::Q4_1 | BlockFormat::Q4K => by_group_size!(up_to_16: $m, $f::<_, OFFSETS, NIBBLES>($($arg),*)),
-            BlockFormat::Q6K => by_group_size!(up_to_16: $m, $f::<_, SUB_SCALES, BYTES>($($arg),*)),
+        match ($p.format(), $p.store) {
+            (BlockFormat::Q8_0 | BlockFormat::Q4_0 | BlockFormat::Q5_0, CodeStore::Bytes) => by_group_size!(up_to_16: $m, $f::<_, PLAIN, BYTES>($($arg),*)),
+            (BlockFormat::Q4_0, _) => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_LESS_8>($($arg),*)),
+            (BlockFormat::Q5_0, _) => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_FIFTH_BIT>($($arg),*)),
+            (BlockFormat::Q4_1 | BlockFormat::Q4K, CodeStore::Bytes) => by_group_size!(up_to_16: $m, $f::<_, OFFSETS, BYTES>($($arg),*)),
+            (BlockFormat::Q4_1 | BlockFormat::Q4K, _) => by_group_size!(up_to_16: $m, $f::<_, OFFSETS, NIBBLES>($($arg),*)),
+            (BlockFormat::Q6K, _) => by_group_size!(up_to_16: $m, $f::<_, SUB_SCALES, BYTES>($($arg),*)),
+            (BlockFormat::Q8_0, _) => unreachable!("Q8_0 panels keep a byte a code"),
         }
     };
 }
@@ -161,9 +179,11 @@ pub struct Panels {
     /// Q5_0 only, per panel and block: for each of the eight groups, bit `4 · row + t` set where the code's
     /// fifth bit is clear (its code is the nibble less 16).
     pub(super) minus_16: Vec<u64>,
-    /// Per panel and block: `128 · Σ codes` of each row (Q6_K: of its first 16 inputs, then of its last
-    /// 16), which the AVX-512 kernel takes off: it meets the inputs as `x + 128`, unsigned.
-    pub(super) biases: Vec<i32>,
+    /// Per panel and block: `Σ codes` of each row (Q6_K: of its first 16 inputs, then of its last 16),
+    /// 128 times which the AVX-512 kernel takes off: it meets the inputs as `x + 128`, unsigned. At most
+    /// 32 · 128 in magnitude, so 16 bits: a decoding step of one sequence reads every panel byte from
+    /// memory, and `i32`s were a seventh of Q5_0's.
+    pub(super) code_sums: Vec<i16>,
     /// Q6_K only, per panel and block: each row's 8-bit scale of its first 16 inputs, then of its last 16.
     pub(super) sub_scales: Vec<i32>,
     /// Per panel and block: each row's scale.
@@ -174,11 +194,11 @@ pub struct Panels {
 
 impl Panels {
     /// The `rows × cols` weights held as GGUF blocks of `format` (`rows` a multiple of [`PANEL_ROWS`],
-    /// `cols` of the format's block), repacked.
+    /// `cols` of the format's block), repacked, their codes kept as `codes` says.
     ///
     /// # Panics
     /// When the sizes disagree.
-    pub fn new(format: BlockFormat, blocks: &[u8], rows: usize, cols: usize) -> Panels {
+    pub fn new(format: BlockFormat, blocks: &[u8], rows: usize, cols: usize, codes: PanelCodes) -> Panels {
         let row_bytes = format.row_bytes(cols);
         assert!(
             rows.is_multiple_of(PANEL_ROWS) && cols.is_multiple_of(format.block_weights()) && blocks.len() == rows * row_bytes,
@@ -186,7 +206,7 @@ impl Panels {
             blocks.len()
         );
         let per_row = cols / BLOCK;
-        let (units, q6k, store) = (rows / PANEL_ROWS * per_row, format == BlockFormat::Q6K, CodeStore::of(format));
+        let (units, q6k, store) = (rows / PANEL_ROWS * per_row, format == BlockFormat::Q6K, CodeStore::of(format, codes));
         let halves = if q6k { 2 } else { 1 };
         let mut p = Panels {
             format,
@@ -195,7 +215,7 @@ impl Panels {
             store,
             codes: vec![0; units * store.block_bytes()],
             minus_16: if store == CodeStore::NibblesFifthBit { vec![0; units * 8] } else { Vec::new() },
-            biases: vec![0; units * halves * PANEL_ROWS],
+            code_sums: vec![0; units * halves * PANEL_ROWS],
             sub_scales: if q6k { vec![0; units * 2 * PANEL_ROWS] } else { Vec::new() },
             scales: vec![0.0; units * PANEL_ROWS],
             offsets: if format.has_offset() { vec![0.0; units * PANEL_ROWS] } else { Vec::new() },
@@ -224,7 +244,7 @@ impl Panels {
                 }
                 for half in 0..halves {
                     let part = &q[half * (BLOCK / halves)..][..BLOCK / halves];
-                    p.biases[(unit * halves + half) * PANEL_ROWS + lane] = 128 * part.iter().map(|&c| c as i32).sum::<i32>();
+                    p.code_sums[(unit * halves + half) * PANEL_ROWS + lane] = part.iter().map(|&c| c as i16).sum::<i16>();
                 }
                 if q6k {
                     // The super-block's scale apart from each half's integer one (`unpack_sub_i8` gives
@@ -290,7 +310,7 @@ impl Panels {
 
     /// Bytes the panels take.
     pub fn bytes(&self) -> usize {
-        self.codes.len() + 8 * self.minus_16.len() + 4 * (self.biases.len() + self.sub_scales.len() + self.scales.len() + self.offsets.len())
+        self.codes.len() + 8 * self.minus_16.len() + 2 * self.code_sums.len() + 4 * (self.sub_scales.len() + self.scales.len() + self.offsets.len())
     }
 }
 

@@ -10,7 +10,7 @@
 use super::decode_linear::{by_weight_rows_in_runs, Batching, MAX_ROWS};
 use super::with_f32_slice;
 pub use agentrt_kernels::decode::BlockFormat;
-use agentrt_kernels::decode::{unpack_block, Panels, Q8Rows, PANEL_ROWS};
+use agentrt_kernels::decode::{unpack_block, PanelCodes, Panels, Q8Rows, PANEL_ROWS};
 use agentrt_kernels::KernelPath;
 use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Tensor};
@@ -144,7 +144,10 @@ impl PackedRows {
         if !pays {
             return None;
         }
-        self.panels.get_or_init(|| Some(Panels::new(self.format, &self.bytes, self.rows, self.cols))).as_ref()
+        // Q5_0's fifth bits cost AVX2 (no mask registers) a shuffle, a compare and two logic operations a
+        // register to spread: a byte a code there (see `PanelCodes`).
+        let codes = if path == KernelPath::Avx2 && self.format == BlockFormat::Q5_0 { PanelCodes::Bytes } else { PanelCodes::Nibbles };
+        self.panels.get_or_init(|| Some(Panels::new(self.format, &self.bytes, self.rows, self.cols, codes))).as_ref()
     }
 
     /// Every weight as f32, row-major (tests hold it equal to the loader's f32 copy).
