@@ -112,12 +112,13 @@ unsafe fn panels_of<const M: usize, const KIND: u8, const STORE: u8>(p: &Panels,
     let widened = CodeStore::from_id(STORE) != CodeStore::Bytes;
     let mut codes = [Codes([[0; BLOCK_CODES]; SET_TILES]), Codes([[0; BLOCK_CODES]; SET_TILES])];
     // Set `s` (over all the call's panels, in order): panel `s / sets_per_panel`, blocks from
-    // `(s % sets_per_panel) · set_blocks`.
+    // `(s % sets_per_panel) · set_blocks`, `tiles_of(s)` tiles (a widened block is one: only Q6_K's
+    // halves take two, and its codes are bytes).
+    let tiles_of = |s: usize| (blocks - (s % sets_per_panel) * set_blocks).min(set_blocks) * per_block;
     let mut operands = |s: usize| {
         let (g, b0) = (s / sets_per_panel, (s % sets_per_panel) * set_blocks);
-        let n = (blocks - b0).min(set_blocks);
         let unit = (first + g) * blocks + b0;
-        let mut o = SetOperands { x: [std::ptr::null(); SET_TILES], w: [std::ptr::null(); SET_TILES], tiles: n * per_block };
+        let mut o = SetOperands { x: [std::ptr::null(); SET_TILES], w: [std::ptr::null(); SET_TILES], tiles: tiles_of(s) };
         for t in 0..o.tiles {
             o.x[t] = x.q.as_ptr().add((b0 + t / per_block) * BLOCK + (t % per_block) * inputs);
             o.w[t] = if widened {
@@ -137,7 +138,6 @@ unsafe fn panels_of<const M: usize, const KIND: u8, const STORE: u8>(p: &Panels,
     let sets = panels * sets_per_panel;
     // Two sets of sum tiles in turn (tmm0-1, tmm2-3): the tile unit computes set `s + 1` while the floats
     // finish set `s` from memory, so neither waits for the other.
-    let tiles_of = |s: usize| (blocks - (s % sets_per_panel) * set_blocks).min(set_blocks) * per_block;
     let mut fill = |s: usize| {
         let o = operands(s);
         if s.is_multiple_of(2) {

@@ -7,7 +7,7 @@
 //! `1e-5 · Σ|x·w|` (the tests hold it there), far below what a sampled token's log-probability can show.
 
 use super::generic::{by_format, q4k_scale_min, BlockFormat, Q8Rows, BLOCK};
-use super::panels::{CodeStore, Panels, BYTES, NIBBLES, NIBBLES_FIFTH_BIT, NIBBLES_LESS_8, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
+use super::panels::{by_panel_format, CodeStore, Panels, BYTES, NIBBLES, NIBBLES_FIFTH_BIT, NIBBLES_LESS_8, OFFSETS, PANEL_ROWS, PLAIN, SUB_SCALES};
 use super::GROUP;
 use std::arch::x86_64::*;
 
@@ -290,15 +290,7 @@ pub(super) unsafe fn f16_le(p: *const u8) -> f32 {
 /// The CPU must have AVX2, FMA and F16C; sizes as `super::panels_q8` checks them.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn panels_q8(p: &Panels, first: usize, x: &Q8Rows, out_rows: &mut [f32]) {
-    match (p.format(), p.store) {
-        (BlockFormat::Q8_0 | BlockFormat::Q4_0 | BlockFormat::Q5_0, CodeStore::Bytes) => panels_of::<PLAIN, BYTES>(p, first, x, out_rows),
-        (BlockFormat::Q4_0, _) => panels_of::<PLAIN, NIBBLES_LESS_8>(p, first, x, out_rows),
-        (BlockFormat::Q5_0, _) => panels_of::<PLAIN, NIBBLES_FIFTH_BIT>(p, first, x, out_rows),
-        (BlockFormat::Q4_1 | BlockFormat::Q4K, CodeStore::Bytes) => panels_of::<OFFSETS, BYTES>(p, first, x, out_rows),
-        (BlockFormat::Q4_1 | BlockFormat::Q4K, _) => panels_of::<OFFSETS, NIBBLES>(p, first, x, out_rows),
-        (BlockFormat::Q6K, _) => panels_of::<SUB_SCALES, BYTES>(p, first, x, out_rows),
-        (BlockFormat::Q8_0, _) => unreachable!("Q8_0 panels keep a byte a code"),
-    }
+    by_panel_format!(p, panels_of(p, first, x, out_rows))
 }
 
 /// Group `g` (inputs `4g .. 4g + 4`) of half a panel block, the 8 weight rows from `lanes`, as signed

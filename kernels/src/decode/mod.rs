@@ -590,39 +590,40 @@ mod tests {
             for k in [format.block_weights(), 3 * format.block_weights()] {
                 let n = 3 * PANEL_ROWS;
                 let (packed, w) = block_rows(format, n, k, 29);
-                for (codes, m) in [PanelCodes::Nibbles, PanelCodes::Bytes].into_iter().flat_map(|c| [1, 2, 4, 7, 13, 16].map(|m| (c, m))) {
-                    let panels = Panels::new(format, &packed, n, k, codes);
+                for (codes, panels) in [PanelCodes::Nibbles, PanelCodes::Bytes].map(|c| (c, Panels::new(format, &packed, n, k, c))) {
                     assert_eq!((panels.format(), panels.rows(), panels.cols()), (format, n, k));
-                    let xq = Q8Rows::quantize(&values(m * k, 40 + m as u64), m, k);
-                    // The inputs as the products see them: each code times its block's scale.
-                    let x: Vec<f32> = xq.q.iter().enumerate().map(|(i, &q)| q as f32 * xq.scale[i / BLOCK]).collect();
-                    let abs = |v: &[f32]| v.iter().map(|a| a.abs()).collect::<Vec<f32>>();
-                    let (want, magnitude) = (definition(&x, &w, m, k), definition(&abs(&x), &abs(&w), m, k));
-                    let mut reference = vec![0f32; n * m];
-                    panels_q8(KernelPath::Generic, &panels, 0, &xq, &mut reference);
-                    for ((got, want), magnitude) in reference.iter().zip(&want).zip(&magnitude) {
-                        assert!((*got as f64 - want).abs() <= 1e-5 * magnitude + 1e-9, "{format:?} ({codes:?}), {m} rows of {k}: {got} against {want}");
-                    }
-                    for path in KernelPath::supported() {
-                        let mut got = vec![0f32; n * m];
-                        panels_q8(path, &panels, 0, &xq, &mut got);
-                        assert_eq!(bits(&got), bits(&reference), "{format:?} ({codes:?}) on {path}, {m} rows of {k}");
-                    }
-                    for kernel in PanelKernel::supported() {
-                        let name = kernel.name();
-                        let mut got = vec![0f32; n * m];
-                        panels_q8_on(kernel, &panels, 0, &xq, &mut got);
-                        assert_eq!(bits(&got), bits(&reference), "{format:?} ({codes:?}) on {name}, {m} rows of {k}");
-                        // The last two panels alone.
-                        let mut tail = vec![0f32; 2 * PANEL_ROWS * m];
-                        panels_q8_on(kernel, &panels, 1, &xq, &mut tail);
-                        assert_eq!(bits(&tail), bits(&reference[PANEL_ROWS * m..]), "{format:?} ({codes:?}) on {name} from panel 1");
-                        // The last input row alone.
-                        let alone = Q8Rows::quantize(&x_row(&values(m * k, 40 + m as u64), m - 1, k), 1, k);
-                        let mut one = vec![0f32; n];
-                        panels_q8_on(kernel, &panels, 0, &alone, &mut one);
-                        let among: Vec<f32> = (0..n).map(|j| reference[j * m + m - 1]).collect();
-                        assert_eq!(bits(&one), bits(&among), "{format:?} ({codes:?}) on {name}: a row alone and among {m}");
+                    for m in [1, 2, 4, 7, 13, 16] {
+                        let xq = Q8Rows::quantize(&values(m * k, 40 + m as u64), m, k);
+                        // The inputs as the products see them: each code times its block's scale.
+                        let x: Vec<f32> = xq.q.iter().enumerate().map(|(i, &q)| q as f32 * xq.scale[i / BLOCK]).collect();
+                        let abs = |v: &[f32]| v.iter().map(|a| a.abs()).collect::<Vec<f32>>();
+                        let (want, magnitude) = (definition(&x, &w, m, k), definition(&abs(&x), &abs(&w), m, k));
+                        let mut reference = vec![0f32; n * m];
+                        panels_q8(KernelPath::Generic, &panels, 0, &xq, &mut reference);
+                        for ((got, want), magnitude) in reference.iter().zip(&want).zip(&magnitude) {
+                            assert!((*got as f64 - want).abs() <= 1e-5 * magnitude + 1e-9, "{format:?} ({codes:?}), {m} rows of {k}: {got} against {want}");
+                        }
+                        for path in KernelPath::supported() {
+                            let mut got = vec![0f32; n * m];
+                            panels_q8(path, &panels, 0, &xq, &mut got);
+                            assert_eq!(bits(&got), bits(&reference), "{format:?} ({codes:?}) on {path}, {m} rows of {k}");
+                        }
+                        for kernel in PanelKernel::supported() {
+                            let name = kernel.name();
+                            let mut got = vec![0f32; n * m];
+                            panels_q8_on(kernel, &panels, 0, &xq, &mut got);
+                            assert_eq!(bits(&got), bits(&reference), "{format:?} ({codes:?}) on {name}, {m} rows of {k}");
+                            // The last two panels alone.
+                            let mut tail = vec![0f32; 2 * PANEL_ROWS * m];
+                            panels_q8_on(kernel, &panels, 1, &xq, &mut tail);
+                            assert_eq!(bits(&tail), bits(&reference[PANEL_ROWS * m..]), "{format:?} ({codes:?}) on {name} from panel 1");
+                            // The last input row alone.
+                            let alone = Q8Rows::quantize(&x_row(&values(m * k, 40 + m as u64), m - 1, k), 1, k);
+                            let mut one = vec![0f32; n];
+                            panels_q8_on(kernel, &panels, 0, &alone, &mut one);
+                            let among: Vec<f32> = (0..n).map(|j| reference[j * m + m - 1]).collect();
+                            assert_eq!(bits(&one), bits(&among), "{format:?} ({codes:?}) on {name}: a row alone and among {m}");
+                        }
                     }
                 }
             }

@@ -28,6 +28,7 @@
 
 use super::generic::{unpack_sub_i8, BlockFormat, Q8Rows, BLOCK};
 use crate::half::f16_le_to_f32;
+use crate::path::KernelPath;
 
 /// Weight rows a panel holds: the lanes of a 512-bit register of `i32` sums.
 pub const PANEL_ROWS: usize = 16;
@@ -50,6 +51,19 @@ pub enum PanelCodes {
     /// Nibbles (and Q5_0's fifth bits as masks), widened in registers: about a GGUF block's bytes read
     /// (Qwen2.5-Coder-0.5B at batch 1 on a Zen 4, AVX-512: 34.3 -> 40.8 tok/s against bytes).
     Nibbles,
+}
+
+impl PanelCodes {
+    /// How the panels for `path`'s kernels keep `format`'s codes: bytes where spreading them costs more
+    /// than the bytes save (Q5_0's fifth bits on AVX2, which has no mask registers: a shuffle, a compare
+    /// and two logic operations a register), nibbles elsewhere.
+    pub fn for_path(path: KernelPath, format: BlockFormat) -> PanelCodes {
+        if path == KernelPath::Avx2 && format == BlockFormat::Q5_0 {
+            PanelCodes::Bytes
+        } else {
+            PanelCodes::Nibbles
+        }
+    }
 }
 
 /// How a panel block's codes are kept, and how a kernel makes the signed code of each: the kernels are
@@ -144,19 +158,32 @@ pub(super) const NIBBLES_LESS_8: u8 = CodeStore::NibblesLess8 as u8;
 pub(super) const NIBBLES_FIFTH_BIT: u8 = CodeStore::NibblesFifthBit as u8;
 
 /// `by_panel_format!(p, m, f(args))` calls `f::<M, KIND, STORE>(args)` for the panels' kind and code store
-/// and `m` input rows from 1 to 16 (`by_group_size!`'s `up_to_16`): one instance a format and row count.
+/// and `m` input rows from 1 to 16 (`by_group_size!`'s `up_to_16`): one instance a format and row count;
+/// `by_panel_format!(p, f(args))` calls `f::<KIND, STORE>(args)`, for a kernel whose rows are a variable.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_panel_format {
     ($p:expr, $m:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        by_panel_format!(@table $p, [$m] $f ($($arg),*))
+    };
+    ($p:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        by_panel_format!(@table $p, [] $f ($($arg),*))
+    };
+    (@table $p:expr, $rows:tt $f:ident $args:tt) => {
         match ($p.format(), $p.store) {
-            (BlockFormat::Q8_0 | BlockFormat::Q4_0 | BlockFormat::Q5_0, CodeStore::Bytes) => by_group_size!(up_to_16: $m, $f::<_, PLAIN, BYTES>($($arg),*)),
-            (BlockFormat::Q4_0, _) => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_LESS_8>($($arg),*)),
-            (BlockFormat::Q5_0, _) => by_group_size!(up_to_16: $m, $f::<_, PLAIN, NIBBLES_FIFTH_BIT>($($arg),*)),
-            (BlockFormat::Q4_1 | BlockFormat::Q4K, CodeStore::Bytes) => by_group_size!(up_to_16: $m, $f::<_, OFFSETS, BYTES>($($arg),*)),
-            (BlockFormat::Q4_1 | BlockFormat::Q4K, _) => by_group_size!(up_to_16: $m, $f::<_, OFFSETS, NIBBLES>($($arg),*)),
-            (BlockFormat::Q6K, _) => by_group_size!(up_to_16: $m, $f::<_, SUB_SCALES, BYTES>($($arg),*)),
+            (BlockFormat::Q8_0 | BlockFormat::Q4_0 | BlockFormat::Q5_0, CodeStore::Bytes) => by_panel_format!(@call $rows $f $args PLAIN BYTES),
+            (BlockFormat::Q4_0, _) => by_panel_format!(@call $rows $f $args PLAIN NIBBLES_LESS_8),
+            (BlockFormat::Q5_0, _) => by_panel_format!(@call $rows $f $args PLAIN NIBBLES_FIFTH_BIT),
+            (BlockFormat::Q4_1 | BlockFormat::Q4K, CodeStore::Bytes) => by_panel_format!(@call $rows $f $args OFFSETS BYTES),
+            (BlockFormat::Q4_1 | BlockFormat::Q4K, _) => by_panel_format!(@call $rows $f $args OFFSETS NIBBLES),
+            (BlockFormat::Q6K, _) => by_panel_format!(@call $rows $f $args SUB_SCALES BYTES),
             (BlockFormat::Q8_0, _) => unreachable!("Q8_0 panels keep a byte a code"),
         }
+    };
+    (@call [$m:expr] $f:ident ($($arg:expr),*) $kind:ident $store:ident) => {
+        by_group_size!(up_to_16: $m, $f::<_, $kind, $store>($($arg),*))
+    };
+    (@call [] $f:ident ($($arg:expr),*) $kind:ident $store:ident) => {
+        $f::<$kind, $store>($($arg),*)
     };
 }
 #[cfg(target_arch = "x86_64")]

@@ -138,15 +138,13 @@ impl PackedRows {
     /// AVX-512 paths (3-4x the block kernel at 16 input rows with VNNI, 1.2-2.2x on AVX2, 1.3-1.6x at one
     /// row: bench/decode_results.md), for a matrix of whole panels. Elsewhere (the plain reference is
     /// slower than the block loops) and for other row counts, `None`: the blocks serve. Repacked once, on
-    /// the first call, at about 1.4 bytes a weight beside the blocks.
+    /// the first call, at 0.8-1.3 bytes a weight beside the blocks (`PanelCodes::for_path`).
     pub fn panels(&self, path: KernelPath) -> Option<&Panels> {
         let pays = matches!(path, KernelPath::Avx2 | KernelPath::Avx512) && self.rows.is_multiple_of(PANEL_ROWS);
         if !pays {
             return None;
         }
-        // Q5_0's fifth bits cost AVX2 (no mask registers) a shuffle, a compare and two logic operations a
-        // register to spread: a byte a code there (see `PanelCodes`).
-        let codes = if path == KernelPath::Avx2 && self.format == BlockFormat::Q5_0 { PanelCodes::Bytes } else { PanelCodes::Nibbles };
+        let codes = PanelCodes::for_path(path, self.format);
         self.panels.get_or_init(|| Some(Panels::new(self.format, &self.bytes, self.rows, self.cols, codes))).as_ref()
     }
 
