@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::{agentrt, questions, read_json, succeed};
+use crate::common::{agentrt, questions, read_json, succeed, tiny_model};
 
 /// `eval` with the random baseline (no model) on the fixture tools, from `cwd`, into `out`; `extra` flags last.
 fn random_eval(cwd: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
@@ -33,6 +33,23 @@ fn eval_refuses_an_output_dir_that_holds_results_unless_forced() {
     let forced = random_eval(dir.path(), &out, &[&q[..], &["--force"]].concat());
     assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
     assert_eq!(read_json(&out.join("results.json"))["num_questions"], 2);
+}
+
+/// `--decode-activations int8` multiplies a GGUF's blocks: over a model kept in f32 (safetensors) it
+/// would report a decoding that did not happen, so it is refused, naming the flag and the model.
+#[test]
+fn int8_activations_are_refused_for_a_model_without_gguf_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, qs) = (tiny_model(dir.path()), questions(dir.path()));
+    let refused = agentrt()
+        .args(["eval", "--fixture", "--model", model.to_str().unwrap(), "--questions", qs.to_str().unwrap(), "--split", "train"])
+        .args(["--num-samples", "1", "--decode-activations", "int8", "--output-dir", dir.path().join("e").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("--decode-activations int8") && stderr.contains("no GGUF blocks") && stderr.contains("tiny-model"), "{stderr}");
+    assert!(!dir.path().join("e/results.json").exists(), "a refused evaluation wrote results");
 }
 
 /// `--num-generations` on the wiki: every question played that many times, pass@k reported over the
