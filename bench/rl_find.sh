@@ -14,6 +14,8 @@
 #      POOL=400 HELDBACK=150 (bench/rl_pool.py)  SYNTH= the find synthesis the SFT start learnt from
 #      (its kept question ids are the printed ones; without it, the splits of question_ids.json)  EXTRA= more `--set key=value` words
 #      RESUME_EXTRA= `--set` words a resume may take (how often it logs, evaluates and saves)
+#      START=models/qwen2.5-coder-0.5b-wiki-find-sft (a later stage starts from the last shipped RL adapter,
+#      with EXTRA naming the earlier stages' groups.jsonl as `rollout.draw_records` and a new `run.seed`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
@@ -22,7 +24,7 @@ SYNTH=${SYNTH:-$CACHE/runs/campaign/qwen-find/synth.jsonl}
 RL_STEPS=${RL_STEPS:-200}
 RL_LR=${RL_LR:-5e-5}
 RL_EVAL_STEPS=${RL_EVAL_STEPS:-6}
-START=models/qwen2.5-coder-0.5b-wiki-find-sft
+START=${START:-models/qwen2.5-coder-0.5b-wiki-find-sft}
 mkdir -p "$WORK"
 if [ ! -x "$WORK/agentrt" ]; then
   cp "${AGENTRT:-target/release/agentrt}" "$WORK/agentrt.tmp" && mv "$WORK/agentrt.tmp" "$WORK/agentrt"
