@@ -44,7 +44,10 @@ impl InferenceOptions {
         };
         let name = AgentSettings::base_model(self.model.as_deref(), trained.as_ref());
         let mut policy = Policy::load_for_inference(&ModelSource::parse(&name), &device).with_context(|| format!("loading model `{name}`"))?;
-        policy.decoder.decode_activations = self.decode_activations;
+        if policy.decoder.set_decode_activations(self.decode_activations) != self.decode_activations {
+            // The default asks for int8; a model without GGUF blocks has nothing to multiply that way.
+            tracing::info!("decoding `{name}` with f32 activations: it has no GGUF blocks to multiply with 8-bit activations");
+        }
         Ok(LoadedModel { policy, name, trained })
     }
 }

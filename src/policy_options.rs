@@ -112,12 +112,10 @@ impl PolicyOptions {
                 let device = agentrt_policy::parse_device(&self.device)?;
                 // Evaluation and trajectories only sample: the GGUF's blocks without an f32 copy.
                 let mut p = Policy::load_for_inference(&ModelSource::parse(&model), &device)?;
-                if self.decode_activations == agentrt_policy::DecodeActivations::Int8 && p.decoder.weights.packed.is_none() {
-                    // Only GGUF blocks are multiplied with 8-bit activations: saying int8 over f32 weights
-                    // would report a decoding that did not happen.
+                if p.decoder.set_decode_activations(self.decode_activations) != self.decode_activations {
+                    // Saying int8 over f32 weights would report a decoding that did not happen.
                     anyhow::bail!("--decode-activations int8: {model} has no GGUF blocks (int8 activations multiply a GGUF's blocks); leave it at f32");
                 }
-                p.decoder.decode_activations = self.decode_activations;
                 let mut name = format!("{model} zero-shot");
                 if self.baseline.is_none() {
                     if let Some(dir) = &adapter {

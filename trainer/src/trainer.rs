@@ -168,9 +168,12 @@ pub async fn train(request: TrainRequest, sandbox: Arc<Sandbox>) -> Result<Train
 
     let device = agentrt_policy::parse_device(&config.model.device)?;
     let mut policy = Policy::load(&ModelSource::parse(&config.model.name), &device)?;
-    // The rollouts' arithmetic (the activations the config names); the held-out slice is played in f32, as
-    // `agentrt eval` plays it.
-    policy.decoder.decode_activations = config.rollout.sampler_activations;
+    // The rollouts' arithmetic (the activations the config names); the held-out slice is played as
+    // `run.eval_activations` says (f32 by default, as `agentrt eval` plays it).
+    if policy.decoder.set_decode_activations(config.rollout.sampler_activations) != config.rollout.sampler_activations {
+        // The default asks for int8; a model without GGUF blocks (a safetensors directory) samples in f32.
+        tracing::info!("sampling `{}` with f32 activations: it has no GGUF blocks to multiply with 8-bit activations", config.model.name);
+    }
     policy.recompute_layers = config.model.recompute_layers;
     policy.decoder.learner_products = config.model.learner_products;
     let at = start.start_adapters(&mut policy, &config.model, seed)?;
@@ -726,7 +729,8 @@ async fn dev_eval(
     sampling: &SamplingParams,
     activations: agentrt_policy::DecodeActivations,
 ) -> Result<DevEval, TrainError> {
-    let sampler = std::mem::replace(&mut policy.decoder.decode_activations, activations);
+    let sampler = policy.decoder.decode_activations;
+    policy.decoder.set_decode_activations(activations);
     let played = dev_eval_as_set(policy, runner, questions, sampling).await;
     policy.decoder.decode_activations = sampler;
     played

@@ -111,6 +111,14 @@ impl Decoder {
         })
     }
 
+    /// Sets what sampling multiplies the frozen weights with and returns what it will multiply with:
+    /// 8-bit activations multiply a GGUF's blocks, so over f32 weights alone (a safetensors model) sampling
+    /// stays [`fused::DecodeActivations::F32`]. Callers compare the two and say so, or refuse.
+    pub fn set_decode_activations(&mut self, wanted: fused::DecodeActivations) -> fused::DecodeActivations {
+        self.decode_activations = if self.weights.packed.is_some() { wanted } else { fused::DecodeActivations::F32 };
+        self.decode_activations
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> &Device {
         self.weights.embed.device()
