@@ -66,7 +66,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let max_tokens = req["max_tokens"].as_u64().unwrap_or(64) as usize;
             // "int8" samples as training's sampler does by default (`rollout.sampler_activations`).
             if let Some(a) = req["activations"].as_str() {
-                policy.decoder.decode_activations = serde_json::from_value(json!(a))?;
+                let wanted = serde_json::from_value(json!(a))?;
+                if policy.decoder.set_decode_activations(wanted) != wanted {
+                    return Err(format!("activations {a:?}: the model has no GGUF blocks to multiply with them").into());
+                }
             }
             let prompt = policy.chat_prompt(&[Message::user(req["prompt"].as_str().unwrap_or("Tell me a story."))])?;
             let params = SamplingParams { n, temperature: 1.0, max_tokens, ..Default::default() };

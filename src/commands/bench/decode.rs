@@ -85,7 +85,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let started = Instant::now();
         let mut policy = Policy::load_for_inference(&ModelSource::parse(name), &agentrt_policy::Device::Cpu).with_context(|| format!("loading {name}"))?;
         loads.push((name.clone(), started.elapsed().as_secs_f64()));
-        policy.decoder.decode_activations = args.decode_activations;
+        if policy.decoder.set_decode_activations(args.decode_activations) != args.decode_activations {
+            anyhow::bail!("--decode-activations int8: {name} has no GGUF blocks (int8 activations multiply a GGUF's blocks)");
+        }
         let ours = agentrt_policy::threads::in_pool(|| ours(&args, &policy.decoder))?;
         for ((test, t), (_, o)) in theirs.into_iter().zip(ours) {
             println!("{name:<20} {test:<28} llama.cpp {t:>8.1} tok/s   agentrt {o:>8.1} tok/s   {:>5.2}x", o / t);
