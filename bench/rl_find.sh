@@ -15,7 +15,12 @@
 #      (its kept question ids are the printed ones; without it, the splits of question_ids.json)  EXTRA= more `--set key=value` words
 #      RESUME_EXTRA= `--set` words a resume may take (how often it logs, evaluates and saves)
 #      START=models/qwen2.5-coder-0.5b-wiki-find-sft (a later stage starts from the last shipped RL adapter,
-#      with EXTRA naming the earlier stages' groups.jsonl as `rollout.draw_records` and a new `run.seed`)
+#      with DRAW_RECORDS and a new `run.seed` in EXTRA)
+#      DRAW_RECORDS= the earlier stages' groups.jsonl, oldest first (joined into WORK/draw_records.jsonl, the
+#      run's `rollout.draw_records`, so their settled questions are passed over)
+#      EXTEND= an earlier stage's question_ids.json whose rlpool is settled: the pool is it plus POOL fresh
+#      printed questions, the heldback the same (needs SYNTH; writes WORK/question_ids.json for the evidence)
+#      IDS= the question_ids.json a stage plays when SYNTH is gone (default: the first stage's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
@@ -32,14 +37,23 @@ if [ ! -x "$WORK/agentrt" ]; then
 fi
 # The splits: drawn from the synthesis where the cache still holds it, else the ones this campaign's
 # evidence names (bench/learning/campaign/qwen-find-rl/question_ids.json), so a new machine plays the same.
-IDS=bench/learning/campaign/qwen-find-rl/question_ids.json
+IDS=${IDS:-bench/learning/campaign/qwen-find-rl/question_ids.json}
 if [ ! -f "$WORK/questions.jsonl" ]; then
-  if [ -f "$SYNTH" ]; then
+  if [ -n "${EXTEND:-}" ]; then
+    [ -f "$SYNTH" ] || { echo "EXTEND=$EXTEND needs the find synthesis at SYNTH=$SYNTH (agentrt trajectories synth --style find)" >&2; exit 1; }
+    python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --extend "$EXTEND" --pool "${POOL:-400}" --ids-out "$WORK/question_ids.json"
+  elif [ -f "$SYNTH" ]; then
     python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --pool "${POOL:-400}" --heldback "${HELDBACK:-150}"
   else
     python3 bench/rl_pool.py --ids "$IDS" data/wiki/questions.jsonl "$WORK/questions.jsonl"
   fi
 fi
+if [ -n "${DRAW_RECORDS:-}" ] && [ ! -f "$WORK/draw_records.jsonl" ]; then
+  # shellcheck disable=SC2086
+  cat $DRAW_RECORDS > "$WORK/draw_records.jsonl.tmp" && mv "$WORK/draw_records.jsonl.tmp" "$WORK/draw_records.jsonl"
+fi
+RECORDS=()
+[ -z "${DRAW_RECORDS:-}" ] || RECORDS=(--set "rollout.draw_records=$WORK/draw_records.jsonl")
 HELDBACK_N=$(grep -c '"split": "heldback"' "$WORK/questions.jsonl")
 if [ -e "$WORK/rl/config.toml" ]; then
   # shellcheck disable=SC2086
@@ -51,5 +65,5 @@ exec "$WORK/agentrt" train --config bench/learning_rl.toml --init-adapter "$STAR
   --set run.eval_split=heldback --set run.eval_skip=0 --set "run.eval_questions=$HELDBACK_N" --set "run.eval_steps=$RL_EVAL_STEPS" \
   --set rollout.draw=unsettled --set rollout.temperature_after_tool=1.1 \
   --set env.wiki.partial_credit_beta=0.5 --set algorithm.f1_weight=0.3 \
-  --set run.save_steps=2 ${EXTRA:-} \
+  --set run.save_steps=2 "${RECORDS[@]}" ${EXTRA:-} \
   --output-dir "$WORK" --run-name rl --no-progress

@@ -11,9 +11,13 @@ answer as printed). Two disjoint splits, both from train articles, neither from 
             trains on must rise within the first hours of steps
 
 Usage: bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl [--pool 400] [--heldback 150] [--seed 75]
+       bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl --extend IDS.json [--pool 400] [--seed 75]
        bench/rl_pool.py --ids IDS.json QUESTIONS.jsonl OUT.jsonl
-The second form writes the very splits a campaign's evidence names (its question_ids.json: {"rlpool": [ids],
-"heldback": [ids]}), for a machine whose cache no longer holds the synthesis the pool was drawn from.
+The second form grows an earlier campaign's pool when its questions are settled: the earlier rlpool plus
+--pool printed questions neither of its splits holds, and the very same heldback (so the fast check's curve
+goes on comparable). The third writes the very splits a campaign's evidence names (its question_ids.json:
+{"rlpool": [ids], "heldback": [ids]}), for a machine whose cache no longer holds the synthesis.
+--ids-out PATH writes the splits drawn as such a question_ids.json, for the campaign's evidence.
 The output is written whole to OUT.jsonl.tmp and renamed, so an interrupted run leaves nothing half-written.
 """
 import argparse, json, os, random, sys
@@ -23,6 +27,8 @@ p.add_argument("synth", nargs="?"); p.add_argument("questions"); p.add_argument(
 p.add_argument("--ids", help="a campaign's question_ids.json: write its splits instead of drawing them")
 p.add_argument("--pool", type=int, default=400); p.add_argument("--heldback", type=int, default=150)
 p.add_argument("--seed", type=int, default=75)
+p.add_argument("--extend", help="an earlier campaign's question_ids.json: keep its splits, add --pool fresh rlpool questions")
+p.add_argument("--ids-out", help="write the splits drawn here as a question_ids.json")
 a = p.parse_args()
 if (a.synth is None) == (a.ids is None):
     sys.exit("give either SYNTH.jsonl (draw the splits) or --ids IDS.json (write a campaign's splits), not both")
@@ -35,12 +41,24 @@ def write(rows, splits):
             for i in sorted(chosen):
                 f.write(json.dumps({**rows[i], "split": split}) + "\n")
     os.replace(tmp, a.out)
+    if a.ids_out:
+        with open(a.ids_out + ".tmp", "w") as f:
+            json.dump({split: sorted(chosen) for split, chosen in splits}, f, indent=0)
+            f.write("\n")
+        os.replace(a.ids_out + ".tmp", a.ids_out)
 
 
-if a.ids:
-    splits = json.load(open(a.ids))
+def read_splits(path):
+    splits = json.load(open(path))
     if sorted(splits) != ["heldback", "rlpool"] or set(splits["rlpool"]) & set(splits["heldback"]):
-        sys.exit(f"{a.ids}: expected two disjoint lists, rlpool and heldback; got keys {sorted(splits)}")
+        sys.exit(f"{path}: expected two disjoint lists, rlpool and heldback; got keys {sorted(splits)}")
+    return splits
+
+
+if a.ids and a.extend:
+    sys.exit("--ids writes a campaign's splits as they are; --extend grows them from SYNTH.jsonl: give one")
+if a.ids:
+    splits = read_splits(a.ids)
     rows = {}
     for n, line in enumerate(open(a.questions), 1):
         if line.strip():
@@ -72,6 +90,18 @@ if missing:
     sys.exit(f"{len(missing)} synthesised question ids are not train questions of {a.questions} (e.g. {sorted(missing)[0]})")
 ids = sorted(rows)
 random.Random(a.seed).shuffle(ids)
+if a.extend:
+    earlier = read_splits(a.extend)
+    unprinted = [i for i in earlier["rlpool"] + earlier["heldback"] if i not in rows]
+    if unprinted:
+        sys.exit(f"{a.extend}: {len(unprinted)} of its ids are not printed train questions of {a.synth} (e.g. {unprinted[0]}): not the synthesis it was drawn from")
+    taken = set(earlier["rlpool"]) | set(earlier["heldback"])
+    fresh = [i for i in ids if i not in taken]
+    if a.pool > len(fresh):
+        sys.exit(f"--pool {a.pool} > the {len(fresh)} printed train questions {a.extend} does not hold")
+    write(rows, [("rlpool", earlier["rlpool"] + fresh[: a.pool]), ("heldback", earlier["heldback"])])
+    print(f"{a.out}: {len(earlier['rlpool'])} earlier + {a.pool} fresh rlpool, the same {len(earlier['heldback'])} heldback, of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)
+    sys.exit(0)
 if a.pool + a.heldback > len(ids):
     sys.exit(f"--pool {a.pool} + --heldback {a.heldback} > the {len(ids)} printed train questions")
 write(rows, [("rlpool", ids[: a.pool]), ("heldback", ids[a.pool : a.pool + a.heldback])])
