@@ -35,8 +35,8 @@ if [ ! -x "$WORK/agentrt" ]; then
   cp "${AGENTRT:-target/release/agentrt}" "$WORK/agentrt.tmp" && mv "$WORK/agentrt.tmp" "$WORK/agentrt"
   git rev-parse HEAD > "$WORK/agentrt.commit"
 fi
-# The splits: drawn from the synthesis where the cache still holds it, else the ones this campaign's
-# evidence names (bench/learning/campaign/qwen-find-rl/question_ids.json), so a new machine plays the same.
+# The splits: an earlier stage's grown (EXTEND) or drawn from the synthesis where the cache still holds it,
+# else the ones the campaign's evidence names (IDS), so a new machine plays the same.
 IDS=${IDS:-bench/learning/campaign/qwen-find-rl/question_ids.json}
 if [ ! -f "$WORK/questions.jsonl" ]; then
   if [ -n "${EXTEND:-}" ]; then
@@ -52,8 +52,9 @@ if [ -n "${DRAW_RECORDS:-}" ] && [ ! -f "$WORK/draw_records.jsonl" ]; then
   # shellcheck disable=SC2086
   cat $DRAW_RECORDS > "$WORK/draw_records.jsonl.tmp" && mv "$WORK/draw_records.jsonl.tmp" "$WORK/draw_records.jsonl"
 fi
+# The run's record is the joined file itself, so a WORK that holds one plays it without DRAW_RECORDS again.
 RECORDS=()
-[ -z "${DRAW_RECORDS:-}" ] || RECORDS=(--set "rollout.draw_records=$WORK/draw_records.jsonl")
+[ ! -f "$WORK/draw_records.jsonl" ] || RECORDS=(--set "rollout.draw_records=$WORK/draw_records.jsonl")
 HELDBACK_N=$(grep -c '"split": "heldback"' "$WORK/questions.jsonl")
 if [ -e "$WORK/rl/config.toml" ]; then
   # shellcheck disable=SC2086
