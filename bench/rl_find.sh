@@ -21,6 +21,9 @@
 #      EXTEND= an earlier stage's question_ids.json whose rlpool is settled: the pool is it plus POOL fresh
 #      printed questions, the heldback the same (needs SYNTH; writes WORK/question_ids.json for the evidence)
 #      IDS= the question_ids.json a stage plays when SYNTH is gone (default: the first stage's)
+#      HELDBACK2= with EXTEND, this many fresh printed questions as a second held-back slice (heldback2)
+#      EVAL_SPLIT=heldback the slice the run evaluates; heldback2 for a stage whose start was chosen on
+#      heldback (that slice flatters it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
@@ -41,7 +44,7 @@ IDS=${IDS:-bench/learning/campaign/qwen-find-rl/question_ids.json}
 if [ ! -f "$WORK/questions.jsonl" ]; then
   if [ -n "${EXTEND:-}" ]; then
     [ -f "$SYNTH" ] || { echo "EXTEND=$EXTEND needs the find synthesis at SYNTH=$SYNTH (agentrt trajectories synth --style find)" >&2; exit 1; }
-    python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --extend "$EXTEND" --pool "${POOL:-400}" --ids-out "$WORK/question_ids.json"
+    python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --extend "$EXTEND" --pool "${POOL:-400}" --heldback2 "${HELDBACK2:-0}" --ids-out "$WORK/question_ids.json"
   elif [ -f "$SYNTH" ]; then
     python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --pool "${POOL:-400}" --heldback "${HELDBACK:-150}"
   else
@@ -55,7 +58,9 @@ fi
 # The run's record is the joined file itself, so a WORK that holds one plays it without DRAW_RECORDS again.
 RECORDS=()
 [ ! -f "$WORK/draw_records.jsonl" ] || RECORDS=(--set "rollout.draw_records=$WORK/draw_records.jsonl")
-HELDBACK_N=$(grep -c '"split": "heldback"' "$WORK/questions.jsonl")
+EVAL_SPLIT=${EVAL_SPLIT:-heldback}
+HELDBACK_N=$(grep -c "\"split\": \"$EVAL_SPLIT\"" "$WORK/questions.jsonl" || true)
+[ "$HELDBACK_N" -gt 0 ] || { echo "$WORK/questions.jsonl has no $EVAL_SPLIT questions (EVAL_SPLIT)" >&2; exit 1; }
 if [ -e "$WORK/rl/config.toml" ]; then
   # shellcheck disable=SC2086
   exec "$WORK/agentrt" train --resume "$WORK/rl" --max-steps "$RL_STEPS" --no-progress ${RESUME_EXTRA:-}
@@ -63,7 +68,7 @@ fi
 # shellcheck disable=SC2086
 exec "$WORK/agentrt" train --config bench/learning_rl.toml --init-adapter "$START" --lr "$RL_LR" --max-steps "$RL_STEPS" \
   --set "env.wiki.questions=$WORK/questions.jsonl" --set env.wiki.split=rlpool \
-  --set run.eval_split=heldback --set run.eval_skip=0 --set "run.eval_questions=$HELDBACK_N" --set "run.eval_steps=$RL_EVAL_STEPS" \
+  --set "run.eval_split=$EVAL_SPLIT" --set run.eval_skip=0 --set "run.eval_questions=$HELDBACK_N" --set "run.eval_steps=$RL_EVAL_STEPS" \
   --set rollout.draw=unsettled --set rollout.temperature_after_tool=1.1 \
   --set env.wiki.partial_credit_beta=0.5 --set algorithm.f1_weight=0.3 \
   --set run.save_steps=2 "${RECORDS[@]}" ${EXTRA:-} \

@@ -9,14 +9,18 @@ answer as printed). Two disjoint splits, both from train articles, neither from 
             unsettled draw's records can pass over the settled ones)
   heldback  the fast check's slice (`run.eval_split`): greedy accuracy on printed questions RL never
             trains on must rise within the first hours of steps
+  heldback2 (with --extend --heldback2 N) a second such slice, fresh: once a stage's start was chosen as
+            the best checkpoint on `heldback`, that slice flatters the start, and the next stage is judged
+            on questions nothing was chosen on
 
 Usage: bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl [--pool 400] [--heldback 150] [--seed 75]
-       bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl --extend IDS.json [--pool 400] [--seed 75]
+       bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl --extend IDS.json [--pool 400] [--heldback2 0] [--seed 75]
        bench/rl_pool.py --ids IDS.json QUESTIONS.jsonl OUT.jsonl
 The second form grows an earlier campaign's pool when its questions are settled: the earlier rlpool plus
---pool printed questions neither of its splits holds, and the very same heldback (so the fast check's curve
-goes on comparable). The third writes the very splits a campaign's evidence names (its question_ids.json:
-{"rlpool": [ids], "heldback": [ids]}), for a machine whose cache no longer holds the synthesis.
+--pool printed questions none of its splits holds, and the very same heldback (so the fast check's curve
+goes on comparable); --heldback2 N adds N more fresh ones as the heldback2 split. The third writes the very
+splits a campaign's evidence names (its question_ids.json: {"rlpool": [ids], "heldback": [ids]}, maybe
+"heldback2": [ids]), for a machine whose cache no longer holds the synthesis.
 --ids-out PATH writes the splits drawn as such a question_ids.json, for the campaign's evidence.
 The output is written whole to OUT.jsonl.tmp and renamed, so an interrupted run leaves nothing half-written.
 """
@@ -28,6 +32,7 @@ p.add_argument("--ids", help="a campaign's question_ids.json: write its splits i
 p.add_argument("--pool", type=int, default=400); p.add_argument("--heldback", type=int, default=150)
 p.add_argument("--seed", type=int, default=75)
 p.add_argument("--extend", help="an earlier campaign's question_ids.json: keep its splits, add --pool fresh rlpool questions")
+p.add_argument("--heldback2", type=int, default=0, help="with --extend: this many more fresh questions as a second held-back slice")
 p.add_argument("--ids-out", help="write the splits drawn here as a question_ids.json")
 a = p.parse_args()
 if (a.synth is None) == (a.ids is None):
@@ -48,13 +53,25 @@ def write(rows, splits):
         os.replace(a.ids_out + ".tmp", a.ids_out)
 
 
+SPLITS = ["rlpool", "heldback", "heldback2"]
+
+
 def read_splits(path):
     splits = json.load(open(path))
-    if sorted(splits) != ["heldback", "rlpool"] or set(splits["rlpool"]) & set(splits["heldback"]):
-        sys.exit(f"{path}: expected two disjoint lists, rlpool and heldback; got keys {sorted(splits)}")
+    keys = sorted(splits)
+    if keys not in (["heldback", "rlpool"], ["heldback", "heldback2", "rlpool"]):
+        sys.exit(f"{path}: expected the lists rlpool and heldback (and maybe heldback2); got keys {keys}")
+    seen = set()
+    for split in SPLITS:
+        overlap = seen & set(splits.get(split, []))
+        if overlap:
+            sys.exit(f"{path}: {len(overlap)} ids of {split} are in an earlier split too (e.g. {sorted(overlap)[0]}): the splits must be disjoint")
+        seen |= set(splits.get(split, []))
     return splits
 
 
+if a.heldback2 and not a.extend:
+    sys.exit("--heldback2 draws a second held-back slice beside an earlier stage's splits: it needs --extend")
 if a.ids and a.extend:
     sys.exit("--ids writes a campaign's splits as they are; --extend grows them from SYNTH.jsonl: give one")
 if a.ids:
@@ -68,8 +85,8 @@ if a.ids:
         wrong = [i for i in ids if i not in rows or rows[i].get("split") != "train"]
         if wrong:
             sys.exit(f"{a.ids}: {len(wrong)} {split} ids are not train questions of {a.questions} (e.g. {wrong[0]})")
-    write(rows, [("rlpool", splits["rlpool"]), ("heldback", splits["heldback"])])
-    print(f"{a.out}: {len(splits['rlpool'])} rlpool + {len(splits['heldback'])} heldback, as {a.ids} names them", file=sys.stderr)
+    write(rows, [(split, splits[split]) for split in SPLITS if split in splits])
+    print(f"{a.out}: " + " + ".join(f"{len(splits[s])} {s}" for s in SPLITS if s in splits) + f", as {a.ids} names them", file=sys.stderr)
     sys.exit(0)
 
 printed = set()
@@ -92,15 +109,22 @@ ids = sorted(rows)
 random.Random(a.seed).shuffle(ids)
 if a.extend:
     earlier = read_splits(a.extend)
-    unprinted = [i for i in earlier["rlpool"] + earlier["heldback"] if i not in rows]
+    unprinted = [i for s in earlier for i in earlier[s] if i not in rows]
     if unprinted:
         sys.exit(f"{a.extend}: {len(unprinted)} of its ids are not printed train questions of {a.synth} (e.g. {unprinted[0]}): not the synthesis it was drawn from")
-    taken = set(earlier["rlpool"]) | set(earlier["heldback"])
+    taken = {i for s in earlier for i in earlier[s]}
     fresh = [i for i in ids if i not in taken]
-    if a.pool > len(fresh):
-        sys.exit(f"--pool {a.pool} > the {len(fresh)} printed train questions {a.extend} does not hold")
-    write(rows, [("rlpool", earlier["rlpool"] + fresh[: a.pool]), ("heldback", earlier["heldback"])])
-    print(f"{a.out}: {len(earlier['rlpool'])} earlier + {a.pool} fresh rlpool, the same {len(earlier['heldback'])} heldback, of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)
+    if a.pool + a.heldback2 > len(fresh):
+        sys.exit(f"--pool {a.pool} + --heldback2 {a.heldback2} > the {len(fresh)} printed train questions {a.extend} does not hold")
+    if a.heldback2 and "heldback2" in earlier:
+        sys.exit(f"{a.extend} has a heldback2 already: --heldback2 would replace the slice its stage was judged on")
+    splits = [("rlpool", earlier["rlpool"] + fresh[: a.pool]), ("heldback", earlier["heldback"])]
+    second = earlier.get("heldback2") or fresh[a.pool : a.pool + a.heldback2]
+    if second:
+        splits.append(("heldback2", second))
+    write(rows, splits)
+    print(f"{a.out}: {len(earlier['rlpool'])} earlier + {a.pool} fresh rlpool, the same {len(earlier['heldback'])} heldback"
+          + (f", {len(second)} heldback2" if second else "") + f", of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)
     sys.exit(0)
 if a.pool + a.heldback > len(ids):
     sys.exit(f"--pool {a.pool} + --heldback {a.heldback} > the {len(ids)} printed train questions")
