@@ -22,8 +22,10 @@
 #      printed questions, the heldback the same (needs SYNTH; writes WORK/question_ids.json for the evidence)
 #      IDS= the question_ids.json a stage plays when SYNTH is gone (default: the first stage's)
 #      HELDBACK2= with EXTEND, this many fresh printed questions as a second held-back slice (heldback2)
+#      HELDOUT_ARTICLES= with EXTEND, this many train articles out of the pool, 150 of their printed
+#      questions the heldout slice (EVAL_SPLIT=heldout: the one check on articles the stage does not train on)
 #      EVAL_SPLIT=heldback the slice the run evaluates; heldback2 for a stage whose start was chosen on
-#      heldback (that slice flatters it)
+#      heldback (that slice flatters it); heldout for one whose pool leaves articles out
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${AGENTRT_CACHE:-$HOME/.cache/agentrt}
@@ -44,7 +46,7 @@ IDS=${IDS:-bench/learning/campaign/qwen-find-rl/question_ids.json}
 if [ ! -f "$WORK/questions.jsonl" ]; then
   if [ -n "${EXTEND:-}" ]; then
     [ -f "$SYNTH" ] || { echo "EXTEND=$EXTEND needs the find synthesis at SYNTH=$SYNTH (agentrt trajectories synth --style find)" >&2; exit 1; }
-    python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --extend "$EXTEND" --pool "${POOL:-400}" --heldback2 "${HELDBACK2:-0}" --ids-out "$WORK/question_ids.json"
+    python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --extend "$EXTEND" --pool "${POOL:-400}" --heldback2 "${HELDBACK2:-0}" --heldout-articles "${HELDOUT_ARTICLES:-0}" --ids-out "$WORK/question_ids.json"
   elif [ -f "$SYNTH" ]; then
     python3 bench/rl_pool.py "$SYNTH" data/wiki/questions.jsonl "$WORK/questions.jsonl" --pool "${POOL:-400}" --heldback "${HELDBACK:-150}"
   else

@@ -12,13 +12,19 @@ answer as printed). Two disjoint splits, both from train articles, neither from 
   heldback2 (with --extend --heldback2 N) a second such slice, fresh: once a stage's start was chosen as
             the best checkpoint on `heldback`, that slice flatters the start, and the next stage is judged
             on questions nothing was chosen on
+  heldout   (with --extend --heldout-articles K) printed questions of K train articles the stage's pool
+            holds none of: the earlier slices share their articles with the pool, so their gain may be the
+            articles' facts, while dev's articles are in no pool; this slice foretells dev where they part
 
 Usage: bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl [--pool 400] [--heldback 150] [--seed 75]
        bench/rl_pool.py SYNTH.jsonl QUESTIONS.jsonl OUT.jsonl --extend IDS.json [--pool 400] [--heldback2 0] [--seed 75]
+                        [--heldout-articles K [--heldout 150]]
        bench/rl_pool.py --ids IDS.json QUESTIONS.jsonl OUT.jsonl
 The second form grows an earlier campaign's pool when its questions are settled: the earlier rlpool plus
 --pool printed questions none of its splits holds, and the very same heldback (so the fast check's curve
-goes on comparable); --heldback2 N adds N more fresh ones as the heldback2 split. The third writes the very
+goes on comparable); --heldback2 N adds N more fresh ones as the heldback2 split; --heldout-articles K
+takes K train articles (seeded) out of the pool, earlier questions and fresh alike, and makes --heldout of
+their printed questions the heldout split (the earlier held-back slices stay whole). The third writes the very
 splits a campaign's evidence names (its question_ids.json: {"rlpool": [ids], "heldback": [ids]}, maybe
 "heldback2": [ids]), for a machine whose cache no longer holds the synthesis.
 --ids-out PATH writes the splits drawn as such a question_ids.json, for the campaign's evidence.
@@ -33,6 +39,8 @@ p.add_argument("--pool", type=int, default=400); p.add_argument("--heldback", ty
 p.add_argument("--seed", type=int, default=75)
 p.add_argument("--extend", help="an earlier campaign's question_ids.json: keep its splits, add --pool fresh rlpool questions")
 p.add_argument("--heldback2", type=int, default=0, help="with --extend: this many more fresh questions as a second held-back slice")
+p.add_argument("--heldout-articles", type=int, default=0, help="with --extend: this many train articles out of the pool, their printed questions the heldout split")
+p.add_argument("--heldout", type=int, default=150, help="with --heldout-articles: the heldout split's size")
 p.add_argument("--ids-out", help="write the splits drawn here as a question_ids.json")
 a = p.parse_args()
 if (a.synth is None) == (a.ids is None):
@@ -53,14 +61,14 @@ def write(rows, splits):
         os.replace(a.ids_out + ".tmp", a.ids_out)
 
 
-SPLITS = ["rlpool", "heldback", "heldback2"]
+SPLITS = ["rlpool", "heldback", "heldback2", "heldout"]
 
 
 def read_splits(path):
     splits = json.load(open(path))
     keys = sorted(splits)
-    if keys not in (["heldback", "rlpool"], ["heldback", "heldback2", "rlpool"]):
-        sys.exit(f"{path}: expected the lists rlpool and heldback (and maybe heldback2); got keys {keys}")
+    if not {"rlpool", "heldback"} <= set(keys) or not set(keys) <= set(SPLITS):
+        sys.exit(f"{path}: expected the lists rlpool and heldback (and maybe heldback2, heldout); got keys {keys}")
     seen = set()
     for split in SPLITS:
         overlap = seen & set(splits.get(split, []))
@@ -72,6 +80,8 @@ def read_splits(path):
 
 if a.heldback2 and not a.extend:
     sys.exit("--heldback2 draws a second held-back slice beside an earlier stage's splits: it needs --extend")
+if a.heldout_articles and not a.extend:
+    sys.exit("--heldout-articles takes articles out of an earlier stage's pool: it needs --extend")
 if a.ids and a.extend:
     sys.exit("--ids writes a campaign's splits as they are; --extend grows them from SYNTH.jsonl: give one")
 if a.ids:
@@ -113,18 +123,38 @@ if a.extend:
     if unprinted:
         sys.exit(f"{a.extend}: {len(unprinted)} of its ids are not printed train questions of {a.synth} (e.g. {unprinted[0]}): not the synthesis it was drawn from")
     taken = {i for s in earlier for i in earlier[s]}
-    fresh = [i for i in ids if i not in taken]
-    if a.pool + a.heldback2 > len(fresh):
-        sys.exit(f"--pool {a.pool} + --heldback2 {a.heldback2} > the {len(fresh)} printed train questions {a.extend} does not hold")
     if a.heldback2 and "heldback2" in earlier:
         sys.exit(f"{a.extend} has a heldback2 already: --heldback2 would replace the slice its stage was judged on")
-    splits = [("rlpool", earlier["rlpool"] + fresh[: a.pool]), ("heldback", earlier["heldback"])]
+    if a.heldout_articles and "heldout" in earlier:
+        sys.exit(f"{a.extend} has a heldout already: --heldout-articles would replace the slice its stage was judged on")
+    # The held-out articles: named by the earlier splits when they hold a heldout, else drawn here.
+    pages = sorted({rows[i]["page"] for i in ids})
+    if "heldout" in earlier:
+        out_pages = {rows[i]["page"] for i in earlier["heldout"]}
+    elif a.heldout_articles:
+        if a.heldout_articles >= len(pages):
+            sys.exit(f"--heldout-articles {a.heldout_articles}: the printed train questions come from {len(pages)} articles; the pool needs some")
+        out_pages = set(random.Random(a.seed).sample(pages, a.heldout_articles))
+    else:
+        out_pages = set()
+    pool_earlier = [i for i in earlier["rlpool"] if rows[i]["page"] not in out_pages]
+    fresh = [i for i in ids if i not in taken and rows[i]["page"] not in out_pages]
+    heldout = earlier.get("heldout") or [i for i in ids if i not in taken and rows[i]["page"] in out_pages][: a.heldout]
+    if a.heldout_articles and len(heldout) < a.heldout:
+        sys.exit(f"--heldout {a.heldout}: the {a.heldout_articles} held-out articles ({', '.join(sorted(out_pages))}) have only {len(heldout)} printed questions no split holds")
+    if a.pool + a.heldback2 > len(fresh):
+        sys.exit(f"--pool {a.pool} + --heldback2 {a.heldback2} > the {len(fresh)} printed train questions {a.extend} does not hold")
+    splits = [("rlpool", pool_earlier + fresh[: a.pool]), ("heldback", earlier["heldback"])]
     second = earlier.get("heldback2") or fresh[a.pool : a.pool + a.heldback2]
     if second:
         splits.append(("heldback2", second))
+    if heldout:
+        splits.append(("heldout", heldout))
     write(rows, splits)
-    print(f"{a.out}: {len(earlier['rlpool'])} earlier + {a.pool} fresh rlpool, the same {len(earlier['heldback'])} heldback"
-          + (f", {len(second)} heldback2" if second else "") + f", of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)
+    print(f"{a.out}: {len(pool_earlier)} earlier + {a.pool} fresh rlpool, the same {len(earlier['heldback'])} heldback"
+          + (f", {len(second)} heldback2" if second else "")
+          + (f", {len(heldout)} heldout of the articles {', '.join(sorted(out_pages))} (out of the pool: {len(earlier['rlpool']) - len(pool_earlier)} earlier pool questions)" if heldout else "")
+          + f", of {len(ids)} printed train questions (seed {a.seed})", file=sys.stderr)
     sys.exit(0)
 if a.pool + a.heldback > len(ids):
     sys.exit(f"--pool {a.pool} + --heldback {a.heldback} > the {len(ids)} printed train questions")
